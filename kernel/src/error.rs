@@ -1,0 +1,237 @@
+//! The definite/transient error split (STYLE §2).
+//!
+//! A *definite* error is caused by data or configuration: retrying cannot help, so it is
+//! recorded (in J, as a pause reason) and shown to the operator with the object it concerns
+//! and the fix. A *transient* error is an I/O or connection problem: it is retried within a
+//! bounded budget, and a write whose outcome it leaves unknown is resolved by reading
+//! evidence, never by guessing. Server error codes are classified in ONE place,
+//! [`classify_server_code`]; no code matches on error strings.
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Server error numbers the kernel reacts to.
+pub mod codes {
+    pub const ER_CON_COUNT_ERROR: u16 = 1040;
+    pub const ER_ACCESS_DENIED: u16 = 1045;
+    pub const ER_BAD_DB: u16 = 1049;
+    pub const ER_SERVER_SHUTDOWN: u16 = 1053;
+    pub const ER_DUP_ENTRY: u16 = 1062;
+    pub const ER_TABLEACCESS_DENIED: u16 = 1142;
+    pub const ER_NO_SUCH_TABLE: u16 = 1146;
+    pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
+    pub const ER_LOCK_DEADLOCK: u16 = 1213;
+    pub const ER_SPECIFIC_ACCESS_DENIED: u16 = 1227;
+    pub const ER_MASTER_FATAL_READING_BINLOG: u16 = 1236;
+    pub const ER_QUERY_INTERRUPTED: u16 = 1317;
+    pub const ER_CONNECTION_KILLED: u16 = 1927;
+    pub const ER_SLAVE_SAME_ID: u16 = 4052;
+    pub const CR_SERVER_GONE: u16 = 2006;
+    pub const CR_SERVER_LOST: u16 = 2013;
+}
+
+/// The class of a server error number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerClass {
+    /// Retry within budget (lost connection, deadlock, lock wait, shutdown, kill).
+    Transient,
+    /// A duplicate key: for ledger writes this is how AlreadyCommitted is detected.
+    Duplicate,
+    /// Missing privilege: definite, the fix is a GRANT.
+    Privilege,
+    /// Missing object: definite.
+    Missing,
+    /// Any other server error: definite.
+    Other,
+}
+
+/// Classifies a server error number (the single place that does so).
+pub fn classify_server_code(code: u16) -> ServerClass {
+    use codes::*;
+    match code {
+        ER_CON_COUNT_ERROR | ER_SERVER_SHUTDOWN | ER_LOCK_WAIT_TIMEOUT | ER_LOCK_DEADLOCK
+        | ER_QUERY_INTERRUPTED | ER_CONNECTION_KILLED | CR_SERVER_GONE | CR_SERVER_LOST => {
+            ServerClass::Transient
+        }
+        ER_DUP_ENTRY => ServerClass::Duplicate,
+        ER_ACCESS_DENIED | ER_TABLEACCESS_DENIED | ER_SPECIFIC_ACCESS_DENIED => {
+            ServerClass::Privilege
+        }
+        ER_NO_SUCH_TABLE | ER_BAD_DB => ServerClass::Missing,
+        _ => ServerClass::Other,
+    }
+}
+
+/// What kind of definite failure this is. Stable: stored in J and shown by `status`, and
+/// each code has a runbook section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DefiniteCode {
+    /// An install precondition (DESIGN §9) is not met.
+    Precondition,
+    /// The command or configuration is wrong (bad flag, unknown job).
+    Usage,
+    /// A table-map or DDL contradicts the sealed schema.
+    SchemaChanged,
+    /// The binlog position to resume from no longer exists.
+    BinlogPurged,
+    /// The source is another server or its binlog history was reset/restored.
+    LineageChanged,
+    /// The same ledger key with different bytes.
+    EvidenceConflict,
+    /// Stored evidence failed verification (audit).
+    EvidenceCorrupt,
+    /// A quota (material bytes) is exhausted.
+    CapacityExhausted,
+    /// The target explicitly rejected a write.
+    TargetRejected,
+    /// A connection or statement release could not be confirmed.
+    ReleaseUnconfirmed,
+    /// A stale owner (old fencing token) tried to write.
+    Fenced,
+    /// The source binlog carries something the reader cannot capture safely.
+    Uncapturable,
+    /// Preparing an operation failed definitely.
+    Preparation,
+}
+
+impl DefiniteCode {
+    /// The snake_case name used in status, metrics labels and runbooks.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefiniteCode::Precondition => "precondition",
+            DefiniteCode::Usage => "usage",
+            DefiniteCode::SchemaChanged => "schema_changed",
+            DefiniteCode::BinlogPurged => "binlog_purged",
+            DefiniteCode::LineageChanged => "lineage_changed",
+            DefiniteCode::EvidenceConflict => "evidence_conflict",
+            DefiniteCode::EvidenceCorrupt => "evidence_corrupt",
+            DefiniteCode::CapacityExhausted => "capacity_exhausted",
+            DefiniteCode::TargetRejected => "target_rejected",
+            DefiniteCode::ReleaseUnconfirmed => "release_unconfirmed",
+            DefiniteCode::Fenced => "fenced",
+            DefiniteCode::Uncapturable => "uncapturable",
+            DefiniteCode::Preparation => "preparation",
+        }
+    }
+}
+
+/// A definite error: the code plus a message that names the object and the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Definite {
+    pub code: DefiniteCode,
+    pub message: String,
+}
+
+impl fmt::Display for Definite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+/// Every kernel-level failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Data or configuration: do not retry; record and show.
+    #[error("{0}")]
+    Definite(Definite),
+    /// I/O or connection: retry within a bounded budget.
+    #[error("transient: {0}")]
+    Transient(String),
+}
+
+/// Result with the kernel error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A definite error with a message that names the object and the fix.
+    pub fn definite(code: DefiniteCode, message: impl Into<String>) -> Error {
+        Error::Definite(Definite {
+            code,
+            message: message.into(),
+        })
+    }
+
+    /// A transient error.
+    pub fn transient(message: impl Into<String>) -> Error {
+        Error::Transient(message.into())
+    }
+
+    /// True for errors worth retrying.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Transient(_))
+    }
+
+    /// The definite part, if any.
+    pub fn as_definite(&self) -> Option<&Definite> {
+        match self {
+            Error::Definite(d) => Some(d),
+            Error::Transient(_) => None,
+        }
+    }
+}
+
+/// The server error number of an sqlx error, if it came from the server.
+pub fn sqlx_server_code(e: &sqlx::Error) -> Option<u16> {
+    let db = e.as_database_error()?;
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .map(|m| m.number())
+}
+
+/// The server error number of a mysql_async error, if it came from the server.
+pub fn mysql_server_code(e: &mysql_async::Error) -> Option<u16> {
+    match e {
+        mysql_async::Error::Server(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+fn from_code(code: Option<u16>, what: &str, text: String) -> Error {
+    match code.map(classify_server_code) {
+        None | Some(ServerClass::Transient) => Error::transient(format!("{what}: {text}")),
+        Some(ServerClass::Privilege) => Error::definite(
+            DefiniteCode::Preparation,
+            format!("{what}: {text} (grant the missing privilege: see runbooks/install.md)"),
+        ),
+        Some(_) => Error::definite(DefiniteCode::Preparation, format!("{what}: {text}")),
+    }
+}
+
+/// Classifies an sqlx error raised while doing `what`.
+pub fn from_sqlx(what: &str, e: &sqlx::Error) -> Error {
+    from_code(
+        sqlx_server_code(e),
+        what,
+        crate::redact::redact_text(&e.to_string()),
+    )
+}
+
+/// Classifies a mysql_async error raised while doing `what`.
+pub fn from_mysql(what: &str, e: &mysql_async::Error) -> Error {
+    from_code(
+        mysql_server_code(e),
+        what,
+        crate::redact::redact_text(&e.to_string()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_is_total_and_stable() {
+        assert_eq!(classify_server_code(1213), ServerClass::Transient);
+        assert_eq!(classify_server_code(1205), ServerClass::Transient);
+        assert_eq!(classify_server_code(2013), ServerClass::Transient);
+        assert_eq!(classify_server_code(1062), ServerClass::Duplicate);
+        assert_eq!(classify_server_code(1227), ServerClass::Privilege);
+        assert_eq!(classify_server_code(1146), ServerClass::Missing);
+        assert_eq!(classify_server_code(1064), ServerClass::Other);
+    }
+
+    #[test]
+    fn no_code_means_transient_and_privilege_names_the_fix() {
+        assert!(from_code(None, "x", "io".into()).is_transient());
+        let e = from_code(Some(1227), "SHOW MASTER STATUS", "denied".into());
+        assert!(e.to_string().contains("grant"));
+    }
+}

@@ -1,0 +1,92 @@
+//! The state store: a MySQL/MariaDB schema holding L, D, J, the range chain, the material
+//! registry, jobs and commands (DESIGN §2). Reached through sqlx; its migrations are
+//! embedded in the binary and applied on first use, under sqlx's migration lock, so two
+//! processes starting at once cannot both migrate.
+//!
+//! Migration numbers are allotted by owner so that parallel work cannot collide:
+//! 0001-0009 jobs, generations, schemas, plans, commands (install); 0010-0019 L and D
+//! (capture); 0020-0039 J, range chain, materials (ledger); 0040+ later issues.
+use crate::error::{from_sqlx, Error, Result};
+use crate::redact::redact_url;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The embedded migrations.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Options for opening the state store.
+#[derive(Clone, Debug)]
+pub struct StateOptions {
+    pub max_connections: u32,
+    pub connect_timeout: Duration,
+}
+
+impl Default for StateOptions {
+    fn default() -> Self {
+        StateOptions {
+            max_connections: 8,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Opens the state store at `url` (its path names the schema), creating the schema if it
+/// does not exist and applying every pending migration.
+pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
+    let connect = MySqlConnectOptions::from_str(url).map_err(|e| bad_url(url, &e))?;
+    let Some(db) = connect.get_database().map(str::to_string) else {
+        return Err(Error::definite(
+            crate::error::DefiniteCode::Usage,
+            format!(
+                "state store URL {} names no schema; add one, e.g. .../backfill_state",
+                redact_url(url)
+            ),
+        ));
+    };
+    ensure_schema(connect.clone().database(""), &db, opts).await?;
+    let pool = MySqlPoolOptions::new()
+        .max_connections(opts.max_connections)
+        .acquire_timeout(opts.connect_timeout)
+        .connect_with(connect)
+        .await
+        .map_err(|e| {
+            from_sqlx(
+                &format!("connecting to state store {}", redact_url(url)),
+                &e,
+            )
+        })?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|e| Error::transient(format!("migrating state store {}: {e}", redact_url(url))))?;
+    Ok(pool)
+}
+
+async fn ensure_schema(opts: MySqlConnectOptions, db: &str, o: &StateOptions) -> Result<()> {
+    use sqlx::ConnectOptions;
+    let mut conn = tokio::time::timeout(o.connect_timeout, opts.connect())
+        .await
+        .map_err(|_| {
+            Error::transient(format!(
+                "connecting to state store server for `{db}`: timed out"
+            ))
+        })?
+        .map_err(|e| from_sqlx(&format!("connecting to state store server for `{db}`"), &e))?;
+    let sql = format!(
+        "CREATE DATABASE IF NOT EXISTS {}",
+        crate::schema::quote_ident(db)
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await
+        .map_err(|e| from_sqlx(&format!("creating state schema `{db}`"), &e))?;
+    Ok(())
+}
+
+fn bad_url(url: &str, e: &sqlx::Error) -> Error {
+    Error::definite(
+        crate::error::DefiniteCode::Usage,
+        format!("state store URL {} is not valid: {e}", redact_url(url)),
+    )
+}

@@ -1,0 +1,2 @@
+//! Shared end-to-end test helpers.
+pub use harness;
