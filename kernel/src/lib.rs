@@ -11,6 +11,7 @@
 //! * [`state`]: the state-store connection and its embedded migrations.
 //! * [`failpoint`]: named fault points for crash tests (STYLE §7).
 pub mod codec;
+pub mod control;
 pub mod error;
 pub mod failpoint;
 pub mod ids;
