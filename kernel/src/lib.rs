@@ -10,6 +10,7 @@
 //! * [`error`]: the definite/transient split (STYLE §2).
 //! * [`state`]: the state-store connection and its embedded migrations.
 //! * [`failpoint`]: named fault points for crash tests (STYLE §7).
+pub mod change;
 pub mod codec;
 pub mod control;
 pub mod error;
