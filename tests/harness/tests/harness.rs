@@ -192,39 +192,14 @@ fn watchdog_cleans_up_after_abort_and_stale_dirs_are_swept() {
     );
 }
 
-/// Run only as a subprocess by the tests above.
-#[test]
-#[ignore = "run in a subprocess by other tests"]
-fn child_start_private() {
-    if std::env::var_os(CHILD_ENV).is_none() {
-        return;
-    }
-    let server = Server::start_private(ServerOpts::source());
-    println!(
-        "DIR={}\nPID={}",
-        server.dir().display(),
-        server.pid().expect("pid")
-    );
-    if std::env::var_os("HARNESS_CHILD_ABORT").is_some() {
-        std::process::abort();
-    }
-}
-
 fn run_child(test: &str, env: &[(&str, &str)]) -> Output {
-    let exe = std::env::current_exe().expect("current exe");
-    let mut cmd = Command::new(exe);
-    cmd.args([
-        test,
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_ENV, "1");
+    assert_eq!(test, "child_start_private");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness-child"));
+    cmd.env(CHILD_ENV, "1");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run child test")
+    cmd.output().expect("run harness-child")
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
