@@ -1,1 +1,2 @@
-//! bootstrap
+//! bootstrap: the per-table protocol and the `backfill` program.
+pub mod reconcile;
