@@ -1,0 +1,269 @@
+//! The process-wide admission: three pools behind one handle.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AdmissionError;
+use crate::ids::{HoldId, PermitId, PoolKind};
+use crate::permit::Permit;
+use crate::pool::{Admit, PoolState};
+use crate::snapshot::AdmissionSnapshot;
+
+/// Pool capacities (DESIGN §8 defaults: 2 read windows, 2 target writes, 8 sessions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    pub read_windows: u32,
+    pub target_writes: u32,
+    /// A streaming tail holds one session for as long as it runs.
+    pub sessions: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            read_windows: 2,
+            target_writes: 2,
+            sessions: 8,
+        }
+    }
+}
+
+impl Limits {
+    pub fn capacity(&self, pool: PoolKind) -> u32 {
+        match pool {
+            PoolKind::ReadWindow => self.read_windows,
+            PoolKind::TargetWrite => self.target_writes,
+            PoolKind::Session => self.sessions,
+        }
+    }
+
+    /// Every limit must admit at least one owner.
+    pub fn validate(&self) -> Result<(), AdmissionError> {
+        let fields = [
+            ("read_windows", self.read_windows),
+            ("target_writes", self.target_writes),
+            ("sessions", self.sessions),
+        ];
+        match fields.into_iter().find(|(_, v)| *v == 0) {
+            Some((field, _)) => Err(AdmissionError::InvalidLimit { field }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// State shared by the handle, its permits and its waiters.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pools: [Mutex<PoolState>; 3],
+}
+
+impl Shared {
+    /// Never held across an await or user code; a poisoned lock still holds
+    /// consistent state because every transition is a few map operations.
+    fn pool(&self, kind: PoolKind) -> MutexGuard<'_, PoolState> {
+        self.pools[kind.index()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn release(&self, id: PermitId) {
+        self.pool(id.pool()).release(id, Instant::now());
+        tracing::debug!(permit = %id, "permit released (confirmed)");
+    }
+
+    pub(crate) fn hold(&self, id: PermitId, owner: &str, reason: String) -> HoldId {
+        tracing::warn!(permit = %id, owner, reason = %reason, "permit held: release unknown");
+        self.pool(id.pool()).hold(id, reason, Instant::now());
+        HoldId::from(id)
+    }
+}
+
+/// Permits for read windows, target writes and execution sessions. Cloning
+/// gives another handle to the same pools.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    shared: Arc<Shared>,
+}
+
+impl Admission {
+    pub fn new(limits: Limits) -> Result<Self, AdmissionError> {
+        limits.validate()?;
+        let pool = |kind| Mutex::new(PoolState::new(kind, limits.capacity(kind)));
+        let pools = PoolKind::ALL.map(pool);
+        Ok(Self {
+            shared: Arc::new(Shared { pools }),
+        })
+    }
+
+    /// Waits (FIFO) for a read-window permit, at most `deadline`.
+    pub async fn acquire_read(
+        &self,
+        owner: &str,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Permit, AdmissionError> {
+        self.acquire(PoolKind::ReadWindow, owner, deadline, cancel)
+            .await
+    }
+
+    /// Waits (FIFO) for a target-write permit, at most `deadline`.
+    pub async fn acquire_write(
+        &self,
+        owner: &str,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Permit, AdmissionError> {
+        self.acquire(PoolKind::TargetWrite, owner, deadline, cancel)
+            .await
+    }
+
+    /// Takes a session now or refuses: a tail holds its session indefinitely,
+    /// so waiting for one could be endless.
+    pub fn try_acquire_session(&self, owner: &str) -> Result<Permit, AdmissionError> {
+        let mut pool = self.shared.pool(PoolKind::Session);
+        match pool.try_take(owner, Instant::now()) {
+            Some(id) => Ok(Permit::new(self.shared.clone(), id, owner)),
+            None => Err(AdmissionError::SessionLimit {
+                limit: pool.capacity(),
+                holders: pool.holders(),
+            }),
+        }
+    }
+
+    /// The server confirmed that the statement under `hold` ended (e.g. its
+    /// connection was KILLed and is gone): the capacity returns to the pool.
+    pub fn confirm_hold(&self, hold: HoldId) -> Result<(), AdmissionError> {
+        let confirmed = self
+            .shared
+            .pool(hold.pool())
+            .confirm_hold(hold, Instant::now());
+        if !confirmed {
+            return Err(AdmissionError::UnknownHold(hold));
+        }
+        tracing::info!(%hold, "hold confirmed released");
+        Ok(())
+    }
+
+    pub fn snapshot(&self) -> AdmissionSnapshot {
+        let now = Instant::now();
+        let pool = |kind| self.shared.pool(kind).snapshot(now);
+        AdmissionSnapshot {
+            read_windows: pool(PoolKind::ReadWindow),
+            target_writes: pool(PoolKind::TargetWrite),
+            sessions: pool(PoolKind::Session),
+        }
+    }
+
+    async fn acquire(
+        &self,
+        kind: PoolKind,
+        owner: &str,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Permit, AdmissionError> {
+        if cancel.is_cancelled() {
+            return Err(cancelled(kind, owner));
+        }
+        let admit = self
+            .shared
+            .pool(kind)
+            .take_or_enqueue(owner, Instant::now());
+        let (id, granted) = match admit {
+            Admit::Granted(id) => return Ok(Permit::new(self.shared.clone(), id, owner)),
+            Admit::Queued(id, granted) => (id, granted),
+        };
+        let waiter = Waiter {
+            shared: self.shared.clone(),
+            id,
+            since: Instant::now(),
+            settled: false,
+        };
+        waiter.wait(owner, granted, deadline, cancel).await
+    }
+}
+
+enum Outcome {
+    Granted,
+    Cancelled,
+    TimedOut,
+}
+
+/// A queued request. Dropping it (or giving up) removes it from the queue, or
+/// releases the permit if it was granted but never handed out.
+struct Waiter {
+    shared: Arc<Shared>,
+    id: PermitId,
+    since: Instant,
+    settled: bool,
+}
+
+impl Waiter {
+    async fn wait(
+        mut self,
+        owner: &str,
+        granted: oneshot::Receiver<()>,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Permit, AdmissionError> {
+        let outcome = tokio::select! {
+            biased;
+            () = grant_signal(granted) => Outcome::Granted,
+            () = cancel.cancelled() => Outcome::Cancelled,
+            () = tokio::time::sleep(deadline) => Outcome::TimedOut,
+        };
+        self.settled = true;
+        let kind = self.id.pool();
+        match outcome {
+            Outcome::Granted => Ok(Permit::new(self.shared.clone(), self.id, owner)),
+            Outcome::Cancelled => {
+                self.give_up();
+                Err(cancelled(kind, owner))
+            }
+            Outcome::TimedOut => {
+                let mut pool = self.shared.pool(kind);
+                pool.abandon(self.id, Instant::now());
+                Err(AdmissionError::Timeout {
+                    pool: kind,
+                    waited: self.since.elapsed(),
+                    holders: pool.holders(),
+                })
+            }
+        }
+    }
+
+    fn give_up(&self) {
+        self.shared
+            .pool(self.id.pool())
+            .abandon(self.id, Instant::now());
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.give_up();
+        }
+    }
+}
+
+/// Completes when the grant arrives. The sender is never dropped unsent while
+/// the waiter is queued, so a closed channel cannot occur; if it did, the
+/// waiter would still end at its deadline or on cancel.
+async fn grant_signal(granted: oneshot::Receiver<()>) {
+    if granted.await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn cancelled(pool: PoolKind, owner: &str) -> AdmissionError {
+    AdmissionError::Cancelled {
+        pool,
+        owner: owner.to_owned(),
+    }
+}
