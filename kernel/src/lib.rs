@@ -16,6 +16,7 @@ pub mod control;
 pub mod error;
 pub mod failpoint;
 pub mod ids;
+pub mod introspect;
 pub mod lineage;
 pub mod position;
 pub mod range;
