@@ -1,0 +1,938 @@
+//! Apply of FINAL pages and of replayed change groups into the target, each in one target
+//! transaction together with its T evidence (DESIGN §3.5, §5 step 8, §6).
+//!
+//! Why re-application can never run business DML twice (I2):
+//! 1. The first write of every apply transaction (after the fencing check) is the ledger
+//!    write: a page credential as a UNIQUE insert, or the replay cursor as an insert (first
+//!    group) or a conditional update `WHERE cursor = expected`.
+//! 2. If an earlier attempt committed (even one whose COMMIT was lost on the wire and
+//!    landed later), that ledger write fails: the insert hits the primary key, the
+//!    conditional update matches no row. The transaction is rolled back before any business
+//!    statement ran, and the existing evidence decides: the same credential is
+//!    AlreadyCommitted, a different one is an evidence conflict ([`decide_credential`]).
+//! 3. An attempt still in flight holds the row lock of its ledger key, so the retry's
+//!    ledger write waits for it and then sees its outcome.
+//!
+//! An outcome is unknown only when COMMIT itself fails ([`ApplyError::Unknown`]); it is
+//! resolved by reading T on a NEW connection with a locking read ([`resolve_page`],
+//! [`apply_groups`] re-reads the cursor), never by guessing.
+//!
+//! Replay writes by primary key and full image only (DESIGN §6): a key-changing update
+//! deletes the old key then upserts the after-image; insert and update upsert the full
+//! after-image with `INSERT .. ON DUPLICATE KEY UPDATE` of every column; delete deletes by
+//! key and accepts 0 rows. ODKU rather than REPLACE: REPLACE is a DELETE plus an INSERT per
+//! existing row (two row operations, both index trees touched twice, delete triggers and
+//! FK actions fired), ODKU updates the row in place; both converge to the full image.
+use crate::page::FinalPage;
+use crate::target::{self, check_owner, PageCredential, ReplayCursor, TargetCtx, CURSOR, PAGES};
+use crate::util::{my, my_is_dup};
+use kernel::change::{Change, GroupEnd, Op};
+use kernel::error::{Definite, DefiniteCode};
+use kernel::ids::Digest;
+use kernel::schema::{quote_ident, ColumnKind, SealedSchema};
+use kernel::value::{Row, SqlValue};
+use kernel::{failpoint, Error, Result};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, Params, Transaction, TxOpts, Value};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+
+/// A successful apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// This call committed the effect.
+    Committed,
+    /// T already held the effect; no business DML ran.
+    AlreadyCommitted,
+}
+
+/// A failed apply.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Nothing was committed (definite or transient).
+    #[error(transparent)]
+    Failed(#[from] Error),
+    /// COMMIT was sent and no answer came back: resolve by reading T on a new connection.
+    #[error("outcome unknown ({0}); resolve it by reading T on a new connection")]
+    Unknown(String),
+}
+
+/// What T says about an effect whose outcome was unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    Committed,
+    NotCommitted,
+}
+
+/// Bounds of one multi-row statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Rows of one INSERT/upsert/DELETE statement at most.
+    pub stmt_rows: usize,
+    /// Approximate bytes of one statement's values at most (keep under max_allowed_packet).
+    pub stmt_bytes: usize,
+    /// Row changes of one replay transaction at most; a larger group is chunked.
+    pub txn_rows: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            stmt_rows: 4096,
+            stmt_bytes: 4 << 20,
+            txn_rows: 20_000,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pure decisions
+// ---------------------------------------------------------------------------------------
+
+/// Compares the credential T holds with the one being written: equal is AlreadyCommitted,
+/// anything else is an evidence conflict naming both.
+pub fn decide_credential(
+    existing: &PageCredential,
+    mine: &PageCredential,
+    who: &str,
+) -> Result<(), Definite> {
+    if existing == mine {
+        return Ok(());
+    }
+    Err(Definite {
+        code: DefiniteCode::EvidenceConflict,
+        message: format!(
+            "{who}: T already holds {}{} from attempt {} with {} rows and hash {}, but this apply has attempt {} with {} rows and hash {}; nothing was overwritten (pause and audit the window's materials)",
+            existing.window, existing.page, existing.attempt.0, existing.rows, existing.digest,
+            mine.attempt.0, mine.rows, mine.digest
+        ),
+    })
+}
+
+/// Converts a TIMESTAMP value given as binlog epoch text (`"1709210096.789012"`) into a
+/// calendar value in UTC, which the `+00:00` target session stores exactly. Other values
+/// pass unchanged.
+pub fn normalize_row(schema: &SealedSchema, row: Row) -> Row {
+    row.into_iter()
+        .zip(schema.columns.iter())
+        .map(|(v, c)| match (c.kind, &v) {
+            (ColumnKind::Timestamp, SqlValue::Bytes(b)) => epoch_to_utc(b).unwrap_or(v),
+            _ => v,
+        })
+        .collect()
+}
+
+fn epoch_to_utc(b: &[u8]) -> Option<SqlValue> {
+    let s = std::str::from_utf8(b).ok()?;
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    if secs.is_empty()
+        || !secs.bytes().all(|c| c.is_ascii_digit())
+        || !frac.bytes().all(|c| c.is_ascii_digit())
+        || frac.len() > 6
+    {
+        return None;
+    }
+    let secs: i64 = secs.parse().ok()?;
+    let micros: u32 = format!("{frac:0<6}").parse().ok()?;
+    if secs == 0 && micros == 0 {
+        return Some(SqlValue::Date(0, 0, 0, 0, 0, 0, 0));
+    }
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // civil_from_days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    Some(SqlValue::Date(
+        u16::try_from(y).ok()?,
+        m as u8,
+        d as u8,
+        (rem / 3600) as u8,
+        ((rem % 3600) / 60) as u8,
+        (rem % 60) as u8,
+        micros,
+    ))
+}
+
+/// The shape of one group as the replay planner needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub end: GroupEnd,
+    pub len: usize,
+    pub digest: Digest,
+}
+
+/// A slice `from..to` of the changes of group `group` of the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub group: usize,
+    pub from: usize,
+    pub to: usize,
+}
+
+/// One replay transaction: the cursor it expects in T, the cursor it writes, its changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnPlan {
+    pub expect: Option<ReplayCursor>,
+    pub next: ReplayCursor,
+    pub pieces: Vec<Piece>,
+}
+
+/// What a batch of groups needs given T's cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    AlreadyCommitted,
+    Apply(Vec<TxnPlan>),
+}
+
+fn gap(msg: String) -> Definite {
+    Definite {
+        code: DefiniteCode::EvidenceConflict,
+        message: msg,
+    }
+}
+
+/// Plans the replay of `groups` (consecutive complete groups of this table in L order,
+/// `prev` the end of the group before them in L, None if they start right after B) against
+/// T's cursor `current`. Whole groups are packed into transactions of at most `txn_rows`
+/// changes; a larger group is applied in chunks with the sub-cursor. A cursor that is
+/// neither before, inside nor after the batch, or that names a batch group with another
+/// digest, is an evidence conflict.
+pub fn plan_replay(
+    current: Option<&ReplayCursor>,
+    prev: Option<&GroupEnd>,
+    groups: &[GroupSummary],
+    txn_rows: usize,
+) -> Result<Plan, Definite> {
+    let txn_rows = txn_rows.max(1);
+    let (mut gi, mut row) = match current {
+        None if prev.is_none() => (0, 0),
+        None => {
+            return Err(gap(format!(
+                "T has no replay cursor but the batch starts after group {}: a group would be skipped",
+                prev.map(|p| p.pos.to_string()).unwrap_or_default()
+            )))
+        }
+        Some(c) => match groups.iter().position(|g| g.end == c.end) {
+            Some(k) if groups[k].digest != c.group_digest => {
+                return Err(gap(format!(
+                    "T's cursor names group {} with hash {} but L's group there hashes to {}: same key, different bytes",
+                    c.end.pos, c.group_digest, groups[k].digest
+                )))
+            }
+            Some(k) if c.rows_done == 0 => (k + 1, 0),
+            Some(k) if (c.rows_done as usize) < groups[k].len => (k, c.rows_done as usize),
+            Some(k) => {
+                return Err(gap(format!(
+                    "T's sub-cursor says {} changes of group {} applied but it has {}",
+                    c.rows_done, c.end.pos, groups[k].len
+                )))
+            }
+            None if prev == Some(&c.end) && c.rows_done == 0 => (0, 0),
+            None => match groups.last().map(|l| c.end.pos.try_cmp(&l.end.pos)) {
+                None | Some(Ok(Ordering::Greater)) => return Ok(Plan::AlreadyCommitted),
+                Some(Ok(_)) => {
+                    return Err(gap(format!(
+                        "T's cursor {} (sub-cursor {}) is not at a boundary of this batch: the batch does not start at T's cursor",
+                        c.end.pos, c.rows_done
+                    )))
+                }
+                Some(Err(e)) => return Err(gap(e.to_string())),
+            },
+        },
+    };
+    if gi >= groups.len() {
+        return Ok(Plan::AlreadyCommitted);
+    }
+    let mut txns: Vec<TxnPlan> = Vec::new();
+    let mut expect = current.cloned();
+    let mut pending: Vec<Piece> = Vec::new();
+    let mut pending_rows = 0usize;
+    let complete = |g: &GroupSummary| ReplayCursor {
+        end: g.end.clone(),
+        rows_done: 0,
+        group_digest: g.digest,
+    };
+    let flush = |pending: &mut Vec<Piece>,
+                 pending_rows: &mut usize,
+                 expect: &mut Option<ReplayCursor>,
+                 txns: &mut Vec<TxnPlan>| {
+        if let Some(last) = pending.last() {
+            let next = complete(&groups[last.group]);
+            txns.push(TxnPlan {
+                expect: expect.replace(next.clone()),
+                next,
+                pieces: std::mem::take(pending),
+            });
+            *pending_rows = 0;
+        }
+    };
+    while gi < groups.len() {
+        let g = &groups[gi];
+        let remaining = g.len - row;
+        if remaining > txn_rows {
+            flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
+            while row < g.len {
+                let to = (row + txn_rows).min(g.len);
+                let next = ReplayCursor {
+                    end: g.end.clone(),
+                    rows_done: if to == g.len {
+                        0
+                    } else {
+                        u32::try_from(to).unwrap_or(u32::MAX)
+                    },
+                    group_digest: g.digest,
+                };
+                txns.push(TxnPlan {
+                    expect: expect.replace(next.clone()),
+                    next,
+                    pieces: vec![Piece {
+                        group: gi,
+                        from: row,
+                        to,
+                    }],
+                });
+                row = to;
+            }
+        } else {
+            if pending_rows + remaining > txn_rows {
+                flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
+            }
+            pending.push(Piece {
+                group: gi,
+                from: row,
+                to: g.len,
+            });
+            pending_rows += remaining;
+        }
+        gi += 1;
+        row = 0;
+    }
+    flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
+    Ok(Plan::Apply(txns))
+}
+
+// ---------------------------------------------------------------------------------------
+// Statements
+// ---------------------------------------------------------------------------------------
+
+/// Multi-row statements for one target table.
+struct Dml {
+    table: String,
+    cols: String,
+    row_marks: String,
+    update: String,
+    pk: String,
+    ncols: usize,
+    limits: Limits,
+}
+
+impl Dml {
+    fn new(schema: &SealedSchema, limits: Limits) -> Dml {
+        let q: Vec<String> = schema
+            .columns
+            .iter()
+            .map(|c| quote_ident(&c.name))
+            .collect();
+        let pk = q[schema.pk].clone();
+        let update: Vec<String> = q
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != schema.pk)
+            .map(|(_, c)| format!("{c} = VALUES({c})"))
+            .collect();
+        Dml {
+            table: schema.qualified(),
+            cols: q.join(", "),
+            row_marks: format!("({})", vec!["?"; q.len()].join(", ")),
+            update: if update.is_empty() {
+                format!("{pk} = {pk}")
+            } else {
+                update.join(", ")
+            },
+            pk,
+            ncols: q.len(),
+            limits,
+        }
+    }
+
+    fn insert_sql(&self, n: usize, upsert: bool) -> String {
+        let mut s = String::with_capacity(64 + n * (self.row_marks.len() + 1));
+        s.push_str("INSERT INTO ");
+        s.push_str(&self.table);
+        s.push_str(" (");
+        s.push_str(&self.cols);
+        s.push_str(") VALUES ");
+        for i in 0..n {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&self.row_marks);
+        }
+        if upsert {
+            s.push_str(" ON DUPLICATE KEY UPDATE ");
+            s.push_str(&self.update);
+        }
+        s
+    }
+
+    fn delete_sql(&self, n: usize) -> String {
+        format!(
+            "DELETE FROM {} WHERE {} IN ({})",
+            self.table,
+            self.pk,
+            vec!["?"; n].join(",")
+        )
+    }
+
+    /// Rows per statement: within the placeholder limit, the row bound and the byte bound.
+    fn rows_per_stmt(&self, approx_row_bytes: usize) -> usize {
+        let by_params = 65_535 / self.ncols.max(1);
+        let by_bytes = self.limits.stmt_bytes / approx_row_bytes.max(1);
+        by_params.min(self.limits.stmt_rows).min(by_bytes).max(1)
+    }
+
+    async fn rows(&self, tx: &mut Transaction<'_>, rows: Vec<Row>, upsert: bool) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let bytes: usize =
+            rows.iter().take(64).map(|r| row_bytes(r)).sum::<usize>() / rows.len().min(64);
+        let per = self.rows_per_stmt(bytes);
+        let mut it = rows.into_iter().peekable();
+        while it.peek().is_some() {
+            let chunk: Vec<Row> = it.by_ref().take(per).collect();
+            let sql = self.insert_sql(chunk.len(), upsert);
+            let params: Vec<Value> = chunk.into_iter().flatten().map(Value::from).collect();
+            tx.exec_drop(sql, Params::Positional(params))
+                .await
+                .map_err(|e| business_error(&self.table, e))?;
+        }
+        Ok(())
+    }
+
+    async fn deletes(&self, tx: &mut Transaction<'_>, keys: Vec<SqlValue>) -> Result<()> {
+        for chunk in keys.chunks(self.limits.stmt_rows.clamp(1, 65_535)) {
+            let params: Vec<Value> = chunk.iter().cloned().map(Value::from).collect();
+            tx.exec_drop(self.delete_sql(chunk.len()), Params::Positional(params))
+                .await
+                .map_err(|e| business_error(&self.table, e))?;
+        }
+        Ok(())
+    }
+}
+
+fn row_bytes(r: &Row) -> usize {
+    r.iter()
+        .map(|v| match v {
+            SqlValue::Bytes(b) => b.len() + 9,
+            _ => 12,
+        })
+        .sum()
+}
+
+fn business_error(table: &str, e: mysql_async::Error) -> Error {
+    if my_is_dup(&e) {
+        return Error::definite(
+            DefiniteCode::TargetRejected,
+            format!("target {table} already holds a key this page inserts: the target is not exclusive or windows overlap ({e})"),
+        );
+    }
+    kernel::error::from_mysql(&format!("writing rows into {table}"), &e)
+}
+
+fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> Result<()> {
+    if row.len() != schema.columns.len() {
+        return Err(Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "{what}: a row has {} values but {} has {} columns",
+                row.len(),
+                schema.qualified(),
+                schema.columns.len()
+            ),
+        ));
+    }
+    if row[schema.pk].as_key().is_none() {
+        return Err(Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "{what}: a row's primary key {:?} is not an integer",
+                row[schema.pk]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Pages
+// ---------------------------------------------------------------------------------------
+
+fn rollback_quietly(tx: Transaction<'_>) -> impl std::future::Future<Output = ()> + '_ {
+    async move {
+        let _ = tx.rollback().await;
+    }
+}
+
+/// Applies one FINAL page (its persisted bytes) with its T credential in one transaction.
+pub async fn apply_page(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+    bytes: &[u8],
+    limits: Limits,
+) -> Result<Applied, ApplyError> {
+    let digest = Digest::of(bytes);
+    let page = FinalPage::decode(bytes).map_err(|e| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!("{}: FINAL page {digest}: {e}", ctx.who()),
+        )
+    })?;
+    if (page.key.job, page.key.generation) != (ctx.job, ctx.generation) {
+        return Err(Error::definite(
+            DefiniteCode::EvidenceConflict,
+            format!(
+                "{}: FINAL page {digest} belongs to job {} {}",
+                ctx.who(),
+                page.key.job,
+                page.key.generation
+            ),
+        )
+        .into());
+    }
+    let what = format!("{} {}{}", ctx.who(), page.key.window, page.key.page);
+    for r in &page.rows {
+        check_row(&ctx.schema, r, &what)?;
+    }
+    let mine = PageCredential {
+        window: page.key.window,
+        page: page.key.page,
+        attempt: page.key.attempt,
+        digest,
+        rows: u32::try_from(page.rows.len()).unwrap_or(u32::MAX),
+    };
+    let mut tx = conn
+        .start_transaction(TxOpts::default())
+        .await
+        .map_err(my(&what))?;
+    if let Err(e) = check_owner(&mut tx, ctx).await {
+        rollback_quietly(tx).await;
+        return Err(e.into());
+    }
+    let r = tx
+        .exec_drop(
+            format!(
+                "INSERT INTO {} (job_id, generation, window_id, page_no, attempt, digest, row_count, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                ctx.t(PAGES)
+            ),
+            (ctx.job.0, ctx.generation.0, mine.window.0, mine.page.0, mine.attempt.0, &digest.0[..], mine.rows, ctx.token),
+        )
+        .await;
+    match r {
+        Ok(()) => {}
+        Err(e) if my_is_dup(&e) => {
+            rollback_quietly(tx).await;
+            let existing = target::page_credential_locked(conn, ctx, mine.window, mine.page)
+                .await?
+                .ok_or_else(|| {
+                    Error::transient(format!("{what}: credential vanished after a duplicate key"))
+                })?;
+            decide_credential(&existing, &mine, &what).map_err(Error::Definite)?;
+            return Ok(Applied::AlreadyCommitted);
+        }
+        Err(e) => {
+            rollback_quietly(tx).await;
+            return Err(my(&format!("writing the credential of {what}"))(e).into());
+        }
+    }
+    let rows: Vec<Row> = page
+        .rows
+        .into_iter()
+        .map(|r| normalize_row(&ctx.schema, r))
+        .collect();
+    if let Err(e) = Dml::new(&ctx.schema, limits)
+        .rows(&mut tx, rows, false)
+        .await
+    {
+        rollback_quietly(tx).await;
+        return Err(e.into());
+    }
+    failpoint::hit("ledger.page.before_commit");
+    tx.commit()
+        .await
+        .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
+    failpoint::hit("ledger.page.after_commit");
+    Ok(Applied::Committed)
+}
+
+/// Resolves an unknown page outcome from T on a (new) connection: the locking read waits
+/// for a transaction still in flight. A different credential is an evidence conflict.
+pub async fn resolve_page(conn: &mut Conn, ctx: &TargetCtx, bytes: &[u8]) -> Result<Resolution> {
+    let digest = Digest::of(bytes);
+    let page = FinalPage::decode(bytes).map_err(|e| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!("{}: FINAL page {digest}: {e}", ctx.who()),
+        )
+    })?;
+    let mine = PageCredential {
+        window: page.key.window,
+        page: page.key.page,
+        attempt: page.key.attempt,
+        digest,
+        rows: u32::try_from(page.rows.len()).unwrap_or(u32::MAX),
+    };
+    match target::page_credential_locked(conn, ctx, mine.window, mine.page).await? {
+        None => Ok(Resolution::NotCommitted),
+        Some(c) => {
+            decide_credential(&c, &mine, &ctx.who()).map_err(Error::Definite)?;
+            Ok(Resolution::Committed)
+        }
+    }
+}
+
+/// Applies a page on a fresh connection and resolves an unknown outcome on another new
+/// connection. NotCommitted comes back as a transient error (retry within budget).
+pub async fn apply_page_resolved(
+    opts: &Opts,
+    ctx: &TargetCtx,
+    bytes: &[u8],
+    limits: Limits,
+) -> Result<Applied> {
+    let mut conn = connect(opts).await?;
+    let r = apply_page(&mut conn, ctx, bytes, limits).await;
+    let _ = conn.disconnect().await;
+    match r {
+        Ok(a) => Ok(a),
+        Err(ApplyError::Failed(e)) => Err(e),
+        Err(ApplyError::Unknown(m)) => {
+            let mut c2 = connect(opts).await?;
+            let res = resolve_page(&mut c2, ctx, bytes).await;
+            let _ = c2.disconnect().await;
+            match res? {
+                Resolution::Committed => Ok(Applied::Committed),
+                Resolution::NotCommitted => Err(Error::transient(format!(
+                    "{m}; T shows it was not committed: retry"
+                ))),
+            }
+        }
+    }
+}
+
+/// Opens a target connection with the ledger's session settings.
+pub async fn connect(opts: &Opts) -> Result<Conn> {
+    let o = mysql_async::OptsBuilder::from_opts(opts.clone()).init(target::session_init());
+    Conn::new(o).await.map_err(my("connecting to the target"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Groups
+// ---------------------------------------------------------------------------------------
+
+/// One complete source transaction's changes of this table, in binlog order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayGroup {
+    pub end: GroupEnd,
+    pub changes: Vec<Change>,
+}
+
+impl ReplayGroup {
+    /// Digest of the group's identity and changes (stable under any regrouping: a group
+    /// is a source transaction, never a reader batch).
+    pub fn digest(&self) -> Digest {
+        let mut b = b"backfill-group-v1".to_vec();
+        b.extend(kernel::codec::to_canonical(&(&self.end, &self.changes)));
+        Digest::of(&b)
+    }
+
+    /// The planner's view of the group.
+    pub fn summary(&self) -> GroupSummary {
+        GroupSummary {
+            end: self.end.clone(),
+            len: self.changes.len(),
+            digest: self.digest(),
+        }
+    }
+}
+
+enum Step {
+    Upsert(Row),
+    Delete(SqlValue),
+}
+
+fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> {
+    let bad = |m: &str| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "change at {}:{} row {} of {}: {m}",
+                ch.id.file,
+                ch.id.event_pos,
+                ch.id.row,
+                schema.qualified()
+            ),
+        )
+    };
+    let key = |r: &Row| {
+        r.get(schema.pk)
+            .cloned()
+            .ok_or_else(|| bad("image has no primary key"))
+    };
+    match ch.id.op {
+        Op::Insert => {
+            let a = ch
+                .after
+                .clone()
+                .ok_or_else(|| bad("insert without after-image"))?;
+            check_row(schema, &a, "replay")?;
+            out.push(Step::Upsert(normalize_row(schema, a)));
+        }
+        Op::Update => {
+            let b = ch
+                .before
+                .as_ref()
+                .ok_or_else(|| bad("update without before-image"))?;
+            let a = ch
+                .after
+                .clone()
+                .ok_or_else(|| bad("update without after-image"))?;
+            check_row(schema, &a, "replay")?;
+            let (kb, ka) = (key(b)?, key(&a)?);
+            if kb.as_key() != ka.as_key() {
+                out.push(Step::Delete(kb));
+            }
+            out.push(Step::Upsert(normalize_row(schema, a)));
+        }
+        Op::Delete => {
+            let b = ch
+                .before
+                .as_ref()
+                .ok_or_else(|| bad("delete without before-image"))?;
+            out.push(Step::Delete(key(b)?));
+        }
+    }
+    Ok(())
+}
+
+async fn run_steps(tx: &mut Transaction<'_>, dml: &Dml, steps: Vec<Step>) -> Result<()> {
+    let mut ups: Vec<Row> = Vec::new();
+    let mut dels: Vec<SqlValue> = Vec::new();
+    for s in steps {
+        match s {
+            Step::Upsert(r) => {
+                if !dels.is_empty() {
+                    dml.deletes(tx, std::mem::take(&mut dels)).await?;
+                }
+                ups.push(r);
+            }
+            Step::Delete(k) => {
+                if !ups.is_empty() {
+                    dml.rows(tx, std::mem::take(&mut ups), true).await?;
+                }
+                dels.push(k);
+            }
+        }
+    }
+    dml.rows(tx, ups, true).await?;
+    dml.deletes(tx, dels).await
+}
+
+/// Writes the cursor as the first ledger write: an insert when T has none, otherwise a
+/// conditional update from the expected cursor. Returns false when T's cursor moved.
+async fn write_cursor(
+    tx: &mut Transaction<'_>,
+    ctx: &TargetCtx,
+    expect: Option<&ReplayCursor>,
+    next: &ReplayCursor,
+) -> Result<bool> {
+    let gtid = next.end.gtid.as_ref().map(|g| g.to_string());
+    let what = format!("advancing T's cursor of {}", ctx.who());
+    match expect {
+        None => {
+            let r = tx
+                .exec_drop(
+                    format!(
+                        "INSERT INTO {} (job_id, generation, file, pos, gtid, rows_done, group_digest, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        ctx.t(CURSOR)
+                    ),
+                    (ctx.job.0, ctx.generation.0, &next.end.pos.file, next.end.pos.pos, gtid, next.rows_done, &next.group_digest.0[..], ctx.token),
+                )
+                .await;
+            match r {
+                Ok(()) => Ok(true),
+                Err(e) if my_is_dup(&e) => Ok(false),
+                Err(e) => Err(my(&what)(e)),
+            }
+        }
+        Some(x) => {
+            let xg = x.end.gtid.as_ref().map(|g| g.to_string());
+            tx.exec_drop(
+                format!(
+                    "UPDATE {} SET file = ?, pos = ?, gtid = ?, rows_done = ?, group_digest = ?, token = ?
+                     WHERE job_id = ? AND generation = ? AND file = ? AND pos = ? AND gtid <=> ? AND rows_done = ? AND group_digest = ?",
+                    ctx.t(CURSOR)
+                ),
+                Params::Positional(vec![
+                    next.end.pos.file.clone().into(),
+                    next.end.pos.pos.into(),
+                    gtid.into(),
+                    next.rows_done.into(),
+                    next.group_digest.0.to_vec().into(),
+                    ctx.token.into(),
+                    ctx.job.0.into(),
+                    ctx.generation.0.into(),
+                    x.end.pos.file.clone().into(),
+                    x.end.pos.pos.into(),
+                    xg.into(),
+                    x.rows_done.into(),
+                    x.group_digest.0.to_vec().into(),
+                ]),
+            )
+            .await
+            .map_err(my(&what))?;
+            Ok(tx.affected_rows() == 1)
+        }
+    }
+}
+
+/// Replays a batch of consecutive complete groups of this table (`prev`: the end of the
+/// group before them in L, None if they start right after B). Reads T's cursor, applies
+/// only what T does not hold yet, each transaction guarded by the cursor CAS. Returns
+/// AlreadyCommitted when no business DML ran.
+pub async fn apply_groups(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+    prev: Option<&GroupEnd>,
+    groups: &[ReplayGroup],
+    limits: Limits,
+) -> Result<Applied, ApplyError> {
+    let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
+    let dml = Dml::new(&ctx.schema, limits);
+    let mut committed = false;
+    for _replan in 0..3 {
+        let current = target::replay_cursor(conn, ctx, true).await?;
+        let plan = plan_replay(current.as_ref(), prev, &summaries, limits.txn_rows)
+            .map_err(Error::Definite)?;
+        let txns = match plan {
+            Plan::AlreadyCommitted => {
+                return Ok(if committed {
+                    Applied::Committed
+                } else {
+                    Applied::AlreadyCommitted
+                });
+            }
+            Plan::Apply(t) => t,
+        };
+        let mut moved = false;
+        for t in txns {
+            let what = format!(
+                "{} replay to {} (+{})",
+                ctx.who(),
+                t.next.end.pos,
+                t.next.rows_done
+            );
+            let mut tx = conn
+                .start_transaction(TxOpts::default())
+                .await
+                .map_err(my(&what))?;
+            if let Err(e) = check_owner(&mut tx, ctx).await {
+                rollback_quietly(tx).await;
+                return Err(e.into());
+            }
+            match write_cursor(&mut tx, ctx, t.expect.as_ref(), &t.next).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    rollback_quietly(tx).await;
+                    moved = true;
+                    break;
+                }
+                Err(e) => {
+                    rollback_quietly(tx).await;
+                    return Err(e.into());
+                }
+            }
+            let mut all = Vec::new();
+            for p in &t.pieces {
+                for ch in &groups[p.group].changes[p.from..p.to] {
+                    if let Err(e) = steps(&ctx.schema, ch, &mut all) {
+                        rollback_quietly(tx).await;
+                        return Err(e.into());
+                    }
+                }
+            }
+            if let Err(e) = run_steps(&mut tx, &dml, all).await {
+                rollback_quietly(tx).await;
+                return Err(e.into());
+            }
+            failpoint::hit("ledger.groups.before_commit");
+            tx.commit()
+                .await
+                .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
+            failpoint::hit("ledger.groups.after_commit");
+            committed = true;
+        }
+        if !moved {
+            return Ok(if committed {
+                Applied::Committed
+            } else {
+                Applied::AlreadyCommitted
+            });
+        }
+    }
+    Err(Error::transient(format!(
+        "{}: T's cursor kept moving under this apply (another writer?)",
+        ctx.who()
+    ))
+    .into())
+}
+
+/// Replays on a fresh connection; an unknown outcome is resolved by re-reading T's cursor
+/// on a new connection and applying only what T does not hold.
+pub async fn apply_groups_resolved(
+    opts: &Opts,
+    ctx: &TargetCtx,
+    prev: Option<&GroupEnd>,
+    groups: &[ReplayGroup],
+    limits: Limits,
+) -> Result<Applied> {
+    let mut conn = connect(opts).await?;
+    let r = apply_groups(&mut conn, ctx, prev, groups, limits).await;
+    let _ = conn.disconnect().await;
+    match r {
+        Ok(a) => Ok(a),
+        Err(ApplyError::Failed(e)) => Err(e),
+        Err(ApplyError::Unknown(_)) => {
+            let mut c2 = connect(opts).await?;
+            let r = apply_groups(&mut c2, ctx, prev, groups, limits).await;
+            let _ = c2.disconnect().await;
+            match r {
+                // Whatever the lost COMMIT did is now in T; the effect exists once.
+                Ok(_) => Ok(Applied::Committed),
+                Err(ApplyError::Failed(e)) => Err(e),
+                Err(ApplyError::Unknown(m)) => Err(Error::transient(m)),
+            }
+        }
+    }
+}
+
+/// Whether T's cursor covers every group of the batch (for an unknown outcome).
+pub async fn resolve_groups(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+    prev: Option<&GroupEnd>,
+    groups: &[ReplayGroup],
+) -> Result<Resolution> {
+    let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
+    let current = target::replay_cursor(conn, ctx, true).await?;
+    match plan_replay(current.as_ref(), prev, &summaries, usize::MAX).map_err(Error::Definite)? {
+        Plan::AlreadyCommitted => Ok(Resolution::Committed),
+        Plan::Apply(_) => Ok(Resolution::NotCommitted),
+    }
+}

@@ -1,0 +1,305 @@
+//! Tamper checks the activation audit calls (DESIGN §7, I5). Each returns findings, one
+//! sentence per problem naming the object; empty means the evidence is intact. They only
+//! read. The pure ones take evidence already read; the `*_in` helpers read it first.
+use crate::chain::{self, ChainEntry};
+use crate::journal::{journal_genesis, link, Journal, StoredRow};
+use crate::manifest::{self, WindowManifest};
+use crate::material::MaterialStore;
+use crate::page::{FinalPage, PageRef, RawPage};
+use crate::range::KeyRange;
+use crate::record::{check_transition, JournalRecord};
+use crate::registry::{Entry, Kind, Registry, Usage};
+use crate::target::PageCredential;
+use kernel::error::DefiniteCode;
+use kernel::ids::{Digest, Generation, JobId};
+use kernel::{Error, Result};
+use std::collections::BTreeMap;
+
+/// Turns findings into a definite `evidence_corrupt` error (or Ok when there are none).
+pub fn into_result(findings: Vec<String>) -> Result<()> {
+    if findings.is_empty() {
+        return Ok(());
+    }
+    Err(Error::definite(
+        DefiniteCode::EvidenceCorrupt,
+        findings.join("; "),
+    ))
+}
+
+/// J's stored rows: seq 1.. without gap, each digest = H(prev || bytes), each prev the
+/// digest before it, every record decodes, names the table and follows the one before.
+pub fn journal(job: JobId, generation: Generation, rows: &[StoredRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut prev_digest = journal_genesis(job, generation);
+    let mut prev_rec: Option<JournalRecord> = None;
+    for (i, r) in rows.iter().enumerate() {
+        let w = format!("J record {} of job {job} {generation}", r.seq);
+        if r.seq != i as u64 + 1 {
+            out.push(format!("{w}: expected seq {}", i + 1));
+        }
+        if r.prev != prev_digest {
+            out.push(format!("{w}: its link to the previous record is broken"));
+        }
+        if link(r.prev, &r.bytes) != r.digest {
+            out.push(format!(
+                "{w}: its bytes do not hash to its digest (tampered)"
+            ));
+        }
+        match JournalRecord::decode(&r.bytes) {
+            Err(e) => out.push(format!("{w}: {e}")),
+            Ok(rec) => {
+                if (rec.job, rec.generation) != (job, generation) {
+                    out.push(format!("{w}: names job {} {}", rec.job, rec.generation));
+                }
+                if let Some(p) = &prev_rec {
+                    if let Err(d) = check_transition(p, &rec) {
+                        out.push(format!("{w}: {}", d.message));
+                    }
+                }
+                prev_rec = Some(rec);
+            }
+        }
+        prev_digest = r.digest;
+    }
+    out
+}
+
+/// The range chain against the plan and J's head: recomputed root equals J's root, each
+/// stored `root_after` equals the recomputed prefix root, coverage as [`chain::verify`].
+pub fn range_chain(
+    job: JobId,
+    generation: Generation,
+    plan: &[KeyRange],
+    stored: &[(ChainEntry, Digest)],
+    head: &JournalRecord,
+    complete: bool,
+) -> Vec<String> {
+    let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| *e).collect();
+    let mut out = chain::verify(job, generation, plan, &entries, head.chain_root, complete);
+    if entries.len() != head.completed as usize {
+        out.push(format!(
+            "J counts {} completed windows but the range chain holds {}",
+            head.completed,
+            entries.len()
+        ));
+    }
+    let mut r = chain::genesis(job, generation);
+    for (e, stored_root) in stored {
+        r = chain::extend(r, e);
+        if r != *stored_root {
+            out.push(format!(
+                "range chain row of {}: stored root differs from the recomputed one",
+                e.window
+            ));
+        }
+    }
+    out
+}
+
+/// One material: present, hashing to its name, of the registered size and kind.
+pub fn material(store: &dyn MaterialStore, e: &Entry) -> Vec<String> {
+    match store.get(&e.digest) {
+        Ok(Some(b)) => {
+            let mut out = Vec::new();
+            if b.len() as u64 != e.bytes {
+                out.push(format!(
+                    "material {}: {} bytes, registry says {}",
+                    e.digest,
+                    b.len(),
+                    e.bytes
+                ));
+            }
+            if b.len() < 4 || &b[..4] != e.kind.code().as_bytes() {
+                out.push(format!(
+                    "material {}: not a {} record",
+                    e.digest,
+                    e.kind.code()
+                ));
+            }
+            out
+        }
+        Ok(None) => vec![format!(
+            "material {} ({}) is registered but missing from the store",
+            e.digest,
+            e.kind.code()
+        )],
+        Err(err) => vec![format!("material {}: {err}", e.digest)],
+    }
+}
+
+/// Every registered material of a table-generation, and the usage row's existence.
+pub fn materials(
+    store: &dyn MaterialStore,
+    entries: &[Entry],
+    usage: Option<Usage>,
+) -> Vec<String> {
+    let mut out: Vec<String> = entries.iter().flat_map(|e| material(store, e)).collect();
+    if usage.is_none() && !entries.is_empty() {
+        out.push("materials are registered but the table has no usage row".into());
+    }
+    out
+}
+
+/// One window: its manifest material decodes, hashes to the chain's value and verifies
+/// against the plan; every page it names is registered and intact, and FINAL pages name
+/// this window and attempt.
+pub fn window(
+    store: &dyn MaterialStore,
+    registered: &BTreeMap<Digest, Entry>,
+    entry: &ChainEntry,
+    expect: &manifest::Expect,
+) -> (Option<WindowManifest>, Vec<String>) {
+    let w = format!("{}", entry.window);
+    let bytes = match store.get(&entry.manifest_hash) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return (
+                None,
+                vec![format!(
+                    "manifest of {w} ({}) is missing",
+                    entry.manifest_hash
+                )],
+            )
+        }
+        Err(e) => return (None, vec![format!("manifest of {w}: {e}")]),
+    };
+    let m = match WindowManifest::decode(&bytes) {
+        Ok(m) => m,
+        Err(e) => return (None, vec![format!("manifest of {w}: {e}")]),
+    };
+    let mut out = manifest::verify(&m, expect);
+    if m.attempt != entry.attempt {
+        out.push(format!(
+            "manifest of {w}: attempt {} but the range chain says {}",
+            m.attempt, entry.attempt
+        ));
+    }
+    if !registered.contains_key(&entry.manifest_hash) {
+        out.push(format!("manifest of {w} is not in the material registry"));
+    }
+    let mut page = |p: &PageRef, kind: Kind| {
+        let Some(e) = registered.get(&p.digest) else {
+            out.push(format!(
+                "{w}: {} page {} ({}) is not registered",
+                kind.code(),
+                p.page,
+                p.digest
+            ));
+            return;
+        };
+        out.extend(material(store, e));
+        if e.bytes != p.bytes {
+            out.push(format!(
+                "{w}: page {} has {} bytes, manifest says {}",
+                p.page, e.bytes, p.bytes
+            ));
+        }
+        if let Ok(Some(b)) = store.get(&p.digest) {
+            let key = match kind {
+                Kind::Raw => RawPage::decode(&b).map(|x| (x.key, x.rows.len())),
+                _ => FinalPage::decode(&b).map(|x| (x.key, x.rows.len())),
+            };
+            match key {
+                Ok((k, n))
+                    if k.window == m.window
+                        && k.attempt == m.attempt
+                        && k.page == p.page
+                        && n as u64 == u64::from(p.rows) => {}
+                Ok(_) => out.push(format!(
+                    "{w}: {} page {} names another place or row count",
+                    kind.code(),
+                    p.page
+                )),
+                Err(e) => out.push(format!("{w}: page {}: {e}", p.page)),
+            }
+        }
+    };
+    for p in &m.raw_pages {
+        page(p, Kind::Raw);
+    }
+    for p in &m.final_pages {
+        page(p, Kind::Final);
+    }
+    (Some(m), out)
+}
+
+/// T's credentials against the sealed manifests: exactly one credential per FINAL page,
+/// with the manifest's attempt, hash and row count, and none for anything else.
+pub fn t_credentials(creds: &[PageCredential], manifests: &[WindowManifest]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut want: BTreeMap<(u32, u32), PageCredential> = BTreeMap::new();
+    for m in manifests {
+        for p in &m.final_pages {
+            want.insert(
+                (m.window.0, p.page.0),
+                PageCredential {
+                    window: m.window,
+                    page: p.page,
+                    attempt: m.attempt,
+                    digest: p.digest,
+                    rows: p.rows,
+                },
+            );
+        }
+    }
+    let mut seen = BTreeMap::new();
+    for c in creds {
+        let k = (c.window.0, c.page.0);
+        if seen.insert(k, ()).is_some() {
+            out.push(format!("T holds {}{} twice", c.window, c.page));
+        }
+        match want.get(&k) {
+            None => out.push(format!("T holds a credential for {}{} that no sealed manifest names", c.window, c.page)),
+            Some(w) if w != c => out.push(format!(
+                "T credential {}{} (attempt {}, {} rows, {}) differs from the manifest (attempt {}, {} rows, {})",
+                c.window, c.page, c.attempt.0, c.rows, c.digest, w.attempt.0, w.rows, w.digest
+            )),
+            Some(_) => {}
+        }
+    }
+    for (k, w) in &want {
+        if !seen.contains_key(k) {
+            out.push(format!(
+                "T has no credential for FINAL page {}{}",
+                w.window, w.page
+            ));
+        }
+    }
+    out
+}
+
+/// Reads and checks J and the range chain of a table-generation.
+pub async fn journal_and_chain_in(
+    j: &Journal,
+    job: JobId,
+    generation: Generation,
+    plan: &[KeyRange],
+    complete: bool,
+) -> Result<Vec<String>> {
+    let rows = j.rows(job, generation).await?;
+    let mut out = journal(job, generation, &rows);
+    let Some(last) = rows.last() else {
+        out.push(format!("job {job} {generation} has no J record"));
+        return Ok(out);
+    };
+    let Ok(head) = JournalRecord::decode(&last.bytes) else {
+        return Ok(out);
+    };
+    match j.chain(job, generation).await {
+        Ok(stored) => out.extend(range_chain(job, generation, plan, &stored, &head, complete)),
+        Err(e) => out.push(e.to_string()),
+    }
+    Ok(out)
+}
+
+/// Reads the registry of a table-generation and checks every material.
+pub async fn materials_in(
+    reg: &Registry,
+    store: &dyn MaterialStore,
+    job: JobId,
+    generation: Generation,
+) -> Result<Vec<String>> {
+    let entries = reg.entries(job, generation).await?;
+    let usage = reg.usage(job).await?;
+    Ok(materials(store, &entries, usage))
+}

@@ -1,0 +1,179 @@
+//! RAW and FINAL pages: the persisted rows of a window (DESIGN §5 steps 3 and 7).
+//!
+//! A page names its own identity (job, generation, window, attempt, page number), so its
+//! blake3 digest binds the rows to the place they belong: the same rows under another
+//! window hash differently and can never satisfy another window's credential.
+use kernel::codec::{self, DecodeError, Versioned};
+use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::value::Row;
+use serde::{Deserialize, Serialize};
+
+/// Where a page belongs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PageKey {
+    pub job: JobId,
+    pub generation: Generation,
+    pub window: WindowId,
+    pub attempt: Attempt,
+    pub page: PageNo,
+}
+
+/// Rows read from one read view, in primary-key order (RAW, step 3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RawPage {
+    pub key: PageKey,
+    pub rows: Vec<Row>,
+}
+
+/// Rows of the window as of HIGH, sealed for apply (FINAL, step 7).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinalPage {
+    pub key: PageKey,
+    pub rows: Vec<Row>,
+}
+
+impl Versioned for RawPage {
+    const KIND: [u8; 4] = *b"RAWP";
+    const VERSION: u16 = 1;
+}
+
+impl Versioned for FinalPage {
+    const KIND: [u8; 4] = *b"FINP";
+    const VERSION: u16 = 1;
+}
+
+/// A page as persisted: its bytes and their digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    pub bytes: Vec<u8>,
+    pub digest: Digest,
+}
+
+/// A reference to a persisted page inside a manifest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PageRef {
+    pub page: PageNo,
+    pub digest: Digest,
+    pub rows: u32,
+    pub bytes: u64,
+}
+
+/// Encodes and hashes a page.
+pub fn seal<T: Versioned>(page: &T) -> Sealed {
+    let bytes = codec::encode(page);
+    Sealed {
+        digest: Digest::of(&bytes),
+        bytes,
+    }
+}
+
+impl RawPage {
+    /// Decodes RAW page bytes (every version this build has written).
+    pub fn decode(bytes: &[u8]) -> Result<RawPage, DecodeError> {
+        codec::decode(bytes)
+    }
+}
+
+impl FinalPage {
+    /// Decodes FINAL page bytes (every version this build has written).
+    pub fn decode(bytes: &[u8]) -> Result<FinalPage, DecodeError> {
+        codec::decode(bytes)
+    }
+
+    /// The reference a manifest keeps for this page.
+    pub fn page_ref(&self, sealed: &Sealed) -> PageRef {
+        PageRef {
+            page: self.key.page,
+            digest: sealed.digest,
+            rows: u32::try_from(self.rows.len()).unwrap_or(u32::MAX),
+            bytes: sealed.bytes.len() as u64,
+        }
+    }
+}
+
+/// Cuts a window's final rows (already in key order) into FINAL pages of at most
+/// `page_rows` rows. A window always has at least one page, possibly empty, so T holds
+/// evidence for every applied window.
+pub fn cut_final_pages(
+    job: JobId,
+    generation: Generation,
+    window: WindowId,
+    attempt: Attempt,
+    rows: Vec<Row>,
+    page_rows: usize,
+) -> Vec<FinalPage> {
+    let page_rows = page_rows.max(1);
+    let mut pages = Vec::new();
+    let mut it = rows.into_iter().peekable();
+    loop {
+        let chunk: Vec<Row> = it.by_ref().take(page_rows).collect();
+        let no = PageNo(u32::try_from(pages.len()).unwrap_or(u32::MAX));
+        if chunk.is_empty() && !pages.is_empty() {
+            break;
+        }
+        pages.push(FinalPage {
+            key: PageKey {
+                job,
+                generation,
+                window,
+                attempt,
+                page: no,
+            },
+            rows: chunk,
+        });
+        if it.peek().is_none() {
+            break;
+        }
+    }
+    pages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernel::value::SqlValue;
+
+    fn rows(n: i64) -> Vec<Row> {
+        (1..=n).map(|i| vec![SqlValue::Int(i)]).collect()
+    }
+
+    #[test]
+    fn cuts_pages_and_keeps_one_for_an_empty_window() {
+        let cut = |n, size| {
+            cut_final_pages(
+                JobId(1),
+                Generation(1),
+                WindowId(0),
+                Attempt(1),
+                rows(n),
+                size,
+            )
+        };
+        assert_eq!(cut(0, 10).len(), 1);
+        assert!(cut(0, 10)[0].rows.is_empty());
+        assert_eq!(cut(10, 10).len(), 1);
+        let p = cut(25, 10);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[2].rows.len(), 5);
+        assert_eq!(p[2].key.page, PageNo(2));
+    }
+
+    #[test]
+    fn digest_binds_identity() {
+        let a = FinalPage {
+            key: PageKey {
+                job: JobId(1),
+                generation: Generation(1),
+                window: WindowId(0),
+                attempt: Attempt(1),
+                page: PageNo(0),
+            },
+            rows: rows(2),
+        };
+        let mut b = a.clone();
+        b.key.window = WindowId(1);
+        assert_ne!(seal(&a).digest, seal(&b).digest);
+        assert_eq!(FinalPage::decode(&seal(&a).bytes).unwrap(), a);
+        assert!(RawPage::decode(&seal(&a).bytes).is_err());
+    }
+}

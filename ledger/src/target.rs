@@ -1,0 +1,418 @@
+//! T: the target ledger tables in the TARGET schema (DESIGN §2, §3.5).
+//!
+//! | table | one row per | written with |
+//! |---|---|---|
+//! | `_backfill_ledger_owner` | table-generation: its fencing token | [`claim`] |
+//! | `_backfill_ledger_pages` | FINAL page credential (window, page, attempt, blake3) | [`crate::apply::apply_page`] |
+//! | `_backfill_ledger_cursor` | table-generation: last replayed group, sub-cursor | [`crate::apply::apply_groups`] |
+//! | `_backfill_ledger_activation` | table-generation: activation credential | [`write_activation`] |
+//!
+//! Each apply transaction first reads the owner row under a shared lock and refuses a stale
+//! token; a new owner's [`claim`] needs the exclusive lock, so it waits for in-flight
+//! applies of the old owner and every later one of them is refused. Target sessions run
+//! with `time_zone = '+00:00'` ([`session_init`]), so TIMESTAMP values land exactly.
+use crate::util::{digest_col, my, my_is_dup};
+use kernel::codec::{self, DecodeError, Versioned};
+use kernel::error::DefiniteCode;
+use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::position::BinlogPos;
+use kernel::schema::{quote_ident, SealedSchema};
+use kernel::{Error, Result};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder};
+use serde::{Deserialize, Serialize};
+
+/// Names of the T tables.
+pub const OWNER: &str = "_backfill_ledger_owner";
+pub const PAGES: &str = "_backfill_ledger_pages";
+pub const CURSOR: &str = "_backfill_ledger_cursor";
+pub const ACTIVATION: &str = "_backfill_ledger_activation";
+
+/// Statements every target session runs on connect.
+pub fn session_init() -> Vec<String> {
+    vec!["SET time_zone = '+00:00'".into()]
+}
+
+/// Connection options for the target: `url` plus [`session_init`].
+pub fn target_opts(url: &str) -> Result<Opts> {
+    let o = Opts::from_url(url).map_err(|e| {
+        Error::definite(
+            DefiniteCode::Usage,
+            format!(
+                "target URL {} is not valid: {e}",
+                kernel::redact::redact_url(url)
+            ),
+        )
+    })?;
+    Ok(OptsBuilder::from_opts(o)
+        .init(session_init())
+        .stmt_cache_size(64)
+        .into())
+}
+
+/// Everything an apply needs to know about the table it writes.
+#[derive(Clone, Debug)]
+pub struct TargetCtx {
+    pub job: JobId,
+    pub generation: Generation,
+    /// The target table's sealed schema (same columns as the source); its `database` is
+    /// the target schema that also holds T.
+    pub schema: SealedSchema,
+    /// The fencing token of the lease this process holds.
+    pub token: u64,
+}
+
+impl TargetCtx {
+    pub(crate) fn t(&self, table: &str) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(&self.schema.database),
+            quote_ident(table)
+        )
+    }
+
+    pub(crate) fn who(&self) -> String {
+        format!(
+            "job {} {} (target {})",
+            self.job,
+            self.generation,
+            self.schema.qualified()
+        )
+    }
+}
+
+/// Creates the T tables in `db` if they are missing (idempotent).
+pub async fn ensure_ledger_tables(conn: &mut Conn, db: &str) -> Result<()> {
+    let q = |t: &str| format!("{}.{}", quote_ident(db), quote_ident(t));
+    let ddl = [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
+                target_table VARCHAR(64) NOT NULL, token BIGINT UNSIGNED NOT NULL,
+                PRIMARY KEY (job_id, generation)) ENGINE=InnoDB",
+            q(OWNER)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
+                window_id INT UNSIGNED NOT NULL, page_no INT UNSIGNED NOT NULL,
+                attempt INT UNSIGNED NOT NULL, digest BINARY(32) NOT NULL,
+                row_count INT UNSIGNED NOT NULL, token BIGINT UNSIGNED NOT NULL,
+                PRIMARY KEY (job_id, generation, window_id, page_no)) ENGINE=InnoDB",
+            q(PAGES)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
+                file VARCHAR(255) NOT NULL, pos BIGINT UNSIGNED NOT NULL,
+                gtid VARCHAR(128) NULL, rows_done INT UNSIGNED NOT NULL,
+                group_digest BINARY(32) NOT NULL, token BIGINT UNSIGNED NOT NULL,
+                PRIMARY KEY (job_id, generation)) ENGINE=InnoDB",
+            q(CURSOR)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
+                credential BLOB NOT NULL, digest BINARY(32) NOT NULL,
+                PRIMARY KEY (job_id, generation)) ENGINE=InnoDB",
+            q(ACTIVATION)
+        ),
+    ];
+    for sql in ddl {
+        conn.query_drop(sql)
+            .await
+            .map_err(my(&format!("creating the target ledger tables in `{db}`")))?;
+    }
+    Ok(())
+}
+
+fn fenced(ctx: &TargetCtx, now: Option<u64>) -> Error {
+    Error::definite(
+        DefiniteCode::Fenced,
+        match now {
+            Some(t) => format!(
+                "{}: fencing token {} is stale in T (the target owner row holds {t}); another process owns this table: stop writing",
+                ctx.who(),
+                ctx.token
+            ),
+            None => format!("{}: T has no owner row; claim the target before applying", ctx.who()),
+        },
+    )
+}
+
+/// Records this process as the owner of the table-generation in T. The token only grows:
+/// a claim with an older token than T's is refused (`fenced`).
+pub async fn claim(conn: &mut Conn, ctx: &TargetCtx) -> Result<()> {
+    let what = format!("claiming T for {}", ctx.who());
+    conn.exec_drop(
+        format!(
+            "INSERT INTO {} (job_id, generation, target_table, token) VALUES (?, ?, ?, ?)
+             ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))",
+            ctx.t(OWNER)
+        ),
+        (ctx.job.0, ctx.generation.0, &ctx.schema.table, ctx.token),
+    )
+    .await
+    .map_err(my(&what))?;
+    let row: Option<(u64, String)> = conn
+        .exec_first(
+            format!(
+                "SELECT token, target_table FROM {} WHERE job_id = ? AND generation = ?",
+                ctx.t(OWNER)
+            ),
+            (ctx.job.0, ctx.generation.0),
+        )
+        .await
+        .map_err(my(&what))?;
+    match row {
+        Some((t, table)) if t == ctx.token && table == ctx.schema.table => Ok(()),
+        Some((t, table)) if t == ctx.token => Err(Error::definite(
+            DefiniteCode::EvidenceConflict,
+            format!("{}: T's owner row names target table `{table}`", ctx.who()),
+        )),
+        other => Err(fenced(ctx, other.map(|r| r.0))),
+    }
+}
+
+/// Inside an apply transaction, before any other write: refuses a stale token.
+pub(crate) async fn check_owner(
+    tx: &mut mysql_async::Transaction<'_>,
+    ctx: &TargetCtx,
+) -> Result<()> {
+    let now: Option<u64> = tx
+        .exec_first(
+            format!(
+                "SELECT token FROM {} WHERE job_id = ? AND generation = ? LOCK IN SHARE MODE",
+                ctx.t(OWNER)
+            ),
+            (ctx.job.0, ctx.generation.0),
+        )
+        .await
+        .map_err(my("checking the target owner"))?;
+    if now != Some(ctx.token) {
+        return Err(fenced(ctx, now));
+    }
+    Ok(())
+}
+
+/// A FINAL page credential as T holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PageCredential {
+    pub window: WindowId,
+    pub page: PageNo,
+    pub attempt: Attempt,
+    pub digest: Digest,
+    pub rows: u32,
+}
+
+/// Every page credential of a table-generation, in (window, page) order.
+pub async fn page_credentials(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<PageCredential>> {
+    let rows: Vec<(u32, u32, u32, Vec<u8>, u32)> = conn
+        .exec(
+            format!(
+                "SELECT window_id, page_no, attempt, digest, row_count FROM {} WHERE job_id = ? AND generation = ? ORDER BY window_id, page_no",
+                ctx.t(PAGES)
+            ),
+            (ctx.job.0, ctx.generation.0),
+        )
+        .await
+        .map_err(my("reading T page credentials"))?;
+    rows.into_iter()
+        .map(|(w, p, a, d, n)| {
+            Ok(PageCredential {
+                window: WindowId(w),
+                page: PageNo(p),
+                attempt: Attempt(a),
+                digest: digest_col(&d, "T page credential")?,
+                rows: n,
+            })
+        })
+        .collect()
+}
+
+/// The credential of one page, read under a shared lock so an in-flight transaction that
+/// wrote it is waited for (used to resolve an unknown outcome).
+pub(crate) async fn page_credential_locked(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+    window: WindowId,
+    page: PageNo,
+) -> Result<Option<PageCredential>> {
+    let mut tx = conn
+        .start_transaction(Default::default())
+        .await
+        .map_err(my("reading a T page credential"))?;
+    let row: Option<(u32, Vec<u8>, u32)> = tx
+        .exec_first(
+            format!(
+                "SELECT attempt, digest, row_count FROM {} WHERE job_id = ? AND generation = ? AND window_id = ? AND page_no = ? LOCK IN SHARE MODE",
+                ctx.t(PAGES)
+            ),
+            (ctx.job.0, ctx.generation.0, window.0, page.0),
+        )
+        .await
+        .map_err(my("reading a T page credential"))?;
+    tx.commit()
+        .await
+        .map_err(my("reading a T page credential"))?;
+    row.map(|(a, d, n)| {
+        Ok(PageCredential {
+            window,
+            page,
+            attempt: Attempt(a),
+            digest: digest_col(&d, "T page credential")?,
+            rows: n,
+        })
+    })
+    .transpose()
+}
+
+/// T's replay cursor: the end of the last group applied, and for a group applied in
+/// chunks the number of its changes applied so far (`rows_done`, 0 = the group is
+/// complete). Counting changes, not chunks, keeps the sub-cursor valid when a restart
+/// uses another chunk size (I3).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReplayCursor {
+    pub end: kernel::change::GroupEnd,
+    pub rows_done: u32,
+    /// Digest of the group's changes for this table (see [`crate::apply::ReplayGroup`]).
+    pub group_digest: Digest,
+}
+
+/// T's replay cursor of a table-generation; `locked` waits for an in-flight writer.
+pub async fn replay_cursor(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+    locked: bool,
+) -> Result<Option<ReplayCursor>> {
+    let sql = format!(
+        "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ?{}",
+        ctx.t(CURSOR),
+        if locked { " LOCK IN SHARE MODE" } else { "" }
+    );
+    let mut tx = conn
+        .start_transaction(Default::default())
+        .await
+        .map_err(my("reading T's cursor"))?;
+    let row: Option<(String, u64, Option<String>, u32, Vec<u8>)> = tx
+        .exec_first(sql, (ctx.job.0, ctx.generation.0))
+        .await
+        .map_err(my("reading T's cursor"))?;
+    tx.commit().await.map_err(my("reading T's cursor"))?;
+    row.map(|(file, pos, gtid, rows_done, d)| {
+        let gtid = match gtid {
+            None => None,
+            Some(g) => Some(kernel::position::Gtid::parse(&g).ok_or_else(|| {
+                Error::definite(
+                    DefiniteCode::EvidenceCorrupt,
+                    format!("{}: T cursor GTID `{g}` does not parse", ctx.who()),
+                )
+            })?),
+        };
+        Ok(ReplayCursor {
+            end: kernel::change::GroupEnd {
+                pos: BinlogPos::new(file, pos),
+                gtid,
+            },
+            rows_done,
+            group_digest: digest_col(&d, "T cursor")?,
+        })
+    })
+    .transpose()
+}
+
+/// The activation credential (DESIGN §7): deterministic, binds generation, B, F, the
+/// range-chain root and L's chain digest at F.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activation {
+    pub job: JobId,
+    pub generation: Generation,
+    pub b: BinlogPos,
+    pub f: BinlogPos,
+    pub chain_root: Digest,
+    pub l_digest: Digest,
+}
+
+impl Versioned for Activation {
+    const KIND: [u8; 4] = *b"ACTV";
+    const VERSION: u16 = 1;
+}
+
+impl Activation {
+    /// Decodes a credential (every version this build has written).
+    pub fn decode(bytes: &[u8]) -> Result<Activation, DecodeError> {
+        codec::decode(bytes)
+    }
+}
+
+/// Writes the activation credential in its own target transaction. Writing the same
+/// credential again is AlreadyCommitted (returns false); a different one is a conflict.
+pub async fn write_activation(conn: &mut Conn, ctx: &TargetCtx, a: &Activation) -> Result<bool> {
+    let what = format!("writing the activation credential of {}", ctx.who());
+    let bytes = codec::encode(a);
+    let digest = Digest::of(&bytes);
+    let mut tx = conn
+        .start_transaction(Default::default())
+        .await
+        .map_err(my(&what))?;
+    check_owner(&mut tx, ctx).await?;
+    let r = tx
+        .exec_drop(
+            format!(
+                "INSERT INTO {} (job_id, generation, credential, digest) VALUES (?, ?, ?, ?)",
+                ctx.t(ACTIVATION)
+            ),
+            (ctx.job.0, ctx.generation.0, &bytes, &digest.0[..]),
+        )
+        .await;
+    match r {
+        Ok(()) => {
+            tx.commit().await.map_err(my(&what))?;
+            Ok(true)
+        }
+        Err(e) if my_is_dup(&e) => {
+            drop(tx);
+            match read_activation(conn, ctx).await? {
+                Some(old) if &old == a => Ok(false),
+                _ => Err(Error::definite(
+                    DefiniteCode::EvidenceConflict,
+                    format!("{what}: T already holds a different activation credential"),
+                )),
+            }
+        }
+        Err(e) => Err(my(&what)(e)),
+    }
+}
+
+/// The activation credential in T, verified against its stored digest.
+pub async fn read_activation(conn: &mut Conn, ctx: &TargetCtx) -> Result<Option<Activation>> {
+    let row: Option<(Vec<u8>, Vec<u8>)> = conn
+        .exec_first(
+            format!(
+                "SELECT credential, digest FROM {} WHERE job_id = ? AND generation = ?",
+                ctx.t(ACTIVATION)
+            ),
+            (ctx.job.0, ctx.generation.0),
+        )
+        .await
+        .map_err(my("reading the activation credential"))?;
+    let Some((bytes, d)) = row else {
+        return Ok(None);
+    };
+    let corrupt = |m: String| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!("{}: activation credential {m}", ctx.who()),
+        )
+    };
+    if Digest::of(&bytes) != digest_col(&d, "activation")? {
+        return Err(corrupt(
+            "does not hash to its stored digest (tampered)".into(),
+        ));
+    }
+    let a = Activation::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if (a.job, a.generation) != (ctx.job, ctx.generation) {
+        return Err(corrupt("names another job or generation".into()));
+    }
+    Ok(Some(a))
+}
