@@ -1,0 +1,226 @@
+//! Golden byte fixtures for every persisted ledger format (STYLE §5): postcard is not
+//! self-describing, so bytes written by an older build must keep decoding to the same
+//! value. Each fixture in `tests/fixtures/` was written once by `BLESS=1 cargo test
+//! --test golden`; the test decodes it and checks that this build still encodes the value
+//! to the same bytes. A format change must add a new version and keep these decoding.
+use kernel::change::GroupEnd;
+use kernel::codec::{self, Versioned};
+use kernel::error::{Definite, DefiniteCode};
+use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::position::{BinlogPos, Gtid};
+use kernel::value::SqlValue;
+use ledger::chain::{self, ChainEntry};
+use ledger::manifest::WindowManifest;
+use ledger::page::{FinalPage, PageKey, PageRef, RawPage};
+use ledger::range::KeyRange;
+use ledger::record::{CurrentWindow, JournalRecord, Phase};
+use ledger::target::Activation;
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn check<T: Versioned + PartialEq + Debug>(name: &str, value: &T) {
+    let path = fixture(name);
+    let now = codec::encode(value);
+    if std::env::var_os("BLESS").is_some() && !path.exists() {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let old = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "fixture {}: {e} (BLESS=1 writes missing fixtures)",
+            path.display()
+        )
+    });
+    let decoded: T =
+        codec::decode(&old).unwrap_or_else(|e| panic!("fixture {name} no longer decodes: {e}"));
+    assert_eq!(&decoded, value, "fixture {name} decodes to another value");
+    assert_eq!(
+        now,
+        old,
+        "fixture {name}: this build encodes v{} differently",
+        T::VERSION
+    );
+}
+
+fn key() -> PageKey {
+    PageKey {
+        job: JobId(42),
+        generation: Generation(3),
+        window: WindowId(5),
+        attempt: Attempt(2),
+        page: PageNo(1),
+    }
+}
+
+fn rows() -> Vec<Vec<SqlValue>> {
+    vec![
+        vec![
+            SqlValue::Int(-7),
+            SqlValue::Bytes(b"12345.678".to_vec()),
+            SqlValue::Date(2024, 2, 29, 23, 59, 59, 999_999),
+            SqlValue::Null,
+        ],
+        vec![
+            SqlValue::UInt(u64::MAX),
+            SqlValue::Bytes("ü \0".as_bytes().to_vec()),
+            SqlValue::Time(true, 1, 2, 3, 4, 5),
+            SqlValue::Double(-2.25),
+        ],
+        vec![
+            SqlValue::Int(9),
+            SqlValue::Bytes(Vec::new()),
+            SqlValue::Float(1.5),
+            SqlValue::Int(0),
+        ],
+    ]
+}
+
+fn manifest() -> WindowManifest {
+    let r = |n: u32, b: u8| PageRef {
+        page: PageNo(n),
+        digest: Digest([b; 32]),
+        rows: 3,
+        bytes: 120,
+    };
+    WindowManifest {
+        job: JobId(42),
+        generation: Generation(3),
+        window: WindowId(5),
+        range: KeyRange::new(Some(1000), Some(2000)),
+        attempt: Attempt(2),
+        low: BinlogPos::new("mysql-bin.000004", 1234),
+        high: BinlogPos::new("mysql-bin.000004", 9876),
+        snapshot: Some(BinlogPos::new("mysql-bin.000004", 2345)),
+        schema_fingerprint: Digest([0xAB; 32]),
+        raw_pages: vec![r(0, 1), r(1, 2)],
+        folded_digest: Digest([0xCD; 32]),
+        folded_changes: 17,
+        final_pages: vec![r(0, 3)],
+    }
+}
+
+#[test]
+fn raw_page_v1() {
+    check(
+        "raw_page_v1.bin",
+        &RawPage {
+            key: key(),
+            rows: rows(),
+        },
+    );
+}
+
+#[test]
+fn final_page_v1() {
+    check(
+        "final_page_v1.bin",
+        &FinalPage {
+            key: key(),
+            rows: rows(),
+        },
+    );
+}
+
+#[test]
+fn manifest_v1() {
+    check("manifest_v1.bin", &manifest());
+}
+
+#[test]
+fn journal_record_v1() {
+    let mut r = JournalRecord::installed(JobId(42), Generation(3));
+    r.phase = Phase::Windows;
+    r.current = Some(CurrentWindow {
+        window: WindowId(5),
+        attempt: Attempt(2),
+    });
+    r.completed = 5;
+    r.chain_root = Digest([0x11; 32]);
+    r.b = Some(BinlogPos::new("mysql-bin.000004", 4));
+    check("journal_record_v1.bin", &r);
+    let mut p = r.clone();
+    p.phase = Phase::Replaying;
+    p.f = Some(BinlogPos::new("mysql-bin.000005", 800));
+    p.paused = Some(Definite {
+        code: DefiniteCode::EvidenceConflict,
+        message: "same key, different bytes".into(),
+    });
+    check("journal_record_paused_v1.bin", &p);
+}
+
+#[test]
+fn chain_entry_v1() {
+    check(
+        "chain_entry_v1.bin",
+        &ChainEntry {
+            window: WindowId(5),
+            range: KeyRange::new(Some(1000), None),
+            attempt: Attempt(2),
+            manifest_hash: Digest([0x22; 32]),
+        },
+    );
+}
+
+#[test]
+fn activation_v1() {
+    check(
+        "activation_v1.bin",
+        &Activation {
+            job: JobId(42),
+            generation: Generation(3),
+            b: BinlogPos::new("mysql-bin.000004", 4),
+            f: BinlogPos::new("mysql-bin.000009", 77),
+            chain_root: Digest([0x33; 32]),
+            l_digest: Digest([0x44; 32]),
+        },
+    );
+}
+
+#[test]
+fn replay_group_digest_is_pinned() {
+    // T's cursor stores this digest: changing its canonical form would turn every
+    // re-application after an upgrade into an evidence conflict.
+    let g = ledger::apply::ReplayGroup {
+        end: GroupEnd {
+            pos: BinlogPos::new("mysql-bin.000004", 500),
+            gtid: Some(Gtid::Mariadb {
+                domain: 0,
+                server: 1,
+                seq: 9,
+            }),
+        },
+        changes: vec![],
+    };
+    assert_eq!(
+        g.digest().to_hex(),
+        std::fs::read_to_string(fixture("replay_group_digest_v1.txt"))
+            .unwrap_or_else(|_| {
+                if std::env::var_os("BLESS").is_some() {
+                    std::fs::write(fixture("replay_group_digest_v1.txt"), g.digest().to_hex())
+                        .unwrap();
+                }
+                g.digest().to_hex()
+            })
+            .trim()
+    );
+    let e = ChainEntry {
+        window: WindowId(0),
+        range: KeyRange::ALL,
+        attempt: Attempt(1),
+        manifest_hash: Digest([0; 32]),
+    };
+    let root = chain::root(JobId(1), Generation(1), &[e]);
+    let pinned = fixture("chain_root_v1.txt");
+    if std::env::var_os("BLESS").is_some() && !pinned.exists() {
+        std::fs::write(&pinned, root.to_hex()).unwrap();
+    }
+    assert_eq!(
+        root.to_hex(),
+        std::fs::read_to_string(pinned).unwrap().trim()
+    );
+}
