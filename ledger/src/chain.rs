@@ -121,7 +121,7 @@ pub fn plan_findings(plan: &[KeyRange]) -> Vec<String> {
                 w[1]
             ));
         }
-        if w[1].is_empty() {
+        if crate::range::is_empty(&w[1]) {
             out.push(format!("planned range #{} {} is empty", i + 1, w[1]));
         }
     }
@@ -139,7 +139,7 @@ mod tests {
         edges.push(None);
         edges
             .windows(2)
-            .map(|w| KeyRange::new(w[0], w[1]))
+            .map(|w| crate::range::range(w[0], w[1]))
             .collect()
     }
 
@@ -193,7 +193,7 @@ mod tests {
     fn plan_rules() {
         assert!(plan_findings(&plan(&[])).is_empty());
         assert!(!plan_findings(&[]).is_empty());
-        assert!(!plan_findings(&[KeyRange::new(Some(1), None)]).is_empty());
+        assert!(!plan_findings(&[crate::range::range(Some(1), None)]).is_empty());
         let mut p = plan(&[10, 20]);
         p[1].upper = Some(15);
         assert!(!plan_findings(&p).is_empty());

@@ -134,7 +134,7 @@ pub(crate) mod tests {
             job: JobId(7),
             generation: Generation(2),
             window: WindowId(1),
-            range: KeyRange::new(Some(100), Some(200)),
+            range: crate::range::range(Some(100), Some(200)),
             attempt: Attempt(1),
             low: BinlogPos::new("mysql-bin.000003", 1000),
             high: BinlogPos::new("mysql-bin.000003", 5000),
@@ -152,7 +152,7 @@ pub(crate) mod tests {
             job: JobId(7),
             generation: Generation(2),
             window: WindowId(1),
-            range: KeyRange::new(Some(100), Some(200)),
+            range: crate::range::range(Some(100), Some(200)),
             schema_fingerprint: Digest([9; 32]),
         }
     }

@@ -91,7 +91,7 @@ fn manifest() -> WindowManifest {
         job: JobId(42),
         generation: Generation(3),
         window: WindowId(5),
-        range: KeyRange::new(Some(1000), Some(2000)),
+        range: ledger::range::range(Some(1000), Some(2000)),
         attempt: Attempt(2),
         low: BinlogPos::new("mysql-bin.000004", 1234),
         high: BinlogPos::new("mysql-bin.000004", 9876),
@@ -159,7 +159,7 @@ fn chain_entry_v1() {
         "chain_entry_v1.bin",
         &ChainEntry {
             window: WindowId(5),
-            range: KeyRange::new(Some(1000), None),
+            range: ledger::range::range(Some(1000), None),
             attempt: Attempt(2),
             manifest_hash: Digest([0x22; 32]),
         },
