@@ -1,2 +1,12 @@
-//! bootstrap: the per-table protocol and the `backfill` program.
-pub mod reconcile;
+//! bootstrap: the per-table protocol and the `backfill` program (DESIGN §12, §13).
+//!
+//! * [`install`]: every precondition of DESIGN §9, schema sealing, lineage, range plan and
+//!   generation; [`install::install`] is the library entry point the CLI and tests call.
+//! * [`jobs`]: the jobs store (jobs, generations, sealed schemas, lineage, range plans).
+//! * [`cli`], [`run`]: the command line and its exit codes; [`status`]: `backfill status`.
+pub mod cli;
+pub mod connect;
+pub mod install;
+pub mod jobs;
+pub mod run;
+pub mod status;

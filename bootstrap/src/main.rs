@@ -1,1 +1,51 @@
-fn main() {}
+//! The `backfill` program: parses the command line, runs the command, prints its result on
+//! stdout and any error on stderr, and exits with the codes documented in `cli`.
+use bootstrap::cli::{Cli, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use clap::Parser;
+use std::io::Write;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("backfill: cannot start the async runtime: {e}");
+            std::process::exit(EXIT_FAILURE);
+        }
+    };
+    let code = match runtime.block_on(bootstrap::run::run(cli)) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => EXIT_OK,
+                Err(_) => EXIT_FAILURE,
+            }
+        }
+        Err(e) => {
+            eprintln!("backfill: {}", kernel::redact::redact_text(&e.to_string()));
+            bootstrap::run::exit_code(&e)
+        }
+    };
+    drop(runtime);
+    std::process::exit(code);
+}
