@@ -10,6 +10,7 @@
 //! * [`error`]: the definite/transient split (STYLE §2).
 //! * [`state`]: the state-store connection and its embedded migrations.
 //! * [`failpoint`]: named fault points for crash tests (STYLE §7).
+pub mod capture;
 pub mod change;
 pub mod codec;
 pub mod control;
@@ -18,6 +19,7 @@ pub mod failpoint;
 pub mod ids;
 pub mod introspect;
 pub mod lineage;
+pub mod log;
 pub mod position;
 pub mod range;
 pub mod redact;

@@ -1,0 +1,825 @@
+//! Group assembly: binlog events in, L records out. No I/O (STYLE §4).
+//!
+//! Why the records are the same however the stream was batched or restarted (§3.1, I3):
+//! * A group starts where the group before it ended (`start`) and ends at its XID, COMMIT,
+//!   XA PREPARE or the QUERY closing a standalone statement: both are positions in the
+//!   source history, never counters of this process.
+//! * A group is cut into chunks after every `chunk_changes` changes, counted from the
+//!   group's first event; the bound is fixed per stream. A re-read from the same start
+//!   therefore regenerates byte-identical chunks.
+//! * Which table-generations are captured is decided by the B and K intents in the
+//!   stream itself (state restored from L up to D on restart), never by job state.
+//! * Before the first chunk of a multi-chunk group is emitted, a progress record moves
+//!   the last recorded end to the group's start, so D (the end of the last record that
+//!   closes a group) is exactly where a re-read of the open group begins.
+use super::decode::{check_table_map, to_sql_value, ValueProblem};
+use super::events::{self, types, QueryKind};
+use super::{CaptureSet, SharedCaptureSet};
+use crate::change::{Change, ChangeId, GroupEnd, Op};
+use crate::control::{Intent, IntentKind, IntentSeen};
+use crate::error::{Definite, DefiniteCode, Error, Result};
+use crate::ids::{Digest, Generation, JobId};
+use crate::log::{GroupChunk, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen};
+use crate::position::{BinlogPos, Gtid};
+use crate::value::SqlValue;
+use mysql_async::binlog::events::{
+    Event, EventData, QueryEvent, RotateEvent, RowsEventData, TableMapEvent,
+};
+use mysql_async::binlog::EventType;
+use std::collections::{BTreeSet, HashMap};
+
+type Key = (JobId, Generation);
+
+/// What a table id maps to.
+enum MapInfo {
+    Control(TableMapEvent<'static>),
+    Table {
+        schema: String,
+        table: String,
+        tme: TableMapEvent<'static>,
+        /// The table map event's bytes, kept with raw rows of a paused table.
+        raw: Vec<u8>,
+    },
+    Other,
+}
+
+struct OpenGroup {
+    start: GroupEnd,
+    gtid: Option<Gtid>,
+    /// A statement group without BEGIN: it ends with its first non-BEGIN QUERY.
+    standalone: bool,
+    /// MySQL: after a GTID event, whether the next QUERY is BEGIN is not known yet.
+    undecided: bool,
+    chunk_no: u32,
+    chunk: GroupChunk,
+    count: usize,
+}
+
+/// The state restored from L up to D.
+#[derive(Clone, Debug, Default)]
+pub struct Restored {
+    pub active: BTreeSet<Key>,
+    pub cancelled: BTreeSet<Key>,
+    pub paused: BTreeSet<Key>,
+}
+
+/// Turns events into L records.
+pub struct Capturer {
+    lineage: Digest,
+    control_schema: String,
+    set: SharedCaptureSet,
+    chunk_changes: usize,
+    file: String,
+    checksum_pending: bool,
+    last_end: GroupEnd,
+    last_recorded_end: GroupEnd,
+    group: Option<OpenGroup>,
+    state: Restored,
+    maps: HashMap<u64, MapInfo>,
+    out: Vec<LogRecord>,
+}
+
+fn pos_of(ev: &Event) -> (u64, u64) {
+    let h = ev.header();
+    let end = u64::from(h.log_pos());
+    (end.saturating_sub(u64::from(h.event_size())), end)
+}
+
+impl Capturer {
+    /// A capturer resuming after `restart` (D) with the state restored from L.
+    pub fn new(
+        lineage: Digest,
+        control_schema: &str,
+        set: SharedCaptureSet,
+        chunk_changes: u32,
+        restart: GroupEnd,
+        state: Restored,
+    ) -> Capturer {
+        Capturer {
+            lineage,
+            control_schema: control_schema.to_string(),
+            set,
+            chunk_changes: chunk_changes.max(1) as usize,
+            file: restart.pos.file.clone(),
+            checksum_pending: true,
+            last_end: restart.clone(),
+            last_recorded_end: restart,
+            group: None,
+            state,
+            maps: HashMap::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Records emitted since the last call.
+    pub fn take(&mut self) -> Vec<LogRecord> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Records waiting to be taken.
+    pub fn pending(&self) -> usize {
+        self.out.len()
+    }
+
+    /// True while a group is open (between its first event and its end).
+    pub fn in_group(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// The end of the last complete group read.
+    pub fn last_end(&self) -> &GroupEnd {
+        &self.last_end
+    }
+
+    /// The current binlog file.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Emits a progress record when groups of no captured table were read since the last
+    /// record and no group is open. Returns whether it did.
+    pub fn progress(&mut self) -> bool {
+        if self.group.is_some() || self.last_end == self.last_recorded_end {
+            return false;
+        }
+        self.emit_progress(self.last_end.clone());
+        true
+    }
+
+    fn emit_progress(&mut self, end: GroupEnd) {
+        self.out.push(LogRecord {
+            start: self.last_recorded_end.pos.clone(),
+            chunk: 0,
+            gtid: end.gtid.clone(),
+            end: Some(end.clone()),
+            body: RecordBody::Progress,
+        });
+        self.last_recorded_end = end;
+    }
+
+    /// Processes one event.
+    pub fn on_event(&mut self, ev: &Event) -> Result<()> {
+        let raw_type = ev.header().event_type_raw();
+        let (start, end) = pos_of(ev);
+        let at = BinlogPos::new(self.file.clone(), start);
+        match raw_type {
+            t if t == EventType::ROTATE_EVENT as u8 => self.on_rotate(ev)?,
+            t if t == EventType::FORMAT_DESCRIPTION_EVENT as u8 => self.checksum_pending = false,
+            types::MARIADB_GTID => {
+                let g = events::parse_mariadb_gtid(ev.data(), ev.header().server_id())
+                    .ok_or_else(|| malformed("MariaDB GTID", &at))?;
+                self.open(Some(g.gtid.clone()), g.standalone(), false, &at)?;
+            }
+            t if t == EventType::GTID_EVENT as u8 || t == EventType::ANONYMOUS_GTID_EVENT as u8 => {
+                let gtid = match ev.read_data() {
+                    Ok(Some(EventData::GtidEvent(g))) => {
+                        let sid: String = g.sid().iter().map(|b| format!("{b:02x}")).collect();
+                        let uuid = format!(
+                            "{}-{}-{}-{}-{}",
+                            &sid[0..8],
+                            &sid[8..12],
+                            &sid[12..16],
+                            &sid[16..20],
+                            &sid[20..32]
+                        );
+                        Some(Gtid::Mysql { uuid, seq: g.gno() })
+                    }
+                    _ => None,
+                };
+                self.open(gtid, false, true, &at)?;
+            }
+            t if t == EventType::QUERY_EVENT as u8 => {
+                let q: QueryEvent<'_> = ev.read_event().map_err(|e| io("QUERY", &at, e))?;
+                self.on_query(&q, &at, end)?;
+            }
+            t if t == EventType::TABLE_MAP_EVENT as u8 => {
+                let tme: TableMapEvent<'_> =
+                    ev.read_event().map_err(|e| io("TABLE_MAP", &at, e))?;
+                self.on_table_map(tme.into_owned(), ev.data());
+            }
+            t if t == EventType::XID_EVENT as u8 || t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
+                if t == EventType::XA_PREPARE_LOG_EVENT as u8 {
+                    self.refuse_xa(&at);
+                }
+                self.close(end);
+            }
+            t if is_rows(t) => self.on_rows(ev, &at)?,
+            types::QUERY_COMPRESSED => {
+                if self.group.is_some() {
+                    self.pause_all_active(&at, "a compressed QUERY event (log_bin_compress)");
+                }
+            }
+            t if (types::FIRST_COMPRESSED_ROWS..=types::LAST_COMPRESSED_ROWS).contains(&t) => {
+                let id = table_id_of(ev.data());
+                if let Some(MapInfo::Table { schema, table, .. }) = self.maps.get(&id) {
+                    let (s, t2) = (schema.clone(), table.clone());
+                    self.pause_table(
+                        &s,
+                        &t2,
+                        &at,
+                        DefiniteCode::Uncapturable,
+                        "a compressed rows event (log_bin_compress): turn log_bin_compress off"
+                            .into(),
+                    );
+                }
+            }
+            t if is_ignorable(t) => {}
+            t => {
+                if self.group.is_some() {
+                    self.pause_all_active(&at, &format!("an unknown event type {t}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_rotate(&mut self, ev: &Event) -> Result<()> {
+        let at = BinlogPos::new(self.file.clone(), 0);
+        let r: RotateEvent<'_> = ev.read_event().map_err(|e| io("ROTATE", &at, e))?;
+        let fake = ev.header().log_pos() == 0 || ev.header().flags_raw() & 0x20 != 0;
+        self.file = if fake {
+            events::fake_rotate_name(r.name_raw(), self.checksum_pending)
+        } else {
+            r.name().into_owned()
+        };
+        // table ids are only valid within one file's table maps
+        if !fake {
+            self.maps.clear();
+        }
+        Ok(())
+    }
+
+    fn open(
+        &mut self,
+        gtid: Option<Gtid>,
+        standalone: bool,
+        undecided: bool,
+        at: &BinlogPos,
+    ) -> Result<()> {
+        if self.group.is_some() {
+            return Err(Error::transient(format!(
+                "binlog stream: a new group starts at {at} while the previous one is open; \
+                 restarting from D"
+            )));
+        }
+        self.group = Some(OpenGroup {
+            start: self.last_end.clone(),
+            gtid,
+            standalone,
+            undecided,
+            chunk_no: 0,
+            chunk: GroupChunk::default(),
+            count: 0,
+        });
+        Ok(())
+    }
+
+    fn ensure_open(&mut self, at: &BinlogPos) -> Result<()> {
+        if self.group.is_none() {
+            self.open(None, false, false, at)?;
+        }
+        Ok(())
+    }
+
+    fn on_query(&mut self, q: &QueryEvent<'_>, at: &BinlogPos, end: u64) -> Result<()> {
+        let sql = q.query();
+        let kind = events::classify_query(&sql);
+        match kind {
+            QueryKind::Begin => {
+                self.ensure_open(at)?;
+                if let Some(g) = &mut self.group {
+                    g.undecided = false;
+                    g.standalone = false;
+                }
+            }
+            QueryKind::Commit | QueryKind::Rollback | QueryKind::XaEnd => {
+                self.ensure_open(at)?;
+                self.close(end);
+            }
+            QueryKind::Savepoint | QueryKind::XaInner => {}
+            QueryKind::Dml | QueryKind::Ddl => {
+                self.ensure_open(at)?;
+                let schema = q.schema().into_owned();
+                self.on_statement(&sql, &schema, at, kind);
+                let ends = self
+                    .group
+                    .as_ref()
+                    .is_some_and(|g| g.standalone || g.undecided);
+                if ends {
+                    self.close(end);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_statement(&mut self, sql: &str, default_schema: &str, at: &BinlogPos, kind: QueryKind) {
+        let set = read_set(&self.set);
+        let mut hits: Vec<(String, String)> = Vec::new();
+        for t in &set.tables {
+            let (s, n) = (&t.sealed.database, &t.sealed.table);
+            let key = (t.job, t.generation);
+            if self.state.active.contains(&key)
+                && events::names_table(sql, default_schema, s, n)
+                && !hits.contains(&(s.clone(), n.clone()))
+            {
+                hits.push((s.clone(), n.clone()));
+            }
+        }
+        drop(set);
+        if hits.is_empty() {
+            return;
+        }
+        if let Some(g) = &mut self.group {
+            g.chunk.statements.push(StatementSeen {
+                at: at.clone(),
+                default_schema: default_schema.to_string(),
+                sql: sql.to_string(),
+            });
+        }
+        let (code, what) = match kind {
+            QueryKind::Dml => (
+                DefiniteCode::Uncapturable,
+                "a statement-format DML (a session changed binlog_format): only ROW events can be captured",
+            ),
+            _ => (
+                DefiniteCode::SchemaChanged,
+                "a DDL statement: the sealed schema no longer describes the table",
+            ),
+        };
+        let short: String = sql.chars().take(200).collect();
+        for (s, t) in hits {
+            self.pause_table(&s, &t, at, code, format!("{what} (`{short}`)"));
+        }
+    }
+
+    fn on_table_map(&mut self, tme: TableMapEvent<'static>, raw: &[u8]) {
+        let schema = tme.database_name().into_owned();
+        let table = tme.table_name().into_owned();
+        let id = tme.table_id();
+        let info = if schema == self.control_schema && table == crate::control::TABLE {
+            MapInfo::Control(tme)
+        } else if read_set(&self.set)
+            .tables
+            .iter()
+            .any(|t| t.sealed.database == schema && t.sealed.table == table)
+        {
+            MapInfo::Table {
+                schema,
+                table,
+                tme,
+                raw: raw.to_vec(),
+            }
+        } else {
+            MapInfo::Other
+        };
+        self.maps.insert(id, info);
+    }
+
+    fn on_rows(&mut self, ev: &Event, at: &BinlogPos) -> Result<()> {
+        let data = match ev.read_data() {
+            Ok(Some(EventData::RowsEvent(r))) => r,
+            _ => return Err(malformed("rows", at)),
+        };
+        let id = data.table_id();
+        let Some(info) = self.maps.get(&id) else {
+            // A table map always precedes its rows; without it nothing can be decoded.
+            return Err(Error::transient(format!(
+                "rows event at {at} for table id {id} without a table map; restarting from D"
+            )));
+        };
+        match info {
+            MapInfo::Other => Ok(()),
+            MapInfo::Control(tme) => {
+                let intents = control_intents(&data, tme);
+                self.ensure_open(at)?;
+                for i in intents {
+                    self.on_intent(i, at);
+                }
+                Ok(())
+            }
+            MapInfo::Table { schema, table, .. } => {
+                let (schema, table) = (schema.clone(), table.clone());
+                self.on_table_rows(ev, &data, &schema, &table, id, at)
+            }
+        }
+    }
+
+    fn on_intent(&mut self, intent: Intent, at: &BinlogPos) {
+        let key = (intent.job, intent.generation);
+        let obsolete = self.state.cancelled.contains(&key);
+        if !obsolete {
+            match intent.kind {
+                IntentKind::B => {
+                    self.state.active.insert(key);
+                }
+                IntentKind::K => {
+                    self.state.active.remove(&key);
+                    self.state.cancelled.insert(key);
+                }
+                _ => {}
+            }
+        }
+        if let Some(g) = &mut self.group {
+            g.chunk.intents.push(IntentSeen {
+                intent,
+                at: at.clone(),
+                obsolete,
+            });
+        }
+    }
+
+    fn on_table_rows(
+        &mut self,
+        ev: &Event,
+        data: &RowsEventData<'_>,
+        schema: &str,
+        table: &str,
+        id: u64,
+        at: &BinlogPos,
+    ) -> Result<()> {
+        let set = read_set(&self.set);
+        let entries: Vec<(Key, crate::schema::SealedSchema)> = set
+            .tables
+            .iter()
+            .filter(|t| t.sealed.database == schema && t.sealed.table == table)
+            .filter(|t| self.state.active.contains(&(t.job, t.generation)))
+            .map(|t| ((t.job, t.generation), t.sealed.clone()))
+            .collect();
+        drop(set);
+        let Some((_, sealed)) = entries.first().cloned() else {
+            return Ok(()); // not captured at this position (before its B or after its K)
+        };
+        self.ensure_open(at)?;
+        if entries.iter().all(|(k, _)| !self.state.paused.contains(k)) {
+            let tme = match self.maps.get(&id) {
+                Some(MapInfo::Table { tme, .. }) => tme,
+                _ => return Ok(()),
+            };
+            let mut problems = check_table_map(tme, &sealed);
+            problems.extend(image_problems(data));
+            if problems.is_empty() {
+                match decode_rows(data, tme, &sealed) {
+                    Ok(rows) => {
+                        self.push_changes(rows, schema, table, at);
+                        return Ok(());
+                    }
+                    Err(p) => problems.push(p),
+                }
+            }
+            let code = if problems.iter().any(|p| p.starts_with("column")) {
+                DefiniteCode::SchemaChanged
+            } else {
+                DefiniteCode::Uncapturable
+            };
+            self.pause_table(schema, table, at, code, problems.join("; "));
+        }
+        self.push_raw(ev, schema, table, id, at);
+        Ok(())
+    }
+
+    fn push_changes(
+        &mut self,
+        rows: Vec<DecodedRow>,
+        schema: &str,
+        table: &str,
+        at: &BinlogPos,
+    ) {
+        for (i, (op, before, after)) in rows.into_iter().enumerate() {
+            let change = Change {
+                id: ChangeId {
+                    lineage: self.lineage,
+                    schema: schema.to_string(),
+                    table: table.to_string(),
+                    file: at.file.clone(),
+                    event_pos: at.pos,
+                    row: i as u32,
+                    op,
+                },
+                before,
+                after,
+            };
+            if let Some(g) = &mut self.group {
+                g.chunk.changes.push(change);
+                g.count += 1;
+            }
+            self.maybe_cut();
+        }
+    }
+
+    fn push_raw(&mut self, ev: &Event, schema: &str, table: &str, id: u64, at: &BinlogPos) {
+        let table_map = match self.maps.get(&id) {
+            Some(MapInfo::Table { raw, .. }) => raw.clone(),
+            _ => Vec::new(),
+        };
+        if let Some(g) = &mut self.group {
+            g.chunk.raw.push(RawRows {
+                schema: schema.to_string(),
+                table: table.to_string(),
+                event_pos: at.pos,
+                event_type: ev.header().event_type_raw(),
+                table_map,
+                data: ev.data().to_vec(),
+            });
+            g.count += 1;
+        }
+        self.maybe_cut();
+    }
+
+    /// Cuts the open group's chunk when it reached the bound.
+    fn maybe_cut(&mut self) {
+        let full = self
+            .group
+            .as_ref()
+            .is_some_and(|g| g.count >= self.chunk_changes);
+        if !full {
+            return;
+        }
+        let first = self.group.as_ref().is_some_and(|g| g.chunk_no == 0);
+        if first {
+            let start = self.group.as_ref().map(|g| g.start.clone());
+            if let Some(start) = start {
+                if start != self.last_recorded_end {
+                    self.emit_progress(start);
+                }
+            }
+        }
+        if let Some(g) = &mut self.group {
+            let chunk = std::mem::take(&mut g.chunk);
+            self.out.push(LogRecord {
+                start: g.start.pos.clone(),
+                chunk: g.chunk_no,
+                gtid: g.gtid.clone(),
+                end: None,
+                body: RecordBody::Chunk(chunk),
+            });
+            g.chunk_no += 1;
+            g.count = 0;
+        }
+    }
+
+    fn close(&mut self, end: u64) {
+        let Some(g) = self.group.take() else { return };
+        let end = GroupEnd {
+            pos: BinlogPos::new(self.file.clone(), end),
+            gtid: g.gtid.clone(),
+        };
+        let c = &g.chunk;
+        let has = !c.changes.is_empty()
+            || !c.intents.is_empty()
+            || !c.pauses.is_empty()
+            || !c.statements.is_empty()
+            || !c.raw.is_empty();
+        if has || g.chunk_no > 0 {
+            self.out.push(LogRecord {
+                start: g.start.pos.clone(),
+                chunk: g.chunk_no,
+                gtid: g.gtid.clone(),
+                end: Some(end.clone()),
+                body: RecordBody::Chunk(g.chunk),
+            });
+            self.last_recorded_end = end.clone();
+        }
+        self.last_end = end;
+    }
+
+    fn refuse_xa(&mut self, at: &BinlogPos) {
+        let touched: Vec<(String, String)> = match &self.group {
+            Some(g) => {
+                let mut v: Vec<(String, String)> = Vec::new();
+                for c in &g.chunk.changes {
+                    let k = (c.id.schema.clone(), c.id.table.clone());
+                    if !v.contains(&k) {
+                        v.push(k);
+                    }
+                }
+                v
+            }
+            None => Vec::new(),
+        };
+        for (s, t) in touched {
+            self.pause_table(&s, &t, at, DefiniteCode::Uncapturable, "an XA PREPARE group: XA transactions on captured tables are refused (DESIGN §3.8); finish them with XA COMMIT and re-install the table".into());
+        }
+    }
+
+    fn pause_all_active(&mut self, at: &BinlogPos, what: &str) {
+        let set = read_set(&self.set);
+        let names: Vec<(String, String)> = set
+            .tables
+            .iter()
+            .filter(|t| self.state.active.contains(&(t.job, t.generation)))
+            .map(|t| (t.sealed.database.clone(), t.sealed.table.clone()))
+            .collect();
+        drop(set);
+        for (s, t) in names {
+            self.pause_table(
+                &s,
+                &t,
+                at,
+                DefiniteCode::Uncapturable,
+                format!("{what} inside a transaction"),
+            );
+        }
+    }
+
+    /// Pauses every active, not yet paused generation of `schema`.`table` at `at`.
+    fn pause_table(
+        &mut self,
+        schema: &str,
+        table: &str,
+        at: &BinlogPos,
+        code: DefiniteCode,
+        why: String,
+    ) {
+        let set = read_set(&self.set);
+        let keys: Vec<Key> = set
+            .tables
+            .iter()
+            .filter(|t| t.sealed.database == schema && t.sealed.table == table)
+            .map(|t| (t.job, t.generation))
+            .filter(|k| self.state.active.contains(k) && !self.state.paused.contains(k))
+            .collect();
+        drop(set);
+        for key in keys {
+            self.state.paused.insert(key);
+            let error = Definite {
+                code,
+                message: format!(
+                    "table `{schema}`.`{table}` ({}) paused at binlog {at}: {why}",
+                    key.1
+                ),
+            };
+            if self.group.is_none() {
+                self.group = Some(OpenGroup {
+                    start: self.last_end.clone(),
+                    gtid: None,
+                    standalone: true,
+                    undecided: false,
+                    chunk_no: 0,
+                    chunk: GroupChunk::default(),
+                    count: 0,
+                });
+            }
+            if let Some(g) = &mut self.group {
+                g.chunk.pauses.push(PauseSeen {
+                    job: key.0,
+                    generation: key.1,
+                    schema: schema.to_string(),
+                    table: table.to_string(),
+                    at: at.clone(),
+                    error,
+                });
+            }
+        }
+    }
+}
+
+fn read_set(set: &SharedCaptureSet) -> std::sync::RwLockReadGuard<'_, CaptureSet> {
+    set.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_rows(t: u8) -> bool {
+    use EventType::*;
+    [
+        WRITE_ROWS_EVENT,
+        UPDATE_ROWS_EVENT,
+        DELETE_ROWS_EVENT,
+        WRITE_ROWS_EVENT_V1,
+        UPDATE_ROWS_EVENT_V1,
+        DELETE_ROWS_EVENT_V1,
+        PARTIAL_UPDATE_ROWS_EVENT,
+    ]
+    .iter()
+    .any(|e| *e as u8 == t)
+}
+
+fn is_ignorable(t: u8) -> bool {
+    use EventType::*;
+    [
+        STOP_EVENT,
+        INTVAR_EVENT,
+        RAND_EVENT,
+        USER_VAR_EVENT,
+        HEARTBEAT_EVENT,
+        IGNORABLE_EVENT,
+        ROWS_QUERY_EVENT,
+        PREVIOUS_GTIDS_EVENT,
+        TRANSACTION_PAYLOAD_EVENT,
+        TRANSACTION_CONTEXT_EVENT,
+        VIEW_CHANGE_EVENT,
+        INCIDENT_EVENT,
+    ]
+    .iter()
+    .any(|e| *e as u8 == t)
+        || [
+            types::ANNOTATE_ROWS,
+            types::BINLOG_CHECKPOINT,
+            types::GTID_LIST,
+            types::START_ENCRYPTION,
+        ]
+        .contains(&t)
+}
+
+fn table_id_of(data: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    if let Some(s) = data.get(0..6) {
+        b[..6].copy_from_slice(s);
+    }
+    u64::from_le_bytes(b)
+}
+
+fn malformed(what: &str, at: &BinlogPos) -> Error {
+    Error::transient(format!("malformed {what} event at {at}; restarting from D"))
+}
+
+fn io(what: &str, at: &BinlogPos, e: std::io::Error) -> Error {
+    Error::transient(format!(
+        "cannot parse {what} event at {at}: {e}; restarting from D"
+    ))
+}
+
+/// Rows events must carry every column in both images (binlog_row_image=FULL, §3.7).
+fn image_problems(data: &RowsEventData<'_>) -> Vec<String> {
+    let n = data.num_columns() as usize;
+    let mut out = Vec::new();
+    let before = data
+        .columns_before_image()
+        .is_none_or(|b| b.iter().take(n).filter(|x| **x).count() == n);
+    let after = data
+        .columns_after_image()
+        .is_none_or(|b| b.iter().take(n).filter(|x| **x).count() == n);
+    if !before || !after {
+        out.push(
+            "a rows event without every column (a session with binlog_row_image other than \
+             FULL)"
+                .to_string(),
+        );
+    }
+    if matches!(data, RowsEventData::PartialUpdateRowsEvent(_)) {
+        out.push("a partial JSON update (binlog_row_value_options=PARTIAL_JSON)".to_string());
+    }
+    out
+}
+
+type DecodedRow = (Op, Option<Vec<SqlValue>>, Option<Vec<SqlValue>>);
+
+fn op_of(data: &RowsEventData<'_>) -> Op {
+    match data {
+        RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_) => Op::Insert,
+        RowsEventData::DeleteRowsEvent(_) | RowsEventData::DeleteRowsEventV1(_) => Op::Delete,
+        _ => Op::Update,
+    }
+}
+
+fn decode_rows(
+    data: &RowsEventData<'_>,
+    tme: &TableMapEvent<'static>,
+    sealed: &crate::schema::SealedSchema,
+) -> std::result::Result<Vec<DecodedRow>, String> {
+    let op = op_of(data);
+    let mut out = Vec::new();
+    for r in data.rows(tme) {
+        let (before, after) = r.map_err(|e| format!("undecodable row: {e}"))?;
+        let conv = |row: Option<mysql_async::binlog::row::BinlogRow>| -> std::result::Result<Option<Vec<SqlValue>>, String> {
+            let Some(row) = row else { return Ok(None) };
+            let vals = row.unwrap();
+            if vals.len() != sealed.columns.len() {
+                return Err("a row image without every column".to_string());
+            }
+            vals.into_iter()
+                .zip(&sealed.columns)
+                .map(|(v, c)| {
+                    to_sql_value(v, c).map_err(|p| match p {
+                        ValueProblem::PartialJson => "a partial JSON update".to_string(),
+                        ValueProblem::Json(e) => format!("column `{}`: JSON not renderable: {e}", c.name),
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map(Some)
+        };
+        out.push((op, conv(before)?, conv(after)?));
+    }
+    Ok(out)
+}
+
+fn control_intents(data: &RowsEventData<'_>, tme: &TableMapEvent<'static>) -> Vec<Intent> {
+    if op_of(data) != Op::Insert {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for r in data.rows(tme) {
+        let Ok((_, Some(row))) = r else { continue };
+        let vals: Vec<SqlValue> = row
+            .unwrap()
+            .into_iter()
+            .map(|v| match v {
+                mysql_async::binlog::value::BinlogValue::Value(v) => SqlValue::from(v),
+                _ => SqlValue::Null,
+            })
+            .collect();
+        if let Some(i) = Intent::from_row(&vals) {
+            out.push(i);
+        }
+    }
+    out
+}

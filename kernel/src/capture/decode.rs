@@ -1,0 +1,250 @@
+//! Table-map checks against the sealed schema and row values as server values
+//! (DESIGN §3.7, §9, §10).
+//!
+//! A rows event is only decoded against a sealed schema after its table map agrees with it
+//! column by column: count, physical type (from the table map's column types and
+//! metadata), name (binlog_row_metadata=FULL) and signedness. Any disagreement is a
+//! definite `schema_changed` naming the position and the difference; the caller pauses
+//! the table and keeps its events raw.
+use crate::schema::{ColumnKind, SealedSchema};
+use crate::value::SqlValue;
+use mysql_async::binlog::events::{OptionalMetaExtractor, TableMapEvent};
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::consts::ColumnType;
+
+/// The column types a kind may have in a table map.
+fn allowed(kind: ColumnKind) -> &'static [ColumnType] {
+    use ColumnType::*;
+    match kind {
+        ColumnKind::TinyInt => &[MYSQL_TYPE_TINY],
+        ColumnKind::SmallInt => &[MYSQL_TYPE_SHORT],
+        ColumnKind::MediumInt => &[MYSQL_TYPE_INT24],
+        ColumnKind::Int => &[MYSQL_TYPE_LONG],
+        ColumnKind::BigInt => &[MYSQL_TYPE_LONGLONG],
+        ColumnKind::Decimal => &[MYSQL_TYPE_NEWDECIMAL],
+        ColumnKind::Float => &[MYSQL_TYPE_FLOAT],
+        ColumnKind::Double => &[MYSQL_TYPE_DOUBLE],
+        ColumnKind::Bit => &[MYSQL_TYPE_BIT],
+        ColumnKind::Date => &[MYSQL_TYPE_NEWDATE, MYSQL_TYPE_DATE],
+        ColumnKind::Datetime => &[MYSQL_TYPE_DATETIME2, MYSQL_TYPE_DATETIME],
+        ColumnKind::Timestamp => &[MYSQL_TYPE_TIMESTAMP2, MYSQL_TYPE_TIMESTAMP],
+        ColumnKind::Time => &[MYSQL_TYPE_TIME2, MYSQL_TYPE_TIME],
+        ColumnKind::Year => &[MYSQL_TYPE_YEAR],
+        ColumnKind::Char | ColumnKind::Binary => &[MYSQL_TYPE_STRING],
+        ColumnKind::Varchar | ColumnKind::Varbinary => &[MYSQL_TYPE_VARCHAR, MYSQL_TYPE_VAR_STRING],
+        ColumnKind::TinyText
+        | ColumnKind::Text
+        | ColumnKind::MediumText
+        | ColumnKind::LongText
+        | ColumnKind::TinyBlob
+        | ColumnKind::Blob
+        | ColumnKind::MediumBlob
+        | ColumnKind::LongBlob => &[
+            MYSQL_TYPE_BLOB,
+            MYSQL_TYPE_TINY_BLOB,
+            MYSQL_TYPE_MEDIUM_BLOB,
+            MYSQL_TYPE_LONG_BLOB,
+        ],
+        ColumnKind::Enum => &[MYSQL_TYPE_ENUM],
+        ColumnKind::Set => &[MYSQL_TYPE_SET],
+        // MariaDB logs JSON as LONGTEXT; MySQL as its binary JSON.
+        ColumnKind::Json => &[MYSQL_TYPE_JSON, MYSQL_TYPE_BLOB],
+    }
+}
+
+/// Compares a table map with the sealed schema. Returns the differences (empty = agree).
+pub fn check_table_map(tme: &TableMapEvent<'_>, sealed: &SealedSchema) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let n = tme.columns_count() as usize;
+    if n != sealed.columns.len() {
+        diffs.push(format!(
+            "column count {n} in the binlog, {} sealed",
+            sealed.columns.len()
+        ));
+        return diffs;
+    }
+    let meta = match OptionalMetaExtractor::new(tme.iter_optional_meta()) {
+        Ok(m) => m,
+        Err(e) => {
+            diffs.push(format!("unreadable table-map metadata: {e}"));
+            return diffs;
+        }
+    };
+    let names: Vec<String> = meta
+        .iter_column_name()
+        .filter_map(|r| r.ok().map(|c| c.name().into_owned()))
+        .collect();
+    if names.len() != n {
+        diffs.push(
+            "the table map carries no column names: set binlog_row_metadata=FULL on the \
+             source"
+                .to_string(),
+        );
+    }
+    let mut signed = meta.iter_signedness();
+    for (i, col) in sealed.columns.iter().enumerate() {
+        let ty = match tme.get_column_type(i) {
+            Ok(Some(t)) => t,
+            Ok(None) | Err(_) => {
+                diffs.push(format!("column #{i} `{}`: unknown binlog type", col.name));
+                continue;
+            }
+        };
+        let unsigned = if ty.is_numeric_type() {
+            signed.next()
+        } else {
+            None
+        };
+        if !allowed(col.kind).contains(&ty) {
+            diffs.push(format!(
+                "column #{i} `{}`: binlog type {ty:?}, sealed {}",
+                col.name, col.column_type
+            ));
+        }
+        if let Some(name) = names.get(i) {
+            if name != &col.name {
+                diffs.push(format!(
+                    "column #{i}: named `{name}` in the binlog, `{}` sealed",
+                    col.name
+                ));
+            }
+        }
+        if col.kind.is_integer() {
+            if let Some(u) = unsigned {
+                if u != col.unsigned {
+                    diffs.push(format!(
+                        "column #{i} `{}`: {} in the binlog, sealed {}",
+                        col.name,
+                        if u { "unsigned" } else { "signed" },
+                        col.column_type
+                    ));
+                }
+            }
+        }
+        if let Some(d) = meta_difference(tme, i, ty, col) {
+            diffs.push(d);
+        }
+    }
+    diffs
+}
+
+/// Length/precision differences visible in the table map's per-column metadata.
+fn meta_difference(
+    tme: &TableMapEvent<'_>,
+    i: usize,
+    ty: ColumnType,
+    col: &crate::schema::ColumnDef,
+) -> Option<String> {
+    let m = tme.get_column_metadata(i)?;
+    match ty {
+        ColumnType::MYSQL_TYPE_NEWDECIMAL if m.len() >= 2 => {
+            let (p, s) = (u64::from(m[0]), u64::from(m[1]));
+            let sealed = (col.numeric_precision, col.numeric_scale);
+            (sealed != (Some(p), Some(s)) && sealed.0.is_some()).then(|| {
+                format!(
+                    "column #{i} `{}`: decimal({p},{s}) in the binlog, sealed {}",
+                    col.name, col.column_type
+                )
+            })
+        }
+        ColumnType::MYSQL_TYPE_DATETIME2
+        | ColumnType::MYSQL_TYPE_TIMESTAMP2
+        | ColumnType::MYSQL_TYPE_TIME2
+            if !m.is_empty() =>
+        {
+            let fsp = u64::from(m[0]);
+            let sealed = col.datetime_precision.unwrap_or(0);
+            (fsp != sealed).then(|| {
+                format!(
+                    "column #{i} `{}`: fractional precision {fsp} in the binlog, sealed {}",
+                    col.name, col.column_type
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Why a value could not be kept.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ValueProblem {
+    /// MySQL partial JSON (binlog_row_value_options=PARTIAL_JSON): no full image.
+    PartialJson,
+    /// The binary JSON could not be rendered.
+    Json(String),
+}
+
+/// Converts one binlog value to the server value kept in L: fixed-length binary is padded
+/// back to its declared length (the binlog drops trailing 0x00), JSON binary becomes its
+/// text; everything else is kept exactly as decoded (DATETIME as a calendar value,
+/// TIMESTAMP as epoch text, DECIMAL as its exact digits).
+pub fn to_sql_value(
+    v: BinlogValue<'static>,
+    col: &crate::schema::ColumnDef,
+) -> Result<SqlValue, ValueProblem> {
+    let value = match v {
+        BinlogValue::Value(v) => v,
+        BinlogValue::Jsonb(_) => {
+            mysql_async::Value::try_from(v).map_err(|e| ValueProblem::Json(e.to_string()))?
+        }
+        BinlogValue::JsonDiff(_) => return Err(ValueProblem::PartialJson),
+    };
+    let mut out = SqlValue::from(value);
+    if let (Some(n), SqlValue::Bytes(b)) = (col.fixed_binary_len(), &mut out) {
+        if b.len() < n {
+            b.resize(n, 0);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnDef;
+
+    fn col(kind: ColumnKind, len: Option<u64>) -> ColumnDef {
+        ColumnDef {
+            name: "c".into(),
+            kind,
+            column_type: "x".into(),
+            unsigned: false,
+            nullable: true,
+            char_len: len,
+            numeric_precision: None,
+            numeric_scale: None,
+            datetime_precision: None,
+            charset: None,
+            collation: None,
+        }
+    }
+
+    #[test]
+    fn binary_is_padded_back_and_others_untouched() {
+        let b = col(ColumnKind::Binary, Some(4));
+        let v = to_sql_value(BinlogValue::Value(b"ab".to_vec().into()), &b);
+        assert_eq!(v, Ok(SqlValue::Bytes(b"ab\0\0".to_vec())));
+        let v = to_sql_value(BinlogValue::Value(mysql_async::Value::NULL), &b);
+        assert_eq!(v, Ok(SqlValue::Null));
+        let vb = col(ColumnKind::Varbinary, Some(4));
+        let v = to_sql_value(BinlogValue::Value(b"ab".to_vec().into()), &vb);
+        assert_eq!(v, Ok(SqlValue::Bytes(b"ab".to_vec())));
+        let dt = col(ColumnKind::Datetime, None);
+        let d = mysql_async::Value::Date(2024, 2, 29, 23, 59, 59, 123_456);
+        assert_eq!(
+            to_sql_value(BinlogValue::Value(d), &dt),
+            Ok(SqlValue::Date(2024, 2, 29, 23, 59, 59, 123_456))
+        );
+        assert_eq!(
+            to_sql_value(BinlogValue::JsonDiff(Vec::new()), &dt),
+            Err(ValueProblem::PartialJson)
+        );
+    }
+
+    #[test]
+    fn every_kind_has_binlog_types() {
+        for (_, k) in crate::schema::SUPPORTED_TYPES {
+            assert!(!allowed(*k).is_empty());
+        }
+    }
+}

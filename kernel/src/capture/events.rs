@@ -1,0 +1,294 @@
+//! Pure parsers for what mysql_common does not decode (notes/mariadb.md): MariaDB GTID
+//! (162) and GTID_LIST (163) events, the artificial ROTATE's file name, and the
+//! classification of QUERY events and of the statements that name a captured table.
+use crate::position::Gtid;
+
+/// MariaDB event type numbers mysql_common does not know.
+pub mod types {
+    pub const ANNOTATE_ROWS: u8 = 160;
+    pub const BINLOG_CHECKPOINT: u8 = 161;
+    pub const MARIADB_GTID: u8 = 162;
+    pub const GTID_LIST: u8 = 163;
+    pub const START_ENCRYPTION: u8 = 164;
+    pub const QUERY_COMPRESSED: u8 = 165;
+    /// 166..=171: compressed rows events (v1 and v2).
+    pub const FIRST_COMPRESSED_ROWS: u8 = 166;
+    pub const LAST_COMPRESSED_ROWS: u8 = 171;
+}
+
+/// MariaDB GTID event flags.
+pub mod gtid_flags {
+    pub const STANDALONE: u8 = 1;
+    pub const GROUP_COMMIT_ID: u8 = 2;
+    pub const PREPARED_XA: u8 = 64;
+    pub const COMPLETED_XA: u8 = 128;
+}
+
+/// A parsed MariaDB GTID event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MariadbGtid {
+    pub gtid: Gtid,
+    pub flags: u8,
+}
+
+impl MariadbGtid {
+    /// True when the group is one statement with no XID (DDL).
+    pub fn standalone(&self) -> bool {
+        self.flags & gtid_flags::STANDALONE != 0
+    }
+}
+
+/// Parses a MariaDB GTID event body: seq u64 LE, domain u32 LE, flags u8 (server id comes
+/// from the event header).
+pub fn parse_mariadb_gtid(data: &[u8], server_id: u32) -> Option<MariadbGtid> {
+    let seq = u64::from_le_bytes(data.get(0..8)?.try_into().ok()?);
+    let domain = u32::from_le_bytes(data.get(8..12)?.try_into().ok()?);
+    let flags = *data.get(12)?;
+    Some(MariadbGtid {
+        gtid: Gtid::Mariadb {
+            domain,
+            server: server_id,
+            seq,
+        },
+        flags,
+    })
+}
+
+/// Parses a MariaDB GTID_LIST event body: count u32 (low 28 bits), then count x (domain
+/// u32, server u32, seq u64).
+pub fn parse_gtid_list(data: &[u8]) -> Option<Vec<Gtid>> {
+    let count = u32::from_le_bytes(data.get(0..4)?.try_into().ok()?) & 0x0fff_ffff;
+    let mut out = Vec::with_capacity(count.min(1024) as usize);
+    for i in 0..count as usize {
+        let b = data.get(4 + i * 16..4 + (i + 1) * 16)?;
+        out.push(Gtid::Mariadb {
+            domain: u32::from_le_bytes(b[0..4].try_into().ok()?),
+            server: u32::from_le_bytes(b[4..8].try_into().ok()?),
+            seq: u64::from_le_bytes(b[8..16].try_into().ok()?),
+        });
+    }
+    Some(out)
+}
+
+/// The file name of an artificial ROTATE read before the format description event: its
+/// last 4 bytes are the event's CRC32, which the stream reader could not strip yet.
+pub fn fake_rotate_name(raw: &[u8], checksum_pending: bool) -> String {
+    let looks_like_file = |b: &[u8]| {
+        !b.is_empty()
+            && b.iter().all(|c| c.is_ascii_graphic())
+            && b.last().is_some_and(u8::is_ascii_digit)
+    };
+    if checksum_pending && raw.len() > 4 && looks_like_file(&raw[..raw.len() - 4]) {
+        return String::from_utf8_lossy(&raw[..raw.len() - 4]).into_owned();
+    }
+    String::from_utf8_lossy(raw).into_owned()
+}
+
+/// What a QUERY event means for grouping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryKind {
+    Begin,
+    Commit,
+    Rollback,
+    /// SAVEPOINT / ROLLBACK TO: inside a transaction, no effect on rows events.
+    Savepoint,
+    /// XA COMMIT / XA ROLLBACK of a prepared transaction (its own group).
+    XaEnd,
+    /// XA START / XA END inside an XA transaction.
+    XaInner,
+    /// DML logged as a statement (STATEMENT or MIXED format).
+    Dml,
+    /// Anything else: DDL, TRUNCATE, RENAME, GRANT...
+    Ddl,
+}
+
+fn first_words(sql: &str, n: usize) -> Vec<String> {
+    let mut s = sql.trim_start();
+    // Skip leading comments.
+    loop {
+        if let Some(rest) = s.strip_prefix("/*") {
+            match rest.find("*/") {
+                Some(i) => s = rest[i + 2..].trim_start(),
+                None => return Vec::new(),
+            }
+        } else if s.starts_with("--") || s.starts_with('#') {
+            match s.find('\n') {
+                Some(i) => s = s[i + 1..].trim_start(),
+                None => return Vec::new(),
+            }
+        } else {
+            break;
+        }
+    }
+    s.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .take(n)
+        .map(|w| w.to_ascii_uppercase())
+        .collect()
+}
+
+/// Classifies a QUERY event's text.
+pub fn classify_query(sql: &str) -> QueryKind {
+    let w = first_words(sql, 2);
+    let w0 = w.first().map(String::as_str).unwrap_or("");
+    let w1 = w.get(1).map(String::as_str).unwrap_or("");
+    match (w0, w1) {
+        ("BEGIN", _) | ("START", "TRANSACTION") => QueryKind::Begin,
+        ("COMMIT", _) => QueryKind::Commit,
+        ("ROLLBACK", "TO") | ("SAVEPOINT", _) | ("RELEASE", _) => QueryKind::Savepoint,
+        ("ROLLBACK", _) => QueryKind::Rollback,
+        ("XA", "COMMIT") | ("XA", "ROLLBACK") => QueryKind::XaEnd,
+        ("XA", _) => QueryKind::XaInner,
+        ("INSERT", _) | ("UPDATE", _) | ("DELETE", _) | ("REPLACE", _) | ("LOAD", _) => {
+            QueryKind::Dml
+        }
+        _ => QueryKind::Ddl,
+    }
+}
+
+/// Identifier tokens of a statement: backquoted names unquoted, bare words as written,
+/// string literals skipped.
+pub fn identifiers(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' => {
+                let mut name = String::new();
+                while let Some(d) = chars.next() {
+                    if d == '`' {
+                        if chars.peek() == Some(&'`') {
+                            chars.next();
+                            name.push('`');
+                        } else {
+                            break;
+                        }
+                    } else {
+                        name.push(d);
+                    }
+                }
+                out.push(name);
+            }
+            '\'' | '"' => {
+                let q = c;
+                while let Some(d) = chars.next() {
+                    if d == '\\' {
+                        chars.next();
+                    } else if d == q {
+                        if chars.peek() == Some(&q) {
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    }
+                }
+            }
+            c if c.is_alphanumeric() || c == '_' || c == '$' => {
+                let mut name = String::from(c);
+                while let Some(&d) = chars.peek() {
+                    if d.is_alphanumeric() || d == '_' || d == '$' {
+                        name.push(d);
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                out.push(name);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// True when `sql` (run with default schema `default_schema`) may name `schema`.`table`.
+/// Conservative: a false positive pauses a table (safe), a false negative would not be.
+pub fn names_table(sql: &str, default_schema: &str, schema: &str, table: &str) -> bool {
+    let ids = identifiers(sql);
+    let has = |n: &str| ids.iter().any(|i| i.eq_ignore_ascii_case(n));
+    has(table) && (default_schema.eq_ignore_ascii_case(schema) || has(schema))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mariadb_gtid_bytes() {
+        let mut data = 42u64.to_le_bytes().to_vec();
+        data.extend(0u32.to_le_bytes());
+        data.push(gtid_flags::STANDALONE);
+        let g = parse_mariadb_gtid(&data, 7).expect("parses");
+        assert_eq!(g.gtid.to_string(), "0-7-42");
+        assert!(g.standalone());
+        assert_eq!(parse_mariadb_gtid(&data[..12], 7), None);
+    }
+
+    #[test]
+    fn gtid_list_bytes() {
+        let mut data = 2u32.to_le_bytes().to_vec();
+        for (d, s, n) in [(0u32, 1u32, 9u64), (3, 2, 1)] {
+            data.extend(d.to_le_bytes());
+            data.extend(s.to_le_bytes());
+            data.extend(n.to_le_bytes());
+        }
+        let l = parse_gtid_list(&data).expect("parses");
+        let names: Vec<String> = l.iter().map(|g| g.to_string()).collect();
+        assert_eq!(names, ["0-1-9", "3-2-1"]);
+        assert_eq!(parse_gtid_list(&data[..20]), None);
+    }
+
+    #[test]
+    fn fake_rotate_crc_is_stripped() {
+        let mut raw = b"mysql-bin.000003".to_vec();
+        raw.extend([0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(fake_rotate_name(&raw, true), "mysql-bin.000003");
+        assert_eq!(
+            fake_rotate_name(b"mysql-bin.000003", false),
+            "mysql-bin.000003"
+        );
+    }
+
+    #[test]
+    fn queries_classify() {
+        assert_eq!(classify_query("BEGIN"), QueryKind::Begin);
+        assert_eq!(classify_query("COMMIT"), QueryKind::Commit);
+        assert_eq!(
+            classify_query("ROLLBACK TO SAVEPOINT a"),
+            QueryKind::Savepoint
+        );
+        assert_eq!(classify_query("XA COMMIT 'x'"), QueryKind::XaEnd);
+        assert_eq!(
+            classify_query("/* c */ insert into t values (1)"),
+            QueryKind::Dml
+        );
+        assert_eq!(classify_query("ALTER TABLE t ADD c INT"), QueryKind::Ddl);
+        assert_eq!(classify_query("TRUNCATE t"), QueryKind::Ddl);
+    }
+
+    #[test]
+    fn table_names_in_statements() {
+        assert!(names_table("ALTER TABLE `t` ADD c INT", "db", "db", "t"));
+        assert!(names_table(
+            "alter table db.t add c int",
+            "other",
+            "db",
+            "t"
+        ));
+        assert!(!names_table("ALTER TABLE t2 ADD c INT", "db", "db", "t"));
+        assert!(!names_table(
+            "ALTER TABLE x.t ADD c INT",
+            "other",
+            "db",
+            "t"
+        ));
+        assert!(!names_table("INSERT INTO u VALUES ('t')", "db", "db", "t"));
+        assert!(names_table(
+            "RENAME TABLE `db`.`t` TO `db`.`t_old`",
+            "",
+            "db",
+            "t"
+        ));
+        assert_eq!(identifiers("`a``b` 'x\\'y' c"), ["a`b", "c"]);
+    }
+}

@@ -1,0 +1,391 @@
+//! The reader's I/O loop: connect, check lineage at D, stream from D, store records with D,
+//! and on any transient failure start over from the stored D (DESIGN §3.6).
+use super::assemble::{Capturer, Restored};
+use super::SharedCaptureSet;
+use crate::change::GroupEnd;
+use crate::error::{from_mysql, DefiniteCode, Error, Result};
+use crate::failpoint;
+use crate::lineage;
+use crate::log::{self, LogRecord, Position};
+use crate::position::{Flavor, Gtid};
+use futures_util::StreamExt;
+use mysql_async::prelude::Queryable;
+use sqlx::mysql::MySqlPool;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How a reader runs. Every wait and retry is bounded.
+#[derive(Clone, Debug)]
+pub struct ReaderConfig {
+    /// Name of the stream in the state store (one per source server).
+    pub stream: String,
+    /// mysql:// URL of the source, with a user holding SELECT, RELOAD, REPLICATION SLAVE,
+    /// BINLOG MONITOR.
+    pub source_url: String,
+    /// The replica server_id this reader registers with; distinct per reader (two streams
+    /// with one id kick each other, 4052).
+    pub replica_server_id: u32,
+    /// Schema of the control table on the source.
+    pub control_schema: String,
+    /// Changes per L record of a large group; fixed when the stream is created.
+    pub chunk_changes: u32,
+    /// Records per state-store transaction.
+    pub batch_records: usize,
+    /// Longest delay before read records are committed.
+    pub flush_interval: Duration,
+    /// Server heartbeat period while idle.
+    pub heartbeat: Duration,
+    /// A stream silent for this long is considered dead and reconnected.
+    pub silence_timeout: Duration,
+    /// Connect and query timeout.
+    pub connect_timeout: Duration,
+    /// Consecutive failed sessions (no record stored) before the reader gives up.
+    pub max_failures: u32,
+    /// Record a progress record at most this often while other tables are written.
+    pub progress_interval: Duration,
+}
+
+impl ReaderConfig {
+    /// Defaults for a source URL and stream name.
+    pub fn new(stream: &str, source_url: &str, replica_server_id: u32) -> ReaderConfig {
+        ReaderConfig {
+            stream: stream.to_string(),
+            source_url: source_url.to_string(),
+            replica_server_id,
+            control_schema: crate::control::DEFAULT_SCHEMA.to_string(),
+            chunk_changes: 1000,
+            batch_records: 64,
+            flush_interval: Duration::from_millis(20),
+            heartbeat: Duration::from_secs(1),
+            silence_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+            max_failures: 40,
+            progress_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running reader task.
+pub struct Reader {
+    cancel: CancellationToken,
+    handle: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Reader {
+    /// Starts the reader in a task.
+    pub fn start(pool: MySqlPool, cfg: ReaderConfig, set: SharedCaptureSet) -> Reader {
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        let handle = tokio::spawn(async move { run(&pool, &cfg, &set, &c).await });
+        Reader { cancel, handle }
+    }
+
+    /// True when the task ended (by a definite error or exhausted retries).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// Stops the reader after its current step and returns how it ended.
+    pub async fn stop(self) -> Result<()> {
+        self.cancel.cancel();
+        self.join().await
+    }
+
+    /// Waits for the reader to end on its own.
+    pub async fn join(self) -> Result<()> {
+        match self.handle.await {
+            Ok(r) => r,
+            Err(e) => Err(Error::transient(format!("reader task failed: {e}"))),
+        }
+    }
+}
+
+/// Runs sessions until cancelled, a definite error, or `max_failures` sessions in a row
+/// that stored nothing.
+pub async fn run(
+    pool: &MySqlPool,
+    cfg: &ReaderConfig,
+    set: &SharedCaptureSet,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let mut failures = 0u32;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let mut progressed = false;
+        let r = session(pool, cfg, set, cancel, &mut progressed).await;
+        match r {
+            Ok(()) => return Ok(()),
+            Err(e @ Error::Definite(_)) => {
+                tracing::error!(stream = %cfg.stream, error = %e, "capture stopped");
+                return Err(e);
+            }
+            Err(e) => {
+                if progressed {
+                    failures = 0;
+                    backoff = Duration::from_millis(50);
+                }
+                failures += 1;
+                tracing::warn!(stream = %cfg.stream, error = %e, failures, "capture session ended; resuming from D");
+                if failures >= cfg.max_failures {
+                    return Err(e);
+                }
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+async fn connect(cfg: &ReaderConfig) -> Result<mysql_async::Conn> {
+    let opts = mysql_async::Opts::from_url(&cfg.source_url).map_err(|e| {
+        Error::definite(
+            DefiniteCode::Usage,
+            format!(
+                "source URL {} is not valid: {e}",
+                crate::redact::redact_url(&cfg.source_url)
+            ),
+        )
+    })?;
+    tokio::time::timeout(cfg.connect_timeout, mysql_async::Conn::new(opts))
+        .await
+        .map_err(|_| Error::transient("connecting to the source: timed out"))?
+        .map_err(|e| from_mysql("connecting to the source", &e))
+}
+
+/// The current end of the source binlog as a group end (for a new stream).
+async fn current_end(conn: &mut mysql_async::Conn, flavor: Flavor) -> Result<GroupEnd> {
+    let pos = lineage::binlog_end(conn).await?;
+    let gtid = match flavor {
+        Flavor::Mariadb => {
+            let state: Option<Option<String>> = conn
+                .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (pos.file.as_str(), pos.pos))
+                .await
+                .map_err(|e| from_mysql("BINLOG_GTID_POS", &e))?;
+            state
+                .flatten()
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|s| Gtid::parse(s.trim()))
+                .max_by_key(|g| match g {
+                    Gtid::Mariadb { seq, .. } | Gtid::Mysql { seq, .. } => *seq,
+                })
+        }
+        Flavor::Mysql => None,
+    };
+    Ok(GroupEnd { pos, gtid })
+}
+
+async fn load_or_init(
+    pool: &MySqlPool,
+    cfg: &ReaderConfig,
+    conn: &mut mysql_async::Conn,
+) -> Result<Position> {
+    if let Some(d) = log::load_position(pool, &cfg.stream).await? {
+        return Ok(d);
+    }
+    let lin = lineage::read_lineage(conn).await?;
+    let end = current_end(conn, lin.flavor).await?;
+    log::init_position(pool, &cfg.stream, &lin, &end, cfg.chunk_changes).await
+}
+
+async fn restore(pool: &MySqlPool, d: &Position) -> Result<Restored> {
+    let mut r = Restored::default();
+    for (job, gen, kind, _) in log::markers_of(pool, &d.stream, d.restart_seq).await? {
+        match kind {
+            crate::control::IntentKind::B if !r.cancelled.contains(&(job, gen)) => {
+                r.active.insert((job, gen));
+            }
+            crate::control::IntentKind::K => {
+                r.active.remove(&(job, gen));
+                r.cancelled.insert((job, gen));
+            }
+            _ => {}
+        }
+    }
+    for p in log::pauses(pool, &d.stream).await? {
+        if p.seq <= d.restart_seq {
+            r.paused.insert((p.job, p.generation));
+        }
+    }
+    Ok(r)
+}
+
+async fn open_stream(
+    cfg: &ReaderConfig,
+    flavor: Flavor,
+    d: &Position,
+) -> Result<mysql_async::BinlogStream> {
+    let mut conn = connect(cfg).await?;
+    if flavor == Flavor::Mariadb {
+        conn.query_drop("SET @mariadb_slave_capability=4")
+            .await
+            .map_err(|e| from_mysql("SET @mariadb_slave_capability", &e))?;
+    }
+    let ns = cfg.heartbeat.as_nanos().max(1_000_000);
+    conn.query_drop(format!("SET @master_heartbeat_period={ns}"))
+        .await
+        .map_err(|e| from_mysql("SET @master_heartbeat_period", &e))?;
+    let file = d.restart.pos.file.clone().into_bytes();
+    let req = mysql_async::BinlogStreamRequest::new(cfg.replica_server_id)
+        .with_filename(&file)
+        .with_pos(d.restart.pos.pos);
+    tokio::time::timeout(cfg.connect_timeout, conn.get_binlog_stream(req))
+        .await
+        .map_err(|_| Error::transient("requesting the binlog stream: timed out"))?
+        .map_err(|e| from_mysql("requesting the binlog stream", &e))
+}
+
+/// Verification of records already in L beyond D (an open group's chunks).
+struct Replay {
+    next_seq: u64,
+    upto: u64,
+}
+
+impl Replay {
+    /// Returns true when `rec` is already stored (and matches), false when it is new.
+    async fn check(&mut self, pool: &MySqlPool, stream: &str, rec: &LogRecord) -> Result<bool> {
+        if self.next_seq > self.upto {
+            return Ok(false);
+        }
+        let seq = self.next_seq;
+        let stored = log::read_range(pool, stream, seq - 1, seq, 1).await?;
+        let Some(s) = stored.first() else {
+            return Err(Error::definite(
+                DefiniteCode::EvidenceCorrupt,
+                format!("L of stream `{stream}` has no record {seq} although D names it"),
+            ));
+        };
+        if s.body_digest != rec.digest() {
+            return Err(Error::definite(
+                DefiniteCode::EvidenceConflict,
+                format!(
+                    "re-reading the group that starts at {} regenerated chunk {} with another \
+                     digest than L record {seq} holds: the source history differs from what \
+                     was captured",
+                    rec.start, rec.chunk
+                ),
+            ));
+        }
+        self.next_seq += 1;
+        Ok(true)
+    }
+}
+
+async fn session(
+    pool: &MySqlPool,
+    cfg: &ReaderConfig,
+    set: &SharedCaptureSet,
+    cancel: &CancellationToken,
+    progressed: &mut bool,
+) -> Result<()> {
+    let mut conn = connect(cfg).await?;
+    let mut d = load_or_init(pool, cfg, &mut conn).await?;
+    lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await?;
+    let _ = conn.disconnect().await;
+    let restored = restore(pool, &d).await?;
+    let mut cap = Capturer::new(
+        d.lineage.digest(),
+        &cfg.control_schema,
+        set.clone(),
+        d.chunk_changes,
+        d.restart.clone(),
+        restored,
+    );
+    let mut replay = Replay {
+        next_seq: d.restart_seq + 1,
+        upto: d.tail.seq,
+    };
+    let mut stream = open_stream(cfg, d.lineage.flavor, &d).await?;
+    let mut batch: Vec<LogRecord> = Vec::new();
+    let mut flush_at: Option<Instant> = None;
+    let mut last_commit = Instant::now();
+    loop {
+        let wait_until = flush_at.unwrap_or_else(|| Instant::now() + cfg.silence_timeout);
+        let next = tokio::select! {
+            _ = cancel.cancelled() => {
+                flush(pool, &mut d, &mut batch, progressed).await?;
+                let _ = stream.close().await;
+                return Ok(());
+            }
+            r = tokio::time::timeout_at(wait_until, stream.next()) => r,
+        };
+        let heartbeat = match next {
+            Err(_) if flush_at.is_some() => false,
+            Err(_) => {
+                return Err(Error::transient(format!(
+                    "binlog stream silent for {:?} (no heartbeat); reconnecting",
+                    cfg.silence_timeout
+                )))
+            }
+            Ok(None) => {
+                flush(pool, &mut d, &mut batch, progressed).await?;
+                return Err(Error::transient(
+                    "binlog stream ended (source shut down?); resuming from D",
+                ));
+            }
+            Ok(Some(Err(e))) => {
+                flush(pool, &mut d, &mut batch, progressed).await?;
+                return Err(stream_error(&e, &d));
+            }
+            Ok(Some(Ok(ev))) => {
+                cap.on_event(&ev)?;
+                ev.header().event_type_raw()
+                    == mysql_async::binlog::EventType::HEARTBEAT_EVENT as u8
+            }
+        };
+        if heartbeat || last_commit.elapsed() >= cfg.progress_interval {
+            cap.progress();
+        }
+        for rec in cap.take() {
+            failpoint::hit("capture.after_read_before_store");
+            if !replay.check(pool, &d.stream, &rec).await? {
+                batch.push(rec);
+            }
+        }
+        if !batch.is_empty() && flush_at.is_none() {
+            flush_at = Some(Instant::now() + cfg.flush_interval);
+        }
+        let due = flush_at.is_some_and(|t| Instant::now() >= t);
+        if batch.len() >= cfg.batch_records.max(1) || due || (heartbeat && !batch.is_empty()) {
+            flush(pool, &mut d, &mut batch, progressed).await?;
+            flush_at = None;
+            last_commit = Instant::now();
+        }
+    }
+}
+
+async fn flush(
+    pool: &MySqlPool,
+    d: &mut Position,
+    batch: &mut Vec<LogRecord>,
+    progressed: &mut bool,
+) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    *d = log::append(pool, d, batch).await?;
+    batch.clear();
+    *progressed = true;
+    failpoint::hit("capture.after_store");
+    Ok(())
+}
+
+fn stream_error(e: &mysql_async::Error, d: &Position) -> Error {
+    use crate::error::codes::*;
+    match crate::error::mysql_server_code(e) {
+        Some(ER_MASTER_FATAL_READING_BINLOG) => Error::definite(
+            DefiniteCode::BinlogPurged,
+            format!(
+                "the source refused to stream from D {}: {}; the position was purged or the \
+                 history reset: re-install the captured tables",
+                d.restart.pos,
+                crate::redact::redact_text(&e.to_string())
+            ),
+        ),
+        _ => from_mysql("reading the binlog stream", e),
+    }
+}

@@ -1,0 +1,754 @@
+//! L (the raw log) and D (the reader's restart position) in the state store (DESIGN §3.6).
+//!
+//! Why L can have no hole and no duplicate, and why D never runs ahead of it (I7):
+//! * Every record names the chain digest of the record before it and is appended in one
+//!   state-store transaction together with a compare-and-set of `capture_position`
+//!   (`WHERE tail_seq = expected AND tail_chain = expected`). If another writer or a lost
+//!   commit moved the tail, zero rows match and the whole transaction rolls back: the
+//!   reader restarts from the stored D and never continues from memory.
+//! * D (the restart position) is written in that same transaction and is always the end of
+//!   a complete group (or of a progress record), so "L durable, D not" cannot exist: there
+//!   is no state between them (the `capture.*` fault points prove it in tests).
+//! * A group larger than the chunk bound is stored as several records; while it is open D
+//!   stays at the group's start and the tail names its last chunk. After a restart the
+//!   reader re-reads the group from D and must regenerate byte-identical chunks: each is
+//!   checked against the stored digest ([`Position::open_chunks`]) and not stored twice.
+//!   The chunk bound is fixed per stream (stored in D) so regrouping cannot differ.
+use crate::change::{Change, GroupEnd};
+use crate::codec::{self, Versioned};
+use crate::control::IntentSeen;
+use crate::error::{from_sqlx, DefiniteCode, Error, Result};
+use crate::ids::{Digest, Generation, JobId};
+use crate::position::{BinlogPos, Gtid, Lineage};
+use serde::{Deserialize, Serialize};
+use sqlx::mysql::MySqlPool;
+use sqlx::Row as _;
+use std::time::Duration;
+use tokio::time::Instant;
+
+impl Versioned for Lineage {
+    const KIND: [u8; 4] = *b"LINE";
+    const VERSION: u16 = 1;
+}
+
+/// One L record (persisted as postcard, kind `LREC`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// Where the group starts: the end of the group before it.
+    pub start: BinlogPos,
+    /// Index of this chunk inside its group (0 for the first).
+    pub chunk: u32,
+    /// The group's GTID (None for a progress record of a server without GTIDs).
+    pub gtid: Option<Gtid>,
+    /// Set on the last chunk of a group and on progress records.
+    pub end: Option<GroupEnd>,
+    pub body: RecordBody,
+}
+
+impl Versioned for LogRecord {
+    const KIND: [u8; 4] = *b"LREC";
+    const VERSION: u16 = 1;
+}
+
+/// What a record holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RecordBody {
+    /// Part (or all) of a group touching a captured table or the control table.
+    Chunk(GroupChunk),
+    /// No captured change: D moved past groups of other tables (heartbeat, DESIGN §4).
+    Progress,
+}
+
+/// The captured content of one chunk of a group, in binlog order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupChunk {
+    /// Decoded changes of captured (not paused) tables.
+    pub changes: Vec<Change>,
+    /// Control-table intents (B/LOW/HIGH/F/K) in this chunk.
+    pub intents: Vec<IntentSeen>,
+    /// Tables paused at this chunk, with the definite reason.
+    pub pauses: Vec<PauseSeen>,
+    /// Statements (DDL, statement-format DML) naming a captured table.
+    pub statements: Vec<StatementSeen>,
+    /// Rows events of paused tables, kept raw so that resuming loses nothing (§3.7).
+    pub raw: Vec<RawRows>,
+}
+
+/// A table paused by the reader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseSeen {
+    pub job: JobId,
+    pub generation: Generation,
+    pub schema: String,
+    pub table: String,
+    pub at: BinlogPos,
+    pub error: crate::error::Definite,
+}
+
+/// A statement event naming a captured table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementSeen {
+    pub at: BinlogPos,
+    pub default_schema: String,
+    pub sql: String,
+}
+
+/// A rows event of a paused table, with the table map it was written against.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawRows {
+    pub schema: String,
+    pub table: String,
+    pub event_pos: u64,
+    pub event_type: u8,
+    pub table_map: Vec<u8>,
+    pub data: Vec<u8>,
+}
+
+impl LogRecord {
+    /// blake3 of the record's canonical versioned bytes.
+    pub fn digest(&self) -> Digest {
+        Digest::of(&codec::encode(self))
+    }
+
+    /// True for a record that closes its group (or a progress record).
+    pub fn is_group_end(&self) -> bool {
+        self.end.is_some()
+    }
+
+    fn kind_code(&self) -> u8 {
+        match self.body {
+            RecordBody::Chunk(_) => 1,
+            RecordBody::Progress => 2,
+        }
+    }
+
+    /// Number of changes per (schema, table) in this record.
+    pub fn tables(&self) -> Vec<(String, String, u32)> {
+        let mut out: Vec<(String, String, u32)> = Vec::new();
+        if let RecordBody::Chunk(c) = &self.body {
+            let names = c
+                .changes
+                .iter()
+                .map(|ch| (&ch.id.schema, &ch.id.table))
+                .chain(c.raw.iter().map(|r| (&r.schema, &r.table)))
+                .chain(c.pauses.iter().map(|p| (&p.schema, &p.table)));
+            for (s, t) in names {
+                match out.iter_mut().find(|(a, b, _)| a == s && b == t) {
+                    Some(e) => e.2 += 1,
+                    None => out.push((s.clone(), t.clone(), 1)),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The hash chain step: blake3("backfill-L-v1" | prev | seq LE | body digest).
+pub fn chain_next(prev: &Digest, seq: u64, body: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(b"backfill-L-v1");
+    h.update(&prev.0);
+    h.update(&seq.to_le_bytes());
+    h.update(&body.0);
+    Digest(*h.finalize().as_bytes())
+}
+
+/// The chain digest before the first record.
+pub const GENESIS: Digest = Digest([0; 32]);
+
+/// L's tail: the last record's seq and chain digest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    pub seq: u64,
+    pub chain: Digest,
+}
+
+/// D plus what the reader needs to resume.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Position {
+    pub stream: String,
+    pub lineage: Lineage,
+    /// Where the next read starts: always a group end.
+    pub restart: GroupEnd,
+    /// The L seq of the record that ends at `restart` (0 when none).
+    pub restart_seq: u64,
+    pub tail: Tail,
+    pub chunk_changes: u32,
+}
+
+impl Position {
+    /// Chunks stored after the restart position (an open group): the re-read must
+    /// regenerate exactly these.
+    pub fn open_chunks(&self) -> u64 {
+        self.tail.seq - self.restart_seq
+    }
+}
+
+/// A stored record with its chain fields, verified on read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredRecord {
+    pub seq: u64,
+    pub prev_chain: Digest,
+    pub chain: Digest,
+    pub body_digest: Digest,
+    pub record: LogRecord,
+}
+
+fn st(what: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
+    move |e| from_sqlx(what, &e)
+}
+
+fn corrupt(msg: String) -> Error {
+    Error::definite(DefiniteCode::EvidenceCorrupt, msg)
+}
+
+fn digest_col(row: &sqlx::mysql::MySqlRow, col: &str) -> Result<Digest> {
+    let b: Vec<u8> = row.try_get(col).map_err(st("reading L"))?;
+    Digest::from_slice(&b).ok_or_else(|| corrupt(format!("L column {col} is not 32 bytes")))
+}
+
+fn gtid_text(g: &Option<Gtid>) -> Option<String> {
+    g.as_ref().map(|g| g.to_string())
+}
+
+fn parse_gtid(s: Option<String>) -> Result<Option<Gtid>> {
+    match s {
+        None => Ok(None),
+        Some(s) => Gtid::parse(&s)
+            .map(Some)
+            .ok_or_else(|| corrupt(format!("stored GTID `{s}` does not parse"))),
+    }
+}
+
+/// Reads D of `stream`, if the stream exists.
+pub async fn load_position(pool: &MySqlPool, stream: &str) -> Result<Option<Position>> {
+    let row = sqlx::query(
+        "SELECT lineage, restart_file, restart_pos, restart_gtid, restart_seq, tail_seq, \
+         tail_chain, chunk_changes FROM capture_position WHERE stream = ?",
+    )
+    .bind(stream)
+    .fetch_optional(pool)
+    .await
+    .map_err(st("reading D"))?;
+    let Some(row) = row else { return Ok(None) };
+    let lineage_bytes: Vec<u8> = row.try_get("lineage").map_err(st("reading D"))?;
+    let lineage = codec::decode::<Lineage>(&lineage_bytes)
+        .map_err(|e| corrupt(format!("D of stream `{stream}`: {e}")))?;
+    Ok(Some(Position {
+        stream: stream.to_string(),
+        lineage,
+        restart: GroupEnd {
+            pos: BinlogPos::new(
+                row.try_get::<String, _>("restart_file")
+                    .map_err(st("reading D"))?,
+                row.try_get::<u64, _>("restart_pos")
+                    .map_err(st("reading D"))?,
+            ),
+            gtid: parse_gtid(row.try_get("restart_gtid").map_err(st("reading D"))?)?,
+        },
+        restart_seq: row.try_get("restart_seq").map_err(st("reading D"))?,
+        tail: Tail {
+            seq: row.try_get("tail_seq").map_err(st("reading D"))?,
+            chain: digest_col(&row, "tail_chain")?,
+        },
+        chunk_changes: row.try_get("chunk_changes").map_err(st("reading D"))?,
+    }))
+}
+
+/// Creates D for a new stream at `start` (a group end the caller read from the server),
+/// unless it exists; returns the stored D either way.
+pub async fn init_position(
+    pool: &MySqlPool,
+    stream: &str,
+    lineage: &Lineage,
+    start: &GroupEnd,
+    chunk_changes: u32,
+) -> Result<Position> {
+    sqlx::query(
+        "INSERT IGNORE INTO capture_position (stream, lineage, restart_file, restart_pos, \
+         restart_gtid, restart_seq, tail_seq, tail_chain, chunk_changes) \
+         VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?)",
+    )
+    .bind(stream)
+    .bind(codec::encode(lineage))
+    .bind(&start.pos.file)
+    .bind(start.pos.pos)
+    .bind(gtid_text(&start.gtid))
+    .bind(GENESIS.0.to_vec())
+    .bind(chunk_changes.max(1))
+    .execute(pool)
+    .await
+    .map_err(st("creating D"))?;
+    load_position(pool, stream)
+        .await?
+        .ok_or_else(|| Error::transient(format!("D of stream `{stream}` vanished after insert")))
+}
+
+/// Appends `records` after `expected` and moves D, in one state-store transaction.
+/// Returns the new D. Fails (and changes nothing) if L's tail is not `expected`.
+pub async fn append(pool: &MySqlPool, pos: &Position, records: &[LogRecord]) -> Result<Position> {
+    let mut next = pos.clone();
+    if records.is_empty() {
+        return Ok(next);
+    }
+    let mut tx = pool.begin().await.map_err(st("beginning L append"))?;
+    let mut chain = pos.tail.chain;
+    let mut seq = pos.tail.seq;
+    for rec in records {
+        seq += 1;
+        let body = codec::encode(rec);
+        let body_digest = Digest::of(&body);
+        let prev = chain;
+        chain = chain_next(&prev, seq, &body_digest);
+        sqlx::query(
+            "INSERT INTO capture_log (stream, seq, kind, start_file, start_pos, chunk_no, \
+             end_file, end_pos, gtid, body_digest, prev_chain, chain, body) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&pos.stream)
+        .bind(seq)
+        .bind(rec.kind_code())
+        .bind(&rec.start.file)
+        .bind(rec.start.pos)
+        .bind(rec.chunk)
+        .bind(rec.end.as_ref().map(|e| e.pos.file.clone()))
+        .bind(rec.end.as_ref().map(|e| e.pos.pos))
+        .bind(gtid_text(&rec.gtid))
+        .bind(body_digest.0.to_vec())
+        .bind(prev.0.to_vec())
+        .bind(chain.0.to_vec())
+        .bind(body)
+        .execute(&mut *tx)
+        .await
+        .map_err(st("appending to L"))?;
+        for (schema, table, n) in rec.tables() {
+            sqlx::query(
+                "INSERT INTO capture_log_table (stream, schema_name, table_name, seq, changes) \
+                 VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(&pos.stream)
+            .bind(schema)
+            .bind(table)
+            .bind(seq)
+            .bind(n)
+            .execute(&mut *tx)
+            .await
+            .map_err(st("indexing L"))?;
+        }
+        index_side_rows(&mut tx, &pos.stream, seq, rec).await?;
+        if let Some(end) = &rec.end {
+            next.restart = end.clone();
+            next.restart_seq = seq;
+        }
+    }
+    next.tail = Tail { seq, chain };
+    let moved = sqlx::query(
+        "UPDATE capture_position SET restart_file = ?, restart_pos = ?, restart_gtid = ?, \
+         restart_seq = ?, tail_seq = ?, tail_chain = ? \
+         WHERE stream = ? AND tail_seq = ? AND tail_chain = ?",
+    )
+    .bind(&next.restart.pos.file)
+    .bind(next.restart.pos.pos)
+    .bind(gtid_text(&next.restart.gtid))
+    .bind(next.restart_seq)
+    .bind(next.tail.seq)
+    .bind(next.tail.chain.0.to_vec())
+    .bind(&pos.stream)
+    .bind(pos.tail.seq)
+    .bind(pos.tail.chain.0.to_vec())
+    .execute(&mut *tx)
+    .await
+    .map_err(st("moving D"))?;
+    if moved.rows_affected() != 1 {
+        // Dropping tx rolls back; the caller restarts from the stored D.
+        return Err(Error::transient(format!(
+            "L tail of stream `{}` is no longer seq {}: another writer or a lost commit moved \
+             it; restarting from the stored D",
+            pos.stream, pos.tail.seq
+        )));
+    }
+    crate::failpoint::hit("capture.before_commit");
+    tx.commit().await.map_err(st("committing L and D"))?;
+    Ok(next)
+}
+
+async fn index_side_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    stream: &str,
+    seq: u64,
+    rec: &LogRecord,
+) -> Result<()> {
+    let RecordBody::Chunk(c) = &rec.body else {
+        return Ok(());
+    };
+    // A marker's position is the end of its group; a marker in a non-final chunk is
+    // recorded when the group ends (see capture), so `end` is known here.
+    for i in &c.intents {
+        let end = rec
+            .end
+            .as_ref()
+            .map(|e| e.pos.clone())
+            .unwrap_or(i.at.clone());
+        sqlx::query(
+            "INSERT INTO capture_marker (stream, nonce, job_id, generation, kind, window_id, \
+             attempt, obsolete, seq, end_file, end_pos, gtid) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(stream)
+        .bind(i.intent.nonce.0)
+        .bind(i.intent.job.0)
+        .bind(i.intent.generation.0)
+        .bind(i.intent.kind.as_str())
+        .bind(i.intent.window.map(|w| w.0))
+        .bind(i.intent.attempt.map(|a| a.0))
+        .bind(i.obsolete)
+        .bind(seq)
+        .bind(&end.file)
+        .bind(end.pos)
+        .bind(gtid_text(&rec.gtid))
+        .execute(&mut **tx)
+        .await
+        .map_err(st("recording an intent marker"))?;
+    }
+    for p in &c.pauses {
+        sqlx::query(
+            "INSERT IGNORE INTO capture_pause (stream, job_id, generation, schema_name, \
+             table_name, code, message, seq, at_file, at_pos) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(stream)
+        .bind(p.job.0)
+        .bind(p.generation.0)
+        .bind(&p.schema)
+        .bind(&p.table)
+        .bind(p.error.code.as_str())
+        .bind(&p.error.message)
+        .bind(seq)
+        .bind(&p.at.file)
+        .bind(p.at.pos)
+        .execute(&mut **tx)
+        .await
+        .map_err(st("recording a pause"))?;
+    }
+    Ok(())
+}
+
+fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
+    let seq: u64 = row.try_get("seq").map_err(st("reading L"))?;
+    let body: Vec<u8> = row.try_get("body").map_err(st("reading L"))?;
+    let body_digest = digest_col(row, "body_digest")?;
+    let prev_chain = digest_col(row, "prev_chain")?;
+    let chain = digest_col(row, "chain")?;
+    if Digest::of(&body) != body_digest {
+        return Err(corrupt(format!(
+            "L record {seq}: body does not hash to its digest"
+        )));
+    }
+    if chain_next(&prev_chain, seq, &body_digest) != chain {
+        return Err(corrupt(format!(
+            "L record {seq}: chain digest does not verify"
+        )));
+    }
+    let record =
+        codec::decode::<LogRecord>(&body).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
+    Ok(StoredRecord {
+        seq,
+        prev_chain,
+        chain,
+        body_digest,
+        record,
+    })
+}
+
+const SELECT_REC: &str =
+    "SELECT l.seq, l.body, l.body_digest, l.prev_chain, l.chain FROM capture_log l";
+
+/// Records with `after < seq <= upto`, at most `limit`, in order; each verified against
+/// its digest and chained to the one before it (the first is chained to `after`'s chain
+/// by the caller through [`StoredRecord::prev_chain`]).
+pub async fn read_range(
+    pool: &MySqlPool,
+    stream: &str,
+    after: u64,
+    upto: u64,
+    limit: u32,
+) -> Result<Vec<StoredRecord>> {
+    let sql = format!(
+        "{SELECT_REC} WHERE l.stream = ? AND l.seq > ? AND l.seq <= ? ORDER BY l.seq LIMIT ?"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(stream)
+        .bind(after)
+        .bind(upto)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .map_err(st("reading L"))?;
+    let out = rows.iter().map(decode_row).collect::<Result<Vec<_>>>()?;
+    check_links(&out)?;
+    Ok(out)
+}
+
+/// Records touching `schema`.`table` with `after < seq <= upto`, at most `limit`.
+pub async fn table_records(
+    pool: &MySqlPool,
+    stream: &str,
+    schema: &str,
+    table: &str,
+    after: u64,
+    upto: u64,
+    limit: u32,
+) -> Result<Vec<StoredRecord>> {
+    let sql = format!(
+        "{SELECT_REC} JOIN capture_log_table t ON t.stream = l.stream AND t.seq = l.seq \
+         WHERE t.stream = ? AND t.schema_name = ? AND t.table_name = ? AND t.seq > ? \
+         AND t.seq <= ? ORDER BY t.seq LIMIT ?"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(stream)
+        .bind(schema)
+        .bind(table)
+        .bind(after)
+        .bind(upto)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .map_err(st("reading L by table"))?;
+    rows.iter().map(decode_row).collect()
+}
+
+fn check_links(recs: &[StoredRecord]) -> Result<()> {
+    for w in recs.windows(2) {
+        if w[1].seq != w[0].seq + 1 || w[1].prev_chain != w[0].chain {
+            return Err(corrupt(format!(
+                "L hash chain broken between records {} and {}",
+                w[0].seq, w[1].seq
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Verifies the whole chain of `stream` from seq 1 to D's tail, reading in pages; returns
+/// the number of records checked. Any hole, tamper or D/L disagreement is definite (I7).
+pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {
+    let Some(d) = load_position(pool, stream).await? else {
+        return Ok(0);
+    };
+    let mut prev = GENESIS;
+    let mut after = 0;
+    loop {
+        let page = read_range(pool, stream, after, u64::MAX, 500).await?;
+        let Some(last) = page.last() else { break };
+        if page[0].seq != after + 1 || page[0].prev_chain != prev {
+            return Err(corrupt(format!(
+                "L hash chain broken before record {}",
+                page[0].seq
+            )));
+        }
+        prev = last.chain;
+        after = last.seq;
+    }
+    if after != d.tail.seq || prev != d.tail.chain {
+        return Err(corrupt(format!(
+            "D of stream `{stream}` names tail {} but L ends at {after}",
+            d.tail.seq
+        )));
+    }
+    Ok(after)
+}
+
+/// An intent marker L durably holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkerSeen {
+    pub intent: crate::control::Intent,
+    pub obsolete: bool,
+    /// The L record holding it.
+    pub seq: u64,
+    /// The end of the group holding it.
+    pub end: GroupEnd,
+}
+
+/// The marker with `nonce`, if L holds it.
+pub async fn marker(
+    pool: &MySqlPool,
+    stream: &str,
+    nonce: crate::ids::Nonce,
+) -> Result<Option<MarkerSeen>> {
+    let row = sqlx::query(
+        "SELECT job_id, generation, kind, window_id, attempt, obsolete, seq, end_file, \
+         end_pos, gtid FROM capture_marker WHERE stream = ? AND nonce = ?",
+    )
+    .bind(stream)
+    .bind(nonce.0)
+    .fetch_optional(pool)
+    .await
+    .map_err(st("reading intent markers"))?;
+    let Some(r) = row else { return Ok(None) };
+    let g = |e| from_sqlx("reading intent markers", &e);
+    let kind: String = r.try_get("kind").map_err(g)?;
+    let kind = crate::control::IntentKind::parse(&kind)
+        .ok_or_else(|| corrupt(format!("marker kind `{kind}` is unknown")))?;
+    Ok(Some(MarkerSeen {
+        intent: crate::control::Intent {
+            job: JobId(r.try_get("job_id").map_err(g)?),
+            generation: Generation(r.try_get("generation").map_err(g)?),
+            kind,
+            window: r
+                .try_get::<Option<u32>, _>("window_id")
+                .map_err(g)?
+                .map(crate::ids::WindowId),
+            attempt: r
+                .try_get::<Option<u32>, _>("attempt")
+                .map_err(g)?
+                .map(crate::ids::Attempt),
+            nonce,
+        },
+        obsolete: r.try_get::<i8, _>("obsolete").map_err(g)? != 0,
+        seq: r.try_get("seq").map_err(g)?,
+        end: GroupEnd {
+            pos: BinlogPos::new(
+                r.try_get::<String, _>("end_file").map_err(g)?,
+                r.try_get::<u64, _>("end_pos").map_err(g)?,
+            ),
+            gtid: parse_gtid(r.try_get("gtid").map_err(g)?)?,
+        },
+    }))
+}
+
+/// Poll interval of the waits below (bounded; no wait is unbounded).
+pub const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// Waits until L durably holds the intent with `nonce`, or `deadline` passes (transient
+/// error naming what was awaited: the caller decides whether to retry within its budget).
+pub async fn wait_for_marker(
+    pool: &MySqlPool,
+    stream: &str,
+    nonce: crate::ids::Nonce,
+    deadline: Instant,
+) -> Result<MarkerSeen> {
+    loop {
+        if let Some(m) = marker(pool, stream, nonce).await? {
+            return Ok(m);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::transient(format!(
+                "L of stream `{stream}` does not hold intent {nonce} yet (deadline passed): \
+                 is the capture running?"
+            )));
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+}
+
+/// Waits until D is at or past `pos` (same binlog series), or `deadline` passes.
+pub async fn wait_for_position(
+    pool: &MySqlPool,
+    stream: &str,
+    pos: &BinlogPos,
+    deadline: Instant,
+) -> Result<Position> {
+    loop {
+        if let Some(d) = load_position(pool, stream).await? {
+            let ord = d
+                .restart
+                .pos
+                .try_cmp(pos)
+                .map_err(|e| Error::definite(DefiniteCode::LineageChanged, e.to_string()))?;
+            if ord != std::cmp::Ordering::Less {
+                return Ok(d);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::transient(format!(
+                "L of stream `{stream}` has not reached {pos} yet (deadline passed)"
+            )));
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+}
+
+/// A pause recorded by the reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PauseRow {
+    pub job: JobId,
+    pub generation: Generation,
+    pub schema: String,
+    pub table: String,
+    pub error: crate::error::Definite,
+    pub seq: u64,
+    pub at: BinlogPos,
+}
+
+/// Every table the reader paused in `stream`.
+pub async fn pauses(pool: &MySqlPool, stream: &str) -> Result<Vec<PauseRow>> {
+    let rows = sqlx::query(
+        "SELECT job_id, generation, schema_name, table_name, code, message, seq, at_file, \
+         at_pos FROM capture_pause WHERE stream = ? ORDER BY seq",
+    )
+    .bind(stream)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading pauses"))?;
+    let g = |e| from_sqlx("reading pauses", &e);
+    let mut out = Vec::new();
+    for r in rows {
+        let code: String = r.try_get("code").map_err(g)?;
+        out.push(PauseRow {
+            job: JobId(r.try_get("job_id").map_err(g)?),
+            generation: Generation(r.try_get("generation").map_err(g)?),
+            schema: r.try_get("schema_name").map_err(g)?,
+            table: r.try_get("table_name").map_err(g)?,
+            error: crate::error::Definite {
+                code: code_from_str(&code),
+                message: r.try_get("message").map_err(g)?,
+            },
+            seq: r.try_get("seq").map_err(g)?,
+            at: BinlogPos::new(
+                r.try_get::<String, _>("at_file").map_err(g)?,
+                r.try_get::<u64, _>("at_pos").map_err(g)?,
+            ),
+        });
+    }
+    Ok(out)
+}
+
+fn code_from_str(s: &str) -> DefiniteCode {
+    match s {
+        "schema_changed" => DefiniteCode::SchemaChanged,
+        "binlog_purged" => DefiniteCode::BinlogPurged,
+        "lineage_changed" => DefiniteCode::LineageChanged,
+        _ => DefiniteCode::Uncapturable,
+    }
+}
+
+/// Intent markers of (job, generation) held in L with seq <= `upto`, in L order.
+pub async fn markers_of(
+    pool: &MySqlPool,
+    stream: &str,
+    upto: u64,
+) -> Result<Vec<(JobId, Generation, crate::control::IntentKind, u64)>> {
+    let rows = sqlx::query(
+        "SELECT job_id, generation, kind, seq FROM capture_marker \
+         WHERE stream = ? AND seq <= ? AND obsolete = 0 ORDER BY seq",
+    )
+    .bind(stream)
+    .bind(upto)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading intent markers"))?;
+    let g = |e| from_sqlx("reading intent markers", &e);
+    let mut out = Vec::new();
+    for r in rows {
+        let kind: String = r.try_get("kind").map_err(g)?;
+        if let Some(k) = crate::control::IntentKind::parse(&kind) {
+            out.push((
+                JobId(r.try_get("job_id").map_err(g)?),
+                Generation(r.try_get("generation").map_err(g)?),
+                k,
+                r.try_get("seq").map_err(g)?,
+            ));
+        }
+    }
+    Ok(out)
+}
