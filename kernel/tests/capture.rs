@@ -129,3 +129,77 @@ async fn workload_is_captured_exactly_once_in_order() {
     assert_eq!(count("UPDATE"), by_op(Op::Update));
     assert_eq!(count("DELETE FROM"), by_op(Op::Delete));
 }
+
+/// Runs a reader on `stream` until L holds `nonce`; with `restarts`, stops and restarts it
+/// at random moments on the way.
+async fn capture_until(
+    e: &Env,
+    stream: &str,
+    set: &kernel::capture::SharedCaptureSet,
+    batch: usize,
+    restarts: bool,
+    nonce: kernel::ids::Nonce,
+) -> u32 {
+    let mut cfg = e.cfg();
+    cfg.stream = stream.to_string();
+    cfg.batch_records = batch;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut n = 0;
+    loop {
+        cfg.replica_server_id = replica_id();
+        let reader = Reader::start(e.pool.clone(), cfg.clone(), set.clone());
+        if restarts {
+            let ms = 20 + rand::random::<u64>() % 200;
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        } else {
+            log::wait_for_marker(&e.pool, stream, nonce, deadline)
+                .await
+                .unwrap();
+        }
+        reader.stop().await.unwrap();
+        n += 1;
+        if log::marker(&e.pool, stream, nonce).await.unwrap().is_some() {
+            return n;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "capture did not reach F"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_sizes_and_restarts_give_identical_l() {
+    let e = env("cap_regroup").await;
+    e.src.sql_in(&e.db, TABLE_DDL);
+    e.src
+        .sql_in(&e.db, "CREATE TABLE other (x INT PRIMARY KEY)");
+    let streams = ["b1", "b7", "b1000", "b1_restarts", "b7_restarts"];
+    for s in streams {
+        e.init_stream_named(&e.pool, s, 100).await;
+    }
+    let set = e.set_for(&[(1, "t")]).await;
+    e.intent(1, IntentKind::B).await;
+    workload(&e, 3000);
+    let f = e.intent(1, IntentKind::F).await;
+    let mut reference: Option<Vec<String>> = None;
+    for s in streams {
+        let batch = s
+            .trim_start_matches('b')
+            .split('_')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let sessions = capture_until(&e, s, &set, batch, s.ends_with("restarts"), f.nonce).await;
+        let recs = all_records(&e.pool, s).await;
+        log::verify_chain(&e.pool, s).await.unwrap();
+        let ids = chunk_identities(&recs);
+        eprintln!("{s}: {sessions} sessions, {} records", recs.len());
+        assert!(ids.len() > 40, "{s}: {} chunk records", ids.len());
+        match &reference {
+            None => reference = Some(ids),
+            Some(r) => assert_eq!(&ids, r, "stream {s} ({sessions} sessions) differs"),
+        }
+    }
+}
