@@ -3,10 +3,13 @@
 //! * [`install`]: every precondition of DESIGN §9, schema sealing, lineage, range plan and
 //!   generation; [`install::install`] is the library entry point the CLI and tests call.
 //! * [`jobs`]: the jobs store (jobs, generations, sealed schemas, lineage, range plans).
+//! * [`reconcile`]: the window's reconcile fold; [`restart`]: the window restart rules.
 //! * [`cli`], [`run`]: the command line and its exit codes; [`status`]: `backfill status`.
 pub mod cli;
 pub mod connect;
 pub mod install;
 pub mod jobs;
+pub mod reconcile;
+pub mod restart;
 pub mod run;
 pub mod status;
