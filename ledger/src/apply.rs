@@ -402,8 +402,7 @@ impl Dml {
         if rows.is_empty() {
             return Ok(());
         }
-        let bytes: usize =
-            rows.iter().take(64).map(|r| row_bytes(r)).sum::<usize>() / rows.len().min(64);
+        let bytes: usize = rows.iter().take(64).map(row_bytes).sum::<usize>() / rows.len().min(64);
         let per = self.rows_per_stmt(bytes);
         let mut it = rows.into_iter().peekable();
         while it.peek().is_some() {
@@ -475,10 +474,8 @@ fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> Result<()> {
 // Pages
 // ---------------------------------------------------------------------------------------
 
-fn rollback_quietly(tx: Transaction<'_>) -> impl std::future::Future<Output = ()> + '_ {
-    async move {
-        let _ = tx.rollback().await;
-    }
+async fn rollback_quietly(tx: Transaction<'_>) {
+    let _ = tx.rollback().await;
 }
 
 /// Applies one FINAL page (its persisted bytes) with its T credential in one transaction.

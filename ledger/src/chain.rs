@@ -129,6 +129,7 @@ pub fn plan_findings(plan: &[KeyRange]) -> Vec<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -119,6 +119,7 @@ pub fn verify(m: &WindowManifest, e: &Expect) -> Vec<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
     use kernel::ids::PageNo;

@@ -129,6 +129,7 @@ pub fn cut_final_pages(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use kernel::value::SqlValue;

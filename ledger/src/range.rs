@@ -13,6 +13,7 @@ pub fn is_empty(r: &KeyRange) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -160,6 +160,7 @@ pub fn check_transition(prev: &JournalRecord, next: &JournalRecord) -> Result<()
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

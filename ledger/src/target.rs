@@ -279,6 +279,8 @@ pub struct ReplayCursor {
     pub group_digest: Digest,
 }
 
+type CursorRow = (String, u64, Option<String>, u32, Vec<u8>);
+
 /// T's replay cursor of a table-generation; `locked` waits for an in-flight writer.
 pub async fn replay_cursor(
     conn: &mut Conn,
@@ -294,7 +296,7 @@ pub async fn replay_cursor(
         .start_transaction(Default::default())
         .await
         .map_err(my("reading T's cursor"))?;
-    let row: Option<(String, u64, Option<String>, u32, Vec<u8>)> = tx
+    let row: Option<CursorRow> = tx
         .exec_first(sql, (ctx.job.0, ctx.generation.0))
         .await
         .map_err(my("reading T's cursor"))?;

@@ -3,6 +3,7 @@
 //! value. Each fixture in `tests/fixtures/` was written once by `BLESS=1 cargo test
 //! --test golden`; the test decodes it and checks that this build still encodes the value
 //! to the same bytes. A format change must add a new version and keep these decoding.
+#![allow(clippy::unwrap_used)]
 use kernel::change::GroupEnd;
 use kernel::codec::{self, Versioned};
 use kernel::error::{Definite, DefiniteCode};

@@ -1,5 +1,6 @@
 //! Pure decisions of the apply path: replay planning, credential conflicts, TIMESTAMP
 //! normalisation. No server needed.
+#![allow(clippy::unwrap_used)]
 use kernel::change::GroupEnd;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
 use kernel::position::BinlogPos;

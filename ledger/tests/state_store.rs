@@ -1,5 +1,6 @@
 //! J, the lease, the range chain, the registry and the material checks against a real
 //! state store (a schema on the shared target server).
+#![allow(clippy::unwrap_used)]
 mod common;
 use harness::shared_target;
 use kernel::error::DefiniteCode;

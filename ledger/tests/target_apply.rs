@@ -1,5 +1,6 @@
 //! T against a real MariaDB target: idempotent page and group apply counted by an audit
 //! trigger (I2), evidence conflicts, fencing, exact DATETIME/TIMESTAMP, T tampering.
+#![allow(clippy::unwrap_used)]
 mod common;
 use common::*;
 use harness::shared_target;

@@ -1,6 +1,6 @@
 //! Shared setup of the ledger's server tests: a test target table with an audit trigger
 //! that counts business DML (its counter table is separate from T and from the target).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 use harness::Server;
 use kernel::ids::{Attempt, Generation, JobId, PageNo, WindowId};
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
