@@ -107,6 +107,27 @@ pub async fn live_job(pool: &MySqlPool, source: &TableRef) -> Result<Option<(Job
     Ok(row.map(|(j, g)| (JobId(j), Generation(g))))
 }
 
+/// The lineages recorded by the live jobs of a source server (by identity).
+pub async fn live_lineages(
+    pool: &MySqlPool,
+    source_identity: &str,
+) -> Result<Vec<(JobId, InstallLineage)>> {
+    let rows: Vec<(u64,)> = sqlx::query_as(
+        "SELECT job_id FROM jobs WHERE source_identity = ? AND state <> ? ORDER BY job_id \
+         LIMIT 1000",
+    )
+    .bind(source_identity)
+    .bind(STATE_CANCELLED)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading the lineages of live jobs", &e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (job,) in rows {
+        out.push((JobId(job), load_lineage(pool, JobId(job)).await?));
+    }
+    Ok(out)
+}
+
 /// The job that claimed a target table, if any.
 pub async fn target_claim(pool: &MySqlPool, target: &TableRef) -> Result<Option<JobId>> {
     let row: Option<u64> =

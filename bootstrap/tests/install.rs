@@ -468,3 +468,70 @@ async fn lists_every_refusal_at_once() {
     );
     assert!(msg.contains("4 problems"), "{msg}");
 }
+
+#[tokio::test]
+async fn refuses_a_source_whose_lineage_differs_from_the_recorded_one() {
+    let case = Case::new("ling", DDL, DDL);
+    let first = installs(&case.req()).await;
+    // Make the first job's record say it saw another binlog series on this same server,
+    // as after the source was re-initialised with another log_bin basename.
+    let pool = pool(&case).await;
+    let mut recorded = jobs::load_lineage(&pool, first.job_id)
+        .await
+        .expect("lineage");
+    recorded.lineage.binlog_base = "old-bin".into();
+    sqlx::query(
+        "UPDATE install_lineage SET lineage_digest = ?, lineage_bytes = ? WHERE job_id = ?",
+    )
+    .bind(&recorded.lineage.digest().0[..])
+    .bind(kernel::codec::encode(&recorded))
+    .bind(first.job_id.0)
+    .execute(&pool)
+    .await
+    .expect("tamper");
+    case.source
+        .sql_in(&case.sdb, &DDL.replace("CREATE TABLE t", "CREATE TABLE t2"));
+    case.target
+        .sql_in(&case.tdb, &DDL.replace("CREATE TABLE t", "CREATE TABLE t2"));
+    let mut other = case.req();
+    other.source_table = TableName::new(&case.sdb, "t2");
+    other.target_table = TableName::new(&case.tdb, "t2");
+    let msg = refusal(&other).await;
+    names(
+        &msg,
+        &[
+            "source lineage",
+            &format!("job {}", first.job_id),
+            "binlog=old-bin",
+            "binlog=mysql-bin",
+        ],
+    );
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn two_concurrent_installs_of_one_table_give_one_generation() {
+    let case = Case::new("race", DDL, DDL);
+    case.target
+        .sql_in(&case.tdb, &DDL.replace("CREATE TABLE t", "CREATE TABLE t2"));
+    // The state store exists before the race (both would otherwise migrate it at once).
+    pool(&case).await.close().await;
+    let a = case.req();
+    let mut b = case.req();
+    b.target_table = TableName::new(&case.tdb, "t2");
+    let (ra, rb) = tokio::join!(install::install(&a), install::install(&b));
+    let ok: Vec<_> = [&ra, &rb]
+        .into_iter()
+        .filter_map(|r| r.as_ref().ok())
+        .collect();
+    assert_eq!(ok.len(), 1, "exactly one install wins: {ra:?} {rb:?}");
+    assert_eq!(ok[0].generation, Generation(1));
+    let lost = [ra, rb]
+        .into_iter()
+        .find_map(|r| r.err())
+        .expect("one refusal");
+    assert!(
+        lost.to_string().contains("already has live generation g1"),
+        "{lost}"
+    );
+}

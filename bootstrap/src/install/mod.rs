@@ -3,8 +3,9 @@
 //! a new generation, in that order.
 //!
 //! Safety argument: nothing is written anywhere before every read-only check has passed,
-//! except the state store's own identity token. Then the control table is created (if
-//! missing) and probed with a rolled-back INSERT, the lineage and the plan are read, and
+//! except the state store's own identity token. The lineage is read (and compared with the
+//! one the live jobs of the same source recorded) among those checks. Then the control
+//! table is created (if missing) and probed with a rolled-back INSERT, the plan is read, and
 //! the job, generation, sealed schema, lineage and plan are recorded in ONE state-store
 //! transaction (`jobs::record_install`), which re-checks the live generation and the target
 //! claim under a row lock, so two concurrent installs of one table cannot both succeed.
@@ -21,7 +22,9 @@ use crate::jobs::{self, NewJob, TableRef};
 use checks::Refusal;
 use kernel::error::DefiniteCode;
 use kernel::ids::{Digest, Generation, JobId};
-use kernel::introspect::{self, BinlogStatus, SelectProbe, ServerFacts, TableFacts};
+use kernel::introspect::{
+    self, BinlogStatus, InstallLineage, SelectProbe, ServerFacts, TableFacts,
+};
 use kernel::redact::redact_url;
 use kernel::schema::{quote_ident, SealedSchema};
 use kernel::{Error, Result};
@@ -210,6 +213,7 @@ struct Checked {
     target_facts: ServerFacts,
     account: String,
     sealed: SealedSchema,
+    lineage: InstallLineage,
     estimated_rows: u64,
 }
 
@@ -225,7 +229,6 @@ impl Session<'_> {
         if let Some(r) = privileges::ensure_control(self.source, ctl, &checked.account).await? {
             return Err(refused(&[r]));
         }
-        let lineage = introspect::read_install_lineage(self.source).await?;
         let plan = plan::plan(self.source, &checked.sealed, self.req.window_rows).await?;
         let job = NewJob {
             source: self.source_ref(&checked.source_facts),
@@ -237,7 +240,7 @@ impl Session<'_> {
             page_rows: self.req.page_rows,
             estimated_rows: checked.estimated_rows,
             schema: checked.sealed.clone(),
-            lineage,
+            lineage: checked.lineage.clone(),
             plan: plan.clone(),
         };
         let (job_id, generation) = jobs::record_install(self.pool, &job).await?;
@@ -274,6 +277,10 @@ impl Session<'_> {
         let source_facts = introspect::read_server_facts(self.source).await?;
         let account = introspect::current_account(self.source).await?;
         let status = self.binlog(&source_facts, &account, refusals).await?;
+        let lineage = match &status {
+            Some(_) => Some(self.lineage(&source_facts, refusals).await?),
+            None => None,
+        };
         let table = self.source_table(&account, refusals).await?;
         let sealed = match &table {
             Some(t) => match checks::check_source_table(t) {
@@ -311,13 +318,47 @@ impl Session<'_> {
         if let Some(job) = jobs::target_claim(self.pool, &tgt).await? {
             refusals.push(jobs::claim_refusal(&tgt, job));
         }
-        Ok(sealed.map(|sealed| Checked {
-            source_facts,
-            target_facts,
-            account,
-            sealed,
-            estimated_rows: table.map_or(0, |t| t.estimated_rows),
-        }))
+        Ok(match (sealed, lineage) {
+            (Some(sealed), Some(lineage)) => Some(Checked {
+                source_facts,
+                target_facts,
+                account,
+                sealed,
+                lineage,
+                estimated_rows: table.map_or(0, |t| t.estimated_rows),
+            }),
+            _ => None,
+        })
+    }
+
+    /// Reads the source lineage and compares it with the one every live job of this source
+    /// server recorded (DESIGN §9): a changed binlog series under the same server identity
+    /// means positions recorded so far belong to another history.
+    async fn lineage(
+        &mut self,
+        facts: &ServerFacts,
+        refusals: &mut Vec<Refusal>,
+    ) -> Result<InstallLineage> {
+        let now = introspect::read_install_lineage(self.source).await?;
+        for (job, recorded) in jobs::live_lineages(self.pool, &facts.identity()).await? {
+            if recorded.lineage != now.lineage {
+                refusals.push(Refusal::new(
+                    format!(
+                        "source lineage of {}",
+                        connect::server_label(self.source_opts)
+                    ),
+                    format!(
+                        "differs from the one job {job} recorded: recorded [{}], found [{}]",
+                        recorded.lineage, now.lineage
+                    ),
+                    format!(
+                        "a swapped or re-initialised source is never re-interpreted: cancel \
+                         job {job} and re-install its table against this source"
+                    ),
+                ));
+            }
+        }
+        Ok(now)
     }
 
     async fn binlog(
