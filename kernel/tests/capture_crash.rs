@@ -1,0 +1,184 @@
+//! Kill the capturing process (SIGKILL, or a fault point that exits hard) again and again
+//! under a running workload: L must have no gap and no duplicate, D must equal L's tail
+//! after every death (so "L written, D not" cannot exist: they are one transaction), and
+//! the result must be byte-identical to an uninterrupted capture of the same binlog.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod capture_common;
+
+use capture_common::*;
+use kernel::capture::Reader;
+use kernel::control::IntentKind;
+use kernel::log;
+use std::collections::{BTreeMap, HashSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const POINTS: [&str; 3] = [
+    "capture.after_read_before_store",
+    "capture.before_commit",
+    "capture.after_store",
+];
+
+fn probe(e: &Env, stream: &str, failpoint: Option<String>) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capture-probe"));
+    cmd.args([
+        e.state_url.as_str(),
+        &e.src.url(),
+        stream,
+        &e.ctl,
+        &replica_id().to_string(),
+        &(1 + rand::random::<u32>() % 20).to_string(),
+        &format!("{}.t=1", e.db),
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if let Some(fp) = failpoint {
+        cmd.env(kernel::failpoint::ENV, fp);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// Waits up to `within` for the child to exit by itself, else SIGKILLs it. Returns the
+/// exit code when it exited by itself.
+fn end(mut child: Child, within: Duration) -> Option<i32> {
+    let t = Instant::now();
+    while t.elapsed() < within {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no flush
+    child.wait().unwrap();
+    None
+}
+
+fn run_workload(src: &'static harness::Server, db: String, stop: Arc<AtomicBool>) {
+    let mut next = 10_000;
+    let mut round = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        round += 1;
+        let sql = match round % 6 {
+            0 => format!("INSERT INTO t SELECT seq + {next}, 'bulk', 0 FROM seq_1_to_250"),
+            1 => format!("INSERT INTO t VALUES ({next}, 'one', 1)"),
+            2 => format!(
+                "UPDATE t SET n = n + 1 WHERE id > {} AND id % 7 = 0",
+                next - 3000
+            ),
+            3 => format!(
+                "BEGIN; UPDATE t SET id = id + 1000000 WHERE id = {}; DELETE FROM t WHERE id = {}; \
+                 INSERT INTO other VALUES ({next}); COMMIT",
+                next - 1,
+                next - 3
+            ),
+            4 => format!(
+                "BEGIN; INSERT INTO t VALUES ({}, 'rb', 0); ROLLBACK",
+                next + 500_000
+            ),
+            _ => format!(
+                "UPDATE t SET s = concat(s, 'x') WHERE id > {} AND id % 11 = 0 AND length(s) < 60",
+                next - 3000
+            ),
+        };
+        next += 300;
+        src.sql_in(&db, &sql);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_every_fault_point_under_load_converges_identically() {
+    let e = env("cap_crash").await;
+    e.src.sql_in(
+        &e.db,
+        "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, s VARCHAR(64) NULL, n INT NOT NULL)",
+    );
+    e.src
+        .sql_in(&e.db, "CREATE TABLE other (x INT PRIMARY KEY)");
+    e.init_stream_named(&e.pool, "crash", 100).await;
+    e.init_stream_named(&e.pool, "clean", 100).await;
+    e.intent(1, IntentKind::B).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = {
+        let (src, db, stop) = (e.src, e.db.clone(), stop.clone());
+        std::thread::spawn(move || run_workload(src, db, stop))
+    };
+    let mut fault_exits = 0;
+    let mut kills = 0;
+    for i in 0..24 {
+        let fp =
+            (i % 4 != 3).then(|| format!("{}@{}", POINTS[i % 3], 1 + rand::random::<u32>() % 15));
+        let child = probe(&e, "crash", fp);
+        let within = Duration::from_millis(300 + rand::random::<u64>() % 1500);
+        match end(child, within) {
+            Some(code) => {
+                assert_eq!(code, kernel::failpoint::EXIT_CODE, "probe failed");
+                fault_exits += 1;
+            }
+            None => kills += 1,
+        }
+        // After any death: the chain verifies and D names L's tail (I7).
+        log::verify_chain(&e.pool, "crash").await.unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    w.join().unwrap();
+    let t0 = Instant::now();
+    let f = e.intent(1, IntentKind::F).await;
+    let child = probe(&e, "crash", None);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    log::wait_for_marker(&e.pool, "crash", f.nonce, deadline)
+        .await
+        .unwrap();
+    end(child, Duration::ZERO);
+    eprintln!(
+        "{fault_exits} fault-point exits, {kills} SIGKILLs; catch-up {:?}",
+        t0.elapsed()
+    );
+    let t1 = Instant::now();
+    if cfg!(feature = "failpoints") {
+        assert!(fault_exits > 0, "no fault point fired");
+    }
+
+    // An uninterrupted capture of the same binlog, in process.
+    let mut cfg = e.cfg();
+    cfg.stream = "clean".into();
+    let reader = Reader::start(e.pool.clone(), cfg, e.set_for(&[(1, "t")]).await);
+    log::wait_for_marker(&e.pool, "clean", f.nonce, deadline)
+        .await
+        .unwrap();
+    reader.stop().await.unwrap();
+    eprintln!("clean capture {:?}", t1.elapsed());
+
+    let crash = all_records(&e.pool, "crash").await;
+    let clean = all_records(&e.pool, "clean").await;
+    log::verify_chain(&e.pool, "crash").await.unwrap();
+    eprintln!(
+        "{} records, {} changes",
+        crash.len(),
+        crash
+            .iter()
+            .map(|r| match &r.record.body {
+                log::RecordBody::Chunk(c) => c.changes.len(),
+                _ => 0,
+            })
+            .sum::<usize>()
+    );
+    assert_eq!(chunk_identities(&crash), chunk_identities(&clean));
+    let mut ids = HashSet::new();
+    for r in &crash {
+        if let log::RecordBody::Chunk(c) = &r.record.body {
+            for ch in &c.changes {
+                assert!(ids.insert(ch.id.clone()), "duplicate change {:?}", ch.id);
+            }
+        }
+    }
+    let folded = fold(&crash, "t", 0, BTreeMap::new());
+    assert_eq!(
+        as_text(&folded),
+        cli_rows(e.src, &e.db, "SELECT id, s, n FROM t")
+    );
+}
