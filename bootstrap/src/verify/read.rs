@@ -1,0 +1,303 @@
+//! The comparator's own server sessions: one connection per side, one consistent snapshot
+//! each, fixed session settings, text-protocol queries whose values are HEX text.
+//!
+//! Every wait is bounded: connecting by the connect timeout, each query by the query
+//! timeout. A query that times out drops its connection (the session's read view goes
+//! with it); the caller resumes from its cursor on new sessions.
+use super::diff::{FieldDetail, KeyHash};
+use super::sql::{chunk_sql, detail_sql, Column};
+use kernel::error::{from_mysql, DefiniteCode, Error, Result};
+use kernel::position::BinlogPos;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Pool, Row, Value};
+use std::future::Future;
+use std::time::Duration;
+
+/// Statements every comparator session runs first, on both sides alike: TIMESTAMP is
+/// rendered in UTC whatever the server's zone, and the SQL mode is fixed so that no
+/// server-wide mode (PAD_CHAR_TO_FULL_LENGTH, ORACLE, NO_BACKSLASH_ESCAPES) changes what a
+/// value reads as on one side only.
+pub const SESSION_SETUP: &[&str] = &[
+    "SET NAMES utf8mb4",
+    "SET SESSION time_zone = '+00:00'",
+    "SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'",
+    "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+];
+
+/// A raw text-protocol row: each value NULL or its bytes.
+type TextRow = Vec<Option<Vec<u8>>>;
+
+/// Runs `fut` within `limit`; a timeout is transient.
+async fn timed<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl Future<Output = std::result::Result<T, mysql_async::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(|e| from_mysql(what, &e)),
+        Err(_) => Err(Error::transient(format!(
+            "{what}: no answer within {limit:?}"
+        ))),
+    }
+}
+
+fn text_row(row: Row) -> std::result::Result<TextRow, String> {
+    row.unwrap()
+        .into_iter()
+        .map(|v| match v {
+            Value::NULL => Ok(None),
+            Value::Bytes(b) => Ok(Some(b)),
+            other => Err(format!("unexpected non-text value {other:?}")),
+        })
+        .collect()
+}
+
+fn malformed(what: &str, why: impl std::fmt::Display) -> Error {
+    Error::definite(DefiniteCode::Preparation, format!("{what}: {why}"))
+}
+
+fn utf8(b: &[u8]) -> std::result::Result<&str, String> {
+    std::str::from_utf8(b).map_err(|_| format!("not UTF-8: {}", hex::encode(b)))
+}
+
+fn int<T: std::str::FromStr>(v: Option<&Vec<u8>>) -> std::result::Result<T, String> {
+    let b = v.ok_or("unexpected NULL")?;
+    let s = utf8(b)?;
+    s.parse().map_err(|_| format!("not an integer: {s:?}"))
+}
+
+/// One side's session: a connection inside its consistent snapshot.
+pub struct Session {
+    side: &'static str,
+    conn: Conn,
+    query_timeout: Duration,
+}
+
+impl Session {
+    /// Connects and applies [`SESSION_SETUP`].
+    pub async fn connect(
+        side: &'static str,
+        pool: &Pool,
+        connect_timeout: Duration,
+        query_timeout: Duration,
+    ) -> Result<Session> {
+        let what = format!("connecting to the {side}");
+        let conn = timed(connect_timeout, &what, pool.get_conn()).await?;
+        let mut s = Session {
+            side,
+            conn,
+            query_timeout,
+        };
+        for stmt in SESSION_SETUP {
+            s.drop_query(stmt).await?;
+        }
+        Ok(s)
+    }
+
+    async fn drop_query(&mut self, sql: &str) -> Result<()> {
+        let what = format!("{} session: {sql}", self.side);
+        timed(self.query_timeout, &what, self.conn.query_drop(sql)).await
+    }
+
+    /// Runs a text-protocol query and returns its rows as bytes.
+    async fn rows(&mut self, what: &str, sql: String) -> Result<Vec<TextRow>> {
+        let what = format!("{} {what}", self.side);
+        let conn = &mut self.conn;
+        let rows = timed(self.query_timeout, &what, async move {
+            conn.query_iter(sql).await?.map_and_drop(text_row).await
+        })
+        .await?;
+        rows.into_iter()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| malformed(&what, e))
+    }
+
+    /// The table's columns from `information_schema`, in definition order. Read before the
+    /// snapshot opens (the dictionary is not versioned by read views). An empty list means
+    /// the table does not exist or is not visible to this user.
+    pub async fn columns(&mut self, db: &str, table: &str) -> Result<Vec<Column>> {
+        let what = format!("{} reading the columns of {db}.{table}", self.side);
+        let conn = &mut self.conn;
+        let rows = timed(self.query_timeout, &what, async move {
+            conn.exec_iter(
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLLATION_NAME \
+                 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                 ORDER BY ORDINAL_POSITION",
+                (db, table),
+            )
+            .await?
+            .map_and_drop(text_row)
+            .await
+        })
+        .await?;
+        rows.into_iter()
+            .map(|r| column_of(r?))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| malformed(&what, e))
+    }
+
+    /// Opens the consistent snapshot and returns its binlog position when the server
+    /// reports one (MariaDB `binlog_snapshot_file/position`; `None` on MySQL or without a
+    /// binlog).
+    pub async fn open_snapshot(&mut self) -> Result<Option<BinlogPos>> {
+        self.drop_query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            .await?;
+        let rows = self
+            .rows(
+                "reading the snapshot position",
+                "SHOW STATUS LIKE 'binlog_snapshot_%'".into(),
+            )
+            .await?;
+        let mut file = None;
+        let mut pos = None;
+        for r in rows {
+            let (Some(Some(name)), Some(value)) = (r.first(), r.get(1)) else {
+                continue;
+            };
+            match name.to_ascii_lowercase().as_slice() {
+                b"binlog_snapshot_file" => {
+                    file = value
+                        .as_deref()
+                        .and_then(|v| utf8(v).ok())
+                        .map(str::to_string)
+                }
+                b"binlog_snapshot_position" => pos = int::<u64>(value.as_ref()).ok(),
+                _ => {}
+            }
+        }
+        Ok(match (file, pos) {
+            (Some(f), Some(p)) if !f.is_empty() => Some(BinlogPos::new(f, p)),
+            _ => None,
+        })
+    }
+
+    /// The next `limit` keys after `last` with their row hashes.
+    pub async fn chunk(
+        &mut self,
+        qualified: &str,
+        key: &str,
+        columns: &[&Column],
+        last: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<KeyHash>> {
+        let sql = chunk_sql(qualified, key, columns, last, limit);
+        let what = format!("{} reading a chunk of {qualified}", self.side);
+        self.rows("reading a chunk", sql)
+            .await?
+            .into_iter()
+            .map(|r| key_hash(&r))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| malformed(&what, e))
+    }
+
+    /// Per-column details of the rows with the given keys, in key order.
+    pub async fn details(
+        &mut self,
+        qualified: &str,
+        key: &str,
+        columns: &[&Column],
+        keys: &[i64],
+        preview: usize,
+    ) -> Result<Vec<(i64, Vec<FieldDetail>)>> {
+        let sql = detail_sql(qualified, key, columns, keys, preview);
+        let what = format!("{} reading differing rows of {qualified}", self.side);
+        self.rows("reading differing rows", sql)
+            .await?
+            .into_iter()
+            .map(|r| detail_row(&r, columns.len()))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| malformed(&what, e))
+    }
+
+    /// Ends the read-only snapshot transaction.
+    pub async fn finish(mut self) -> Result<()> {
+        self.drop_query("COMMIT").await
+    }
+}
+
+fn column_of(r: TextRow) -> std::result::Result<Column, String> {
+    let text = |i: usize| -> std::result::Result<Option<String>, String> {
+        match r.get(i) {
+            Some(Some(b)) => Ok(Some(utf8(b)?.to_string())),
+            Some(None) => Ok(None),
+            None => Err(format!("column {i} is absent")),
+        }
+    };
+    let need = |i: usize| text(i)?.ok_or_else(|| format!("column {i} is NULL"));
+    Ok(Column::new(
+        need(0)?,
+        &need(1)?,
+        &need(2)?,
+        need(3)?.eq_ignore_ascii_case("YES"),
+        text(4)?,
+    ))
+}
+
+fn key_hash(r: &TextRow) -> std::result::Result<KeyHash, String> {
+    let key = int::<i64>(r.first().and_then(Option::as_ref))?;
+    let hex_hash = r
+        .get(1)
+        .and_then(Option::as_ref)
+        .ok_or("row hash is NULL")?;
+    let mut hash = [0u8; 32];
+    hex::decode_to_slice(hex_hash, &mut hash)
+        .map_err(|e| format!("row hash of key {key} is not 64 hex digits: {e}"))?;
+    Ok(KeyHash { key, hash })
+}
+
+fn detail_row(r: &TextRow, columns: usize) -> std::result::Result<(i64, Vec<FieldDetail>), String> {
+    let key = int::<i64>(r.first().and_then(Option::as_ref))?;
+    if r.len() != 1 + 3 * columns {
+        return Err(format!(
+            "key {key}: {} values for {columns} columns",
+            r.len()
+        ));
+    }
+    let fields = r[1..]
+        .chunks(3)
+        .map(|f| match &f[0] {
+            None => Ok(FieldDetail::Null),
+            Some(digest) => Ok(FieldDetail::Value {
+                digest: utf8(digest)?.to_string(),
+                len: int::<u64>(f[1].as_ref())?,
+                head: hex::decode(f[2].as_deref().unwrap_or_default())
+                    .map_err(|e| format!("key {key}: preview is not hex: {e}"))?,
+            }),
+        })
+        .collect::<std::result::Result<_, String>>()?;
+    Ok((key, fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Option<Vec<u8>> {
+        Some(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn rows_parse_or_name_the_problem() {
+        let h = "ab".repeat(32);
+        let k = key_hash(&vec![v("-7"), v(&h)]).expect("valid");
+        assert_eq!((k.key, k.hash[0]), (-7, 0xab));
+        assert!(key_hash(&vec![v("x"), v(&h)]).is_err());
+        assert!(key_hash(&vec![v("1"), None]).is_err());
+        let (key, f) = detail_row(
+            &vec![v("3"), None, None, None, v("dd"), v("2"), v("6100")],
+            2,
+        )
+        .expect("valid");
+        assert_eq!(key, 3);
+        assert_eq!(f[0], FieldDetail::Null);
+        assert_eq!(
+            f[1],
+            FieldDetail::Value {
+                digest: "dd".into(),
+                len: 2,
+                head: vec![0x61, 0]
+            }
+        );
+        assert!(detail_row(&vec![v("3"), None], 2).is_err());
+    }
+}

@@ -1,0 +1,257 @@
+//! Pure parts of the comparator's queries: which columns are compared, how each column
+//! is turned into exact bytes, and the SQL text. Every value leaves the server as HEX text
+//! or as a digest, so nothing here depends on how a client library decodes a type.
+use kernel::introspect::normalize_column_type;
+use kernel::schema::{quote_ident, ColumnKind};
+
+/// One column as `information_schema.COLUMNS` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column {
+    pub name: String,
+    /// `DATA_TYPE`, lowercase.
+    pub data_type: String,
+    /// `COLUMN_TYPE`, lowercase, integer display width removed (MySQL 8 prints none).
+    pub column_type: String,
+    pub nullable: bool,
+    pub collation: Option<String>,
+}
+
+impl Column {
+    /// Builds a column from the raw `information_schema` fields.
+    pub fn new(
+        name: String,
+        data_type: &str,
+        column_type: &str,
+        nullable: bool,
+        collation: Option<String>,
+    ) -> Column {
+        let data_type = data_type.to_ascii_lowercase();
+        let column_type = match ColumnKind::classify(&data_type) {
+            Some(kind) => normalize_column_type(kind, column_type),
+            None => column_type.to_ascii_lowercase(),
+        };
+        Column {
+            name,
+            data_type,
+            column_type,
+            nullable,
+            collation,
+        }
+    }
+
+    fn kind(&self) -> Option<ColumnKind> {
+        ColumnKind::classify(&self.data_type)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{}{}{}",
+            self.column_type,
+            if self.nullable { " NULL" } else { " NOT NULL" },
+            self.collation
+                .as_deref()
+                .map(|c| format!(" COLLATE {c}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+/// The columns both sides have, as (source index, target index) in source order, and every
+/// definition difference as a sentence.
+pub fn pair_columns(source: &[Column], target: &[Column]) -> (Vec<(usize, usize)>, Vec<String>) {
+    let mut pairs = Vec::new();
+    let mut diffs = Vec::new();
+    let find =
+        |cols: &[Column], name: &str| cols.iter().position(|c| c.name.eq_ignore_ascii_case(name));
+    for (i, s) in source.iter().enumerate() {
+        let Some(j) = find(target, &s.name) else {
+            diffs.push(format!("column `{}` is missing in the target", s.name));
+            continue;
+        };
+        let t = &target[j];
+        if (&s.column_type, s.nullable, &s.collation) != (&t.column_type, t.nullable, &t.collation)
+        {
+            diffs.push(format!(
+                "column `{}`: source {}, target {}",
+                s.name,
+                s.describe(),
+                t.describe()
+            ));
+        }
+        pairs.push((i, j));
+    }
+    for t in target {
+        if find(source, &t.name).is_none() {
+            diffs.push(format!("column `{}` exists only in the target", t.name));
+        }
+    }
+    if pairs.windows(2).any(|w| w[0].1 > w[1].1) {
+        let names = |idx: &mut dyn Iterator<Item = usize>, cols: &[Column]| {
+            idx.map(|i| cols[i].name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut by_target = pairs.clone();
+        by_target.sort_by_key(|p| p.1);
+        diffs.push(format!(
+            "column order differs: source ({}), target ({})",
+            names(&mut pairs.iter().map(|p| p.0), source),
+            names(&mut by_target.iter().map(|p| p.0), source)
+        ));
+    }
+    (pairs, diffs)
+}
+
+/// The exact bytes of a column as a binary string, NULL for NULL.
+///
+/// `CAST(x AS BINARY)` is the stored bytes for string and binary types (no charset
+/// conversion, trailing spaces and 0x00 kept) and the server's canonical text for the
+/// others (DECIMAL with its scale, temporal types with their fractional digits, TIMESTAMP
+/// in the session zone, DOUBLE in shortest round-trip form, BIT as its raw bytes).
+/// FLOAT is widened to DOUBLE first: its own text form has only ~6 digits, so two
+/// different FLOATs could print alike, while the widening is exact.
+/// (`HEX(x)` alone is NOT exact: for a number it is the value rounded to BIGINT.)
+pub fn value_expr(column: &Column) -> String {
+    let q = quote_ident(&column.name);
+    match column.kind() {
+        Some(ColumnKind::Float) => format!("CAST(CAST({q} AS DOUBLE) AS BINARY)"),
+        _ => format!("CAST({q} AS BINARY)"),
+    }
+}
+
+/// `WHERE key > last` (nothing before the first chunk).
+fn after(key: &str, last: Option<i64>) -> String {
+    match last {
+        Some(l) => format!(" WHERE {} > {l}", quote_ident(key)),
+        None => String::new(),
+    }
+}
+
+/// The next `limit` keys after `last` with the SHA-256 of their compared columns.
+///
+/// Each column contributes `HEX(bytes)` or `NULL`, joined by 0x1f: HEX only emits
+/// `0-9A-F`, so the word `NULL` and the separator can never be confused with a value, and
+/// the empty string (empty HEX) differs from NULL.
+pub fn chunk_sql(
+    qualified: &str,
+    key: &str,
+    columns: &[&Column],
+    last: Option<i64>,
+    limit: usize,
+) -> String {
+    let parts: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            format!(
+                "IF({} IS NULL, 'NULL', HEX({}))",
+                quote_ident(&c.name),
+                value_expr(c)
+            )
+        })
+        .collect();
+    let k = quote_ident(key);
+    format!(
+        "SELECT {k}, SHA2(CONCAT_WS(0x1f, {}), 256) FROM {qualified}{} ORDER BY {k} LIMIT {limit}",
+        parts.join(", "),
+        after(key, last)
+    )
+}
+
+/// For each given key: per column the SHA-256 of its bytes, their length and the HEX of
+/// the first `preview` bytes (all NULL for NULL).
+pub fn detail_sql(
+    qualified: &str,
+    key: &str,
+    columns: &[&Column],
+    keys: &[i64],
+    preview: usize,
+) -> String {
+    let parts: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            let v = value_expr(c);
+            format!("SHA2({v}, 256), LENGTH({v}), HEX(LEFT({v}, {preview}))")
+        })
+        .collect();
+    let list: Vec<String> = keys.iter().map(i64::to_string).collect();
+    let k = quote_ident(key);
+    format!(
+        "SELECT {k}, {} FROM {qualified} WHERE {k} IN ({}) ORDER BY {k}",
+        parts.join(", "),
+        list.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(name: &str, data_type: &str, column_type: &str) -> Column {
+        Column::new(name.into(), data_type, column_type, true, None)
+    }
+
+    #[test]
+    fn expressions_are_exact_per_type() {
+        assert_eq!(
+            value_expr(&col("f", "float", "float")),
+            "CAST(CAST(`f` AS DOUBLE) AS BINARY)"
+        );
+        assert_eq!(
+            value_expr(&col("a`b", "varchar", "varchar(3)")),
+            "CAST(`a``b` AS BINARY)"
+        );
+        let c = col("v", "decimal", "decimal(5,2)");
+        let sql = chunk_sql("`d`.`t`", "id", &[&c], Some(-5), 7);
+        assert_eq!(
+            sql,
+            "SELECT `id`, SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256) \
+             FROM `d`.`t` WHERE `id` > -5 ORDER BY `id` LIMIT 7"
+        );
+        assert!(!chunk_sql("`d`.`t`", "id", &[&c], None, 7).contains("WHERE"));
+        let sql = detail_sql("`d`.`t`", "id", &[&c], &[1, 2], 8);
+        assert!(sql.ends_with("WHERE `id` IN (1, 2) ORDER BY `id`"), "{sql}");
+        assert!(sql.contains("HEX(LEFT(CAST(`v` AS BINARY), 8))"));
+    }
+
+    #[test]
+    fn display_widths_do_not_differ() {
+        let s = [
+            col("id", "bigint", "bigint(20)"),
+            col("n", "int", "int(11) unsigned"),
+        ];
+        let t = [
+            col("id", "bigint", "bigint"),
+            col("n", "int", "int unsigned"),
+        ];
+        let (pairs, diffs) = pair_columns(&s, &t);
+        assert_eq!(pairs, vec![(0, 0), (1, 1)]);
+        assert!(diffs.is_empty(), "{diffs:?}");
+    }
+
+    #[test]
+    fn definition_differences_are_named() {
+        let s = [
+            col("id", "bigint", "bigint(20)"),
+            col("a", "varchar", "varchar(10)"),
+            col("b", "int", "int(11)"),
+            col("gone", "int", "int(11)"),
+        ];
+        let t = [
+            col("id", "bigint", "bigint(20)"),
+            col("b", "int", "int(11)"),
+            col("a", "varchar", "varchar(20)"),
+            col("new", "int", "int(11)"),
+        ];
+        let (pairs, diffs) = pair_columns(&s, &t);
+        assert_eq!(pairs, vec![(0, 0), (1, 2), (2, 1)]);
+        assert_eq!(
+            diffs,
+            vec![
+                "column `a`: source varchar(10) NULL, target varchar(20) NULL",
+                "column `gone` is missing in the target",
+                "column `new` exists only in the target",
+                "column order differs: source (id, a, b), target (id, b, a)",
+            ]
+        );
+    }
+}
