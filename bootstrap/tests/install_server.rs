@@ -250,6 +250,27 @@ async fn refuses_a_user_that_cannot_create_a_missing_control_table() {
     );
 }
 
+#[tokio::test]
+async fn refuses_a_state_store_on_the_source_even_when_the_source_user_cannot_read_it() {
+    // The source user may not read the state schema (1142), so the token is invisible to
+    // it; the server identity (server_id + server_uid) still says it is one server.
+    let case = Case::new("pstate", DDL, DDL);
+    control_table_exists(&case);
+    let (url, _) = user(&case, "st", &FULL, CTL);
+    let mut req = case.req();
+    req.source_url = url;
+    req.state_url = case.source.url_db(&format!("{}_state", case.sdb));
+    let msg = refusal(&req).await;
+    names(
+        &msg,
+        &[
+            "state store",
+            "is on the source server",
+            "both report server identity mariadb:1:",
+        ],
+    );
+}
+
 fn backfill(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_backfill"))
         .args(args)

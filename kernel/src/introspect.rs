@@ -252,12 +252,21 @@ impl Versioned for InstallLineage {
     const VERSION: u16 = 1;
 }
 
-/// Reads the lineage (through `kernel::lineage::read_lineage`), the binlog end and the GTID
-/// state. The GTID state is read after the position, so it covers at least every group
-/// before the position.
+/// Reads the lineage (through `kernel::lineage::read_lineage`), the binlog end (also on
+/// MySQL 8.4+, see [`read_binlog_status`]) and the GTID state. The GTID state is read after
+/// the position, so it covers at least every group before the position.
 pub async fn read_install_lineage(conn: &mut mysql_async::Conn) -> Result<InstallLineage> {
     let lineage = crate::lineage::read_lineage(conn).await?;
-    let position = crate::lineage::binlog_end(conn).await?;
+    let position = match read_binlog_status(conn).await? {
+        Ok(Some(status)) => status.position,
+        Ok(None) => return Err(missing_fact("SHOW MASTER STATUS returned nothing: the source has no binary log; enable log_bin")),
+        Err(denied) => {
+            return Err(Error::definite(
+                DefiniteCode::Precondition,
+                format!("SHOW MASTER STATUS was refused ({denied}): GRANT BINLOG MONITOR (MariaDB) or REPLICATION CLIENT (MySQL) to the source user"),
+            ))
+        }
+    };
     let facts = read_server_facts(conn).await?;
     Ok(InstallLineage {
         lineage,
