@@ -25,6 +25,10 @@ pub const STATE_INSTALLED: &str = "INSTALLED";
 pub const STATE_CANCELLED: &str = "CANCELLED";
 /// Plan rows per INSERT statement.
 const PLAN_CHUNK: usize = 1000;
+/// Attempts at recording one install when the state store fails transiently.
+const RECORD_ATTEMPTS: u32 = 3;
+/// Pause between those attempts.
+const RECORD_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A table on a server: `identity` is `ServerFacts::identity()` of the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,7 +162,52 @@ pub fn claim_refusal(target: &TableRef, job: JobId) -> Refusal {
 }
 
 /// Records an install in one transaction; returns the new job id and generation.
+///
+/// A transient failure (deadlock with a concurrent install, lost connection, a COMMIT
+/// whose outcome is unknown) is resolved by reading the evidence first: if a live job of
+/// this source table holds this target's claim with the same schema fingerprint and plan
+/// digest, that commit landed and its job is the result. Otherwise the transaction is
+/// retried, at most [`RECORD_ATTEMPTS`] times in all.
 pub async fn record_install(pool: &MySqlPool, job: &NewJob) -> Result<(JobId, Generation)> {
+    let mut attempt = 1;
+    loop {
+        match record_install_once(pool, job).await {
+            Err(e) if e.is_transient() && attempt < RECORD_ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "recording the install failed transiently");
+                tokio::time::sleep(RECORD_BACKOFF).await;
+                if let Some(done) = find_recorded(pool, job).await? {
+                    return Ok(done);
+                }
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The live job recorded for exactly this install (same source table, target claim,
+/// schema fingerprint and plan digest), if its transaction committed.
+pub async fn find_recorded(pool: &MySqlPool, job: &NewJob) -> Result<Option<(JobId, Generation)>> {
+    let row: Option<(u64, u64)> = sqlx::query_as(
+        "SELECT j.job_id, j.generation FROM target_claims c \
+         JOIN jobs j ON j.job_id = c.job_id \
+         JOIN sealed_schemas s ON s.job_id = j.job_id \
+         JOIN range_plans p ON p.job_id = j.job_id \
+         WHERE c.target_key = ? AND j.table_key = ? AND j.state <> ? \
+           AND s.fingerprint = ? AND p.plan_digest = ?",
+    )
+    .bind(&job.target.key().0[..])
+    .bind(&job.source.key().0[..])
+    .bind(STATE_CANCELLED)
+    .bind(&job.schema.fingerprint().0[..])
+    .bind(&job.plan.digest().0[..])
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| from_sqlx("looking for a recorded install", &e))?;
+    Ok(row.map(|(j, g)| (JobId(j), Generation(g))))
+}
+
+async fn record_install_once(pool: &MySqlPool, job: &NewJob) -> Result<(JobId, Generation)> {
     let map = |what: &'static str| move |e: sqlx::Error| from_sqlx(what, &e);
     let mut tx = pool
         .begin()

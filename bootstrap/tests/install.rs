@@ -535,3 +535,34 @@ async fn two_concurrent_installs_of_one_table_give_one_generation() {
         "{lost}"
     );
 }
+
+#[tokio::test]
+async fn a_recorded_install_is_found_by_its_evidence_after_an_unknown_outcome() {
+    // What record_install reads after a transient failure: the job that holds this
+    // target's claim with this schema and plan is the one that committed.
+    let case = Case::new("evid", DDL, DDL);
+    let done = installs(&case.req()).await;
+    let pool = pool(&case).await;
+    let job = jobs::load_job(&pool, done.job_id).await.expect("job");
+    let mut new = jobs::NewJob {
+        source: job.source.clone(),
+        target: job.target.clone(),
+        source_url: job.source_url.clone(),
+        target_url: job.target_url.clone(),
+        control_schema: job.control_schema.clone(),
+        window_rows: job.window_rows,
+        page_rows: job.page_rows,
+        estimated_rows: 0,
+        schema: jobs::load_schema(&pool, done.job_id).await.expect("schema"),
+        lineage: jobs::load_lineage(&pool, done.job_id)
+            .await
+            .expect("lineage"),
+        plan: jobs::load_plan(&pool, done.job_id).await.expect("plan"),
+    };
+    let found = jobs::find_recorded(&pool, &new).await.expect("find");
+    assert_eq!(found, Some((done.job_id, Generation(1))));
+    // Another plan is another install.
+    new.plan = install::plan::RangePlan::from_bounds(&[5]).expect("plan");
+    assert_eq!(jobs::find_recorded(&pool, &new).await.expect("find"), None);
+    pool.close().await;
+}
