@@ -74,6 +74,16 @@ async fn refuses_a_source_with_minimal_row_metadata() {
 }
 
 #[tokio::test]
+async fn refuses_a_source_with_compressed_binlog_events() {
+    let case = private_case("compress", &["log_bin_compress=ON"]);
+    let msg = refusal(&case.req()).await;
+    names(
+        &msg,
+        &["variable log_bin_compress", "is ON", "log_bin_compress=OFF"],
+    );
+}
+
+#[tokio::test]
 async fn refuses_a_binlog_filter_that_drops_the_table_schema() {
     let case = private_case("dodb", &["binlog_do_db=some_other_db"]);
     let msg = refusal(&case.req()).await;

@@ -61,6 +61,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "binlog_order_commits",
     "gtid_binlog_pos",
     "gtid_executed",
+    "log_bin_compress",
 ];
 
 /// The server's identity and binlog configuration.
@@ -81,6 +82,9 @@ pub struct ServerFacts {
     pub binlog_order_commits: Option<bool>,
     /// MariaDB `@@gtid_binlog_pos`, MySQL `@@gtid_executed`.
     pub gtid_pos: Option<String>,
+    /// MariaDB `log_bin_compress`: compressed QUERY and rows events, which the reader
+    /// cannot decode (it pauses on them). False when the server has no such variable.
+    pub log_bin_compress: bool,
 }
 
 impl ServerFacts {
@@ -108,6 +112,7 @@ impl ServerFacts {
                 Flavor::Mariadb => None,
             },
             gtid_pos: gtid,
+            log_bin_compress: get("log_bin_compress").is_some_and(|v| is_on(&v)),
         }
     }
 

@@ -101,6 +101,13 @@ pub fn check_binlog(
         "FULL",
         &mut out,
     );
+    if f.log_bin_compress {
+        out.push(Refusal::new(
+            var("log_bin_compress"),
+            "is ON: compressed binlog events cannot be decoded by the reader",
+            format!("log_bin_compress=OFF: {restart}"),
+        ));
+    }
     if f.flavor == Flavor::Mysql && f.binlog_order_commits == Some(false) {
         out.push(Refusal::new(
             var("binlog_order_commits"),
@@ -422,6 +429,7 @@ mod tests {
             ("binlog_format", "STATEMENT"),
             ("binlog_row_image", "MINIMAL"),
             ("binlog_row_metadata", "NO_LOG"),
+            ("log_bin_compress", "ON"),
         ] {
             let r = check_binlog("s", &mariadb(&[(var, bad)]), None, &["d"]);
             assert_eq!(r.len(), 1, "{var}");
