@@ -86,6 +86,8 @@ pub struct JobRecord {
     pub window_rows: u64,
     pub page_rows: u64,
     pub windows: u32,
+    /// The server's row estimate at install (rows known before the copy reads them).
+    pub estimated_rows: u64,
     pub fingerprint: Digest,
     pub plan_digest: Digest,
 }
@@ -399,7 +401,8 @@ fn unknown_job(job: JobId) -> Error {
 
 const JOB_COLUMNS: &str = "j.job_id, j.generation, j.state, j.source_identity, j.source_db, \
     j.source_table, j.target_identity, j.target_db, j.target_table, j.source_url, j.target_url, \
-    j.control_schema, j.window_rows, j.page_rows, p.windows, s.fingerprint, p.plan_digest \
+    j.control_schema, j.window_rows, j.page_rows, p.windows, s.fingerprint, p.plan_digest, \
+    p.estimated_rows \
     FROM jobs j JOIN range_plans p ON p.job_id = j.job_id \
     JOIN sealed_schemas s ON s.job_id = j.job_id";
 
@@ -432,6 +435,7 @@ fn job_from_row(row: &sqlx::mysql::MySqlRow) -> Result<JobRecord> {
         windows: row.try_get(14).map_err(get)?,
         fingerprint: digest(15)?,
         plan_digest: digest(16)?,
+        estimated_rows: row.try_get(17).map_err(get)?,
     })
 }
 

@@ -28,6 +28,7 @@ pub fn job_json(j: &JobRecord) -> Value {
         "target": { "server": j.target.identity, "url": j.target_url, "db": j.target.db, "table": j.target.table },
         "control_schema": j.control_schema,
         "windows": j.windows,
+        "estimated_rows": j.estimated_rows,
         "window_rows": j.window_rows,
         "page_rows": j.page_rows,
         "fingerprint": j.fingerprint.to_hex(),
@@ -39,7 +40,7 @@ pub fn job_json(j: &JobRecord) -> Value {
 pub fn job_text(j: &JobRecord) -> String {
     format!(
         "job {}  {}  generation {}  source {} on {}  target {} on {}  windows {} planned \
-         ({} rows each, pages of {})",
+         ({} rows each, pages of {}; about {} rows at install)",
         j.job_id,
         j.state,
         j.generation,
@@ -49,6 +50,7 @@ pub fn job_text(j: &JobRecord) -> String {
         j.target_url,
         j.windows,
         j.window_rows,
-        j.page_rows
+        j.page_rows,
+        j.estimated_rows
     )
 }

@@ -348,6 +348,7 @@ fn the_binary_prints_the_job_id_and_json_and_uses_distinct_exit_codes() {
     assert_eq!(v["state"], "INSTALLED");
     assert_eq!(v["generation"], 1);
     assert_eq!(v["windows"], 3);
+    assert!(v["estimated_rows"].as_u64().is_some(), "{v}");
     assert_eq!(v["source"]["table"], "t");
     let out = backfill(&["status", "--state", &case.state_url()]);
     assert!(
