@@ -7,6 +7,8 @@ use std::time::Duration;
 
 /// How long a connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one statement of install may run on the server before the server stops it.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Parses a `mysql://` URL given by `flag`.
 pub fn opts(url: &str, flag: &str) -> Result<mysql_async::Opts> {
@@ -33,6 +35,28 @@ pub async fn connect(opts: mysql_async::Opts, what: &str, url: &str) -> Result<m
         ))),
     }
 }
+
+/// Bounds every later statement of this session on the server side: MariaDB
+/// `max_statement_time` (seconds), else MySQL `max_execution_time` (milliseconds, SELECTs).
+/// A timed-out client future would not stop a statement already sent; the server does.
+pub async fn bound_statements(conn: &mut mysql_async::Conn) -> Result<()> {
+    use mysql_async::prelude::Queryable;
+    let secs = STATEMENT_TIMEOUT.as_secs();
+    let mariadb = format!("SET SESSION max_statement_time = {secs}");
+    match conn.query_drop(mariadb).await {
+        Ok(()) => Ok(()),
+        Err(e) if kernel::error::mysql_server_code(&e) == Some(ER_UNKNOWN_SYSTEM_VARIABLE) => {
+            let mysql = format!("SET SESSION max_execution_time = {}", secs * 1000);
+            conn.query_drop(mysql)
+                .await
+                .map_err(|e| from_mysql("bounding statement time", &e))
+        }
+        Err(e) => Err(from_mysql("bounding statement time", &e)),
+    }
+}
+
+/// ER_UNKNOWN_SYSTEM_VARIABLE.
+const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
 
 /// Closes a connection; a close error is logged, the caller's result stands.
 pub async fn close(conn: mysql_async::Conn) {

@@ -170,6 +170,15 @@ pub async fn install_with(pool: &MySqlPool, req: &InstallRequest) -> Result<Inst
             return Err(e);
         }
     };
+    let bounded = match connect::bound_statements(&mut source).await {
+        Ok(()) => connect::bound_statements(&mut target).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = bounded {
+        connect::close(source).await;
+        connect::close(target).await;
+        return Err(e);
+    }
     let out = {
         let mut s = Session {
             pool,
