@@ -376,7 +376,16 @@ impl Session<'_> {
         account: &str,
         refusals: &mut Vec<Refusal>,
     ) -> Result<Option<BinlogStatus>> {
+        let label = connect::server_label(self.source_opts);
         let status = match introspect::read_binlog_status(self.source).await? {
+            Ok(None) if facts.log_bin => {
+                refusals.push(Refusal::new(
+                    format!("source server {label}: SHOW MASTER STATUS"),
+                    "returned no binlog position although log_bin is ON",
+                    "check the server's binary log (SHOW BINARY LOGS, the error log)",
+                ));
+                None
+            }
             Ok(s) => s,
             Err(denied) => {
                 refusals.push(privileges::binlog_monitor_refusal(
@@ -387,7 +396,6 @@ impl Session<'_> {
                 None
             }
         };
-        let label = connect::server_label(self.source_opts);
         let schemas = [
             self.req.source_table.db.as_str(),
             self.req.control_schema.as_str(),
