@@ -303,3 +303,113 @@ pub async fn materials_in(
     let usage = reg.usage(job).await?;
     Ok(materials(store, &entries, usage))
 }
+
+/// The replay cursor against L (DESIGN §6): with no group of the table in (B, F] no cursor
+/// is needed (and none may be invented); otherwise T's cursor must be complete and at or
+/// past the last such group, and where it names that group its digest must match.
+pub fn replay_reached(
+    cursor: Option<&crate::target::ReplayCursor>,
+    last_before_f: Option<(&kernel::change::GroupEnd, Digest)>,
+) -> Vec<String> {
+    use std::cmp::Ordering;
+    match (cursor, last_before_f) {
+        (None, None) => vec![],
+        (Some(c), None) => vec![format!(
+            "T holds a replay cursor at {} but L has no change of the table up to F",
+            c.end.pos
+        )],
+        (None, Some((g, _))) => vec![format!(
+            "T has no replay cursor; replay must reach {}",
+            g.pos
+        )],
+        (Some(c), Some((g, d))) => {
+            let mut out = Vec::new();
+            if c.rows_done != 0 {
+                out.push(format!(
+                    "T's cursor is inside group {} (sub-cursor {})",
+                    c.end.pos, c.rows_done
+                ));
+            }
+            match c.end.pos.try_cmp(&g.pos) {
+                Ok(Ordering::Less) => out.push(format!(
+                    "T's cursor {} has not reached {}",
+                    c.end.pos, g.pos
+                )),
+                Ok(Ordering::Equal) if c.end != *g || c.group_digest != d => out.push(format!(
+                    "T's cursor at {} names other content than L's group there",
+                    g.pos
+                )),
+                Ok(_) => {}
+                Err(e) => out.push(e.to_string()),
+            }
+            out
+        }
+    }
+}
+
+/// The activation credential in T against the one the audit recomputes.
+pub fn activation(
+    stored: Option<&crate::target::Activation>,
+    expected: &crate::target::Activation,
+) -> Vec<String> {
+    match stored {
+        None => vec![format!(
+            "T holds no activation credential for job {} {}",
+            expected.job, expected.generation
+        )],
+        Some(a) if a == expected => vec![],
+        Some(a) => vec![format!(
+            "T's activation credential {a:?} differs from the recomputed {expected:?}"
+        )],
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::target::{Activation, ReplayCursor};
+    use kernel::change::GroupEnd;
+    use kernel::position::BinlogPos;
+
+    fn end(p: u64) -> GroupEnd {
+        GroupEnd {
+            pos: BinlogPos::new("b.000001", p),
+            gtid: None,
+        }
+    }
+
+    #[test]
+    fn replay_reached_rules() {
+        let c = |p, r| ReplayCursor {
+            end: end(p),
+            rows_done: r,
+            group_digest: Digest([1; 32]),
+        };
+        assert!(replay_reached(None, None).is_empty());
+        assert!(!replay_reached(Some(&c(5, 0)), None).is_empty());
+        assert!(!replay_reached(None, Some((&end(5), Digest([1; 32])))).is_empty());
+        assert!(replay_reached(Some(&c(5, 0)), Some((&end(5), Digest([1; 32])))).is_empty());
+        assert!(replay_reached(Some(&c(9, 0)), Some((&end(5), Digest([1; 32])))).is_empty());
+        assert!(!replay_reached(Some(&c(4, 0)), Some((&end(5), Digest([1; 32])))).is_empty());
+        assert!(!replay_reached(Some(&c(5, 3)), Some((&end(5), Digest([1; 32])))).is_empty());
+        assert!(!replay_reached(Some(&c(5, 0)), Some((&end(5), Digest([2; 32])))).is_empty());
+    }
+
+    #[test]
+    fn activation_rules() {
+        let a = Activation {
+            job: JobId(1),
+            generation: Generation(1),
+            b: BinlogPos::new("b.000001", 4),
+            f: BinlogPos::new("b.000001", 9),
+            chain_root: Digest([1; 32]),
+            l_digest: Digest([2; 32]),
+        };
+        assert!(activation(Some(&a), &a).is_empty());
+        assert!(!activation(None, &a).is_empty());
+        let mut b = a.clone();
+        b.l_digest = Digest([3; 32]);
+        assert!(!activation(Some(&b), &a).is_empty());
+    }
+}

@@ -29,6 +29,7 @@ pub mod page;
 pub mod range;
 pub mod record;
 pub mod registry;
+pub mod seal;
 pub mod target;
 mod util;
 

@@ -72,6 +72,16 @@ impl RawPage {
     pub fn decode(bytes: &[u8]) -> Result<RawPage, DecodeError> {
         codec::decode(bytes)
     }
+
+    /// The reference a manifest keeps for this page.
+    pub fn page_ref_for(&self, sealed: &Sealed) -> PageRef {
+        PageRef {
+            page: self.key.page,
+            digest: sealed.digest,
+            rows: u32::try_from(self.rows.len()).unwrap_or(u32::MAX),
+            bytes: sealed.bytes.len() as u64,
+        }
+    }
 }
 
 impl FinalPage {
