@@ -14,7 +14,7 @@ use ledger::chain::{self, ChainEntry};
 use ledger::check;
 use ledger::journal::Journal;
 use ledger::manifest::Expect;
-use ledger::material::{LocalDirStore, MaterialStore};
+use ledger::material::LocalDirStore;
 use ledger::page::{self, PageKey, RawPage};
 use ledger::range::KeyRange;
 use ledger::record::{JournalRecord, Phase};
@@ -161,7 +161,7 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
     assert_eq!(wm.as_ref(), Some(&m));
     let creds = target::page_credentials(&mut c, &ctx).await.unwrap();
     assert_eq!(
-        check::t_credentials(&creds, &[m.clone()]),
+        check::t_credentials(&creds, std::slice::from_ref(&m)),
         Vec::<String>::new()
     );
     // Tampering with a FINAL page: the re-apply path refuses before touching the target.
