@@ -412,4 +412,55 @@ mod tests {
         b.l_digest = Digest([3; 32]);
         assert!(!activation(Some(&b), &a).is_empty());
     }
+
+    fn history(n: usize) -> Vec<StoredRow> {
+        use crate::record::Phase;
+        let (job, g) = (JobId(5), Generation(2));
+        let mut rec = JournalRecord::installed(job, g);
+        let mut prev = journal_genesis(job, g);
+        let mut out = Vec::new();
+        for i in 0..n {
+            if i > 0 {
+                rec.phase = [Phase::Capturing, Phase::Windows][(i - 1).min(1)];
+                rec.current = Some(crate::record::CurrentWindow {
+                    window: kernel::ids::WindowId(i as u32),
+                    attempt: kernel::ids::Attempt(1),
+                });
+            }
+            let bytes = kernel::codec::encode(&rec);
+            let digest = link(prev, &bytes);
+            out.push(StoredRow {
+                seq: i as u64 + 1,
+                bytes,
+                prev,
+                digest,
+                token: 1,
+            });
+            prev = digest;
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// I5: flipping any bit of any stored J record, or dropping or reordering a
+        /// record, is detected.
+        #[test]
+        fn any_flipped_bit_in_j_is_detected(n in 1usize..6, which in 0usize..6, at in 0usize..200, bit in 0u8..8) {
+            let rows = history(n);
+            proptest::prop_assert!(journal(JobId(5), Generation(2), &rows).is_empty());
+            let mut t = rows.clone();
+            let r = &mut t[which % n];
+            let i = at % r.bytes.len();
+            r.bytes[i] ^= 1 << bit;
+            proptest::prop_assert!(!journal(JobId(5), Generation(2), &t).is_empty());
+            if n > 1 {
+                let mut d = rows.clone();
+                d.remove(which % (n - 1));
+                proptest::prop_assert!(!journal(JobId(5), Generation(2), &d).is_empty());
+                let mut s = rows.clone();
+                s.swap(0, 1);
+                proptest::prop_assert!(!journal(JobId(5), Generation(2), &s).is_empty());
+            }
+        }
+    }
 }
