@@ -1,0 +1,137 @@
+//! Value fidelity (DESIGN §10): values in L are the server's own values, checked against
+//! what the server itself reports for the same rows, under a non-UTC global and session
+//! time zone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod capture_common;
+
+use capture_common::*;
+use harness::{Server, ServerOpts};
+use kernel::capture::Reader;
+use kernel::control::IntentKind;
+use kernel::log::RecordBody;
+use kernel::value::SqlValue;
+
+const DDL: &str = "CREATE TABLE ty (
+    id BIGINT NOT NULL PRIMARY KEY,
+    dt DATETIME(6) NULL,
+    ts TIMESTAMP(6) NULL,
+    de DECIMAL(20,6) NULL,
+    dn DECIMAL(10,3) NULL,
+    j JSON NULL,
+    bl BLOB NULL,
+    bi BINARY(16) NULL,
+    vc VARCHAR(32) NULL,
+    u BIGINT UNSIGNED NULL,
+    d DATE NULL,
+    tm TIME(3) NULL,
+    f DOUBLE NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+const ROWS: &str = "SET NAMES utf8mb4; SET time_zone = '+05:30';
+INSERT INTO ty VALUES
+ (1, '2024-02-29 23:59:59.123456', '2024-03-01 01:02:03.456789', '12345678901234.123456',
+  '-0.500', '{\"a\": [1, 2.5, \"x\"], \"b\": null}', X'00FF0000', UNHEX('01020000000000000000000000000000'),
+  '', 18446744073709551615, '1999-12-31', '-838:59:59.000', 1.5),
+ (2, '1970-01-01 00:00:00.000001', '2038-01-19 03:14:07.999999', '0.000001', '0.000',
+  '[]', X'', UNHEX('00000000000000000000000000000000'), 'trailing  ', 0, '2024-02-29',
+  '12:34:56.789', -0.0),
+ (3, NULL, NULL, NULL, NULL, NULL, NULL, UNHEX('FF'), 'ünï©ødé 😀', NULL, NULL, NULL, NULL),
+ (4, '2024-01-01 00:00:00', '2024-01-01 00:00:00', '1', '1', '\"s\"', NULL, NULL, NULL, 1, NULL, NULL, NULL)";
+
+fn hex(v: &SqlValue) -> String {
+    match v {
+        SqlValue::Bytes(b) => hex::encode_upper(b),
+        SqlValue::Null => "NULL".into(),
+        other => panic!("not bytes: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_are_the_servers_own() {
+    let src = leak(Server::start_private(
+        ServerOpts::source().config("default_time_zone='+03:00'"),
+    ));
+    let e = env_on(src, harness::shared_target(), "cap_types").await;
+    e.src.sql_in(&e.db, DDL);
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "ty")]).await);
+    e.intent(1, IntentKind::B).await;
+    e.src.sql_in(&e.db, ROWS);
+    let f = e.intent(1, IntentKind::F).await;
+    e.wait_marker(&f, 30).await;
+    reader.stop().await.unwrap();
+
+    let recs = all_records(&e.pool, &e.stream).await;
+    let mut rows = std::collections::BTreeMap::new();
+    for r in &recs {
+        if let RecordBody::Chunk(c) = &r.record.body {
+            assert!(c.pauses.is_empty(), "{:?}", c.pauses);
+            for ch in &c.changes {
+                let a = ch.after.clone().unwrap();
+                rows.insert(a[0].as_key().unwrap(), a);
+            }
+        }
+    }
+    assert_eq!(rows.len(), 4);
+    // What the server says, column by column, in forms that do not depend on a decoder.
+    let server = cli_rows(
+        e.src,
+        &e.db,
+        "SELECT id, UNIX_TIMESTAMP(ts), de, dn, j, HEX(bl), HEX(bi), HEX(vc), vc IS NULL, u \
+         FROM ty ORDER BY id",
+    );
+    for (id, row) in &rows {
+        let s = &server[id];
+        let field = |i: usize| s[i].as_str();
+        match &row[2] {
+            SqlValue::Null => assert_eq!(field(1), "NULL"),
+            v => {
+                // TIMESTAMP is the epoch (UTC), whatever the zones; ".000000" is dropped.
+                let t = text(v);
+                let server_ts = field(1).trim_end_matches(".000000");
+                assert_eq!(t, server_ts, "ts of {id}");
+            }
+        }
+        for (col, i) in [(3, 2), (4, 3), (5, 4), (9, 9)] {
+            assert_eq!(text(&row[col]), field(i), "column {col} of row {id}");
+        }
+        assert_eq!(hex(&row[6]), field(5).replace("NULL", "NULL"), "blob {id}");
+        if field(6) != "NULL" {
+            assert_eq!(hex(&row[7]), field(6), "binary(16) of {id}");
+            assert_eq!(hex(&row[7]).len(), 32, "binary(16) is padded back");
+        }
+        if field(8) == "1" {
+            assert_eq!(row[8], SqlValue::Null, "NULL stays NULL");
+        } else {
+            assert_eq!(hex(&row[8]), field(7), "varchar of {id}");
+        }
+    }
+    // DATETIME is a calendar value: never shifted by either time zone.
+    assert_eq!(
+        rows[&1][1],
+        SqlValue::Date(2024, 2, 29, 23, 59, 59, 123_456)
+    );
+    assert_eq!(rows[&2][1], SqlValue::Date(1970, 1, 1, 0, 0, 0, 1));
+    assert_eq!(rows[&1][8], SqlValue::Bytes(Vec::new()), "'' is not NULL");
+    assert_eq!(rows[&2][8], SqlValue::Bytes(b"trailing  ".to_vec()));
+    assert_eq!(
+        rows[&3][8],
+        SqlValue::Bytes("ünï©ødé 😀".as_bytes().to_vec())
+    );
+    assert_eq!(rows[&1][9], SqlValue::UInt(u64::MAX));
+    assert_eq!(
+        rows[&3][7],
+        SqlValue::Bytes({
+            let mut b = vec![0xff];
+            b.resize(16, 0);
+            b
+        })
+    );
+    assert_eq!(
+        rows[&1][3],
+        SqlValue::Bytes(b"12345678901234.123456".to_vec())
+    );
+    assert_eq!(rows[&1][4], SqlValue::Bytes(b"-0.500".to_vec()));
+    assert_eq!(rows[&2][4], SqlValue::Bytes(b"0.000".to_vec()));
+}
