@@ -4,7 +4,10 @@
 //! connection and the effect exists exactly once (the audit trigger counts it).
 //!
 //! A COMMIT is held deterministically with MariaDB's `BACKUP STAGE BLOCK_COMMIT` from
-//! another session; each test has its own private server because that blocks every commit.
+//! another session. That blocks every commit of the server, so these tests share one
+//! private, durable server (flush at commit, sync_binlog=1) and run one at a time. (One
+//! server per binary also avoids concurrent `mariadb-install-db` runs, seen to fail with
+//! ERROR 1051 `mysql.tmp_user_sys` when several bootstrap at once.)
 #![allow(clippy::unwrap_used)]
 mod common;
 use common::*;
@@ -18,6 +21,19 @@ use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
 
 const N: i64 = 2000;
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn server() -> &'static Server {
+    static S: std::sync::OnceLock<Server> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        Server::start_private(
+            ServerOpts::target()
+                .config("innodb_flush_log_at_trx_commit=1")
+                .config("sync_binlog=1"),
+        )
+    })
+}
 
 fn big_page(job: u64) -> Vec<u8> {
     codec::encode(&page(job, 0, 0, (1..=N).map(|i| row(i, "r")).collect()))
@@ -110,19 +126,20 @@ async fn exactly_once(
 
 #[tokio::test]
 async fn kill_connection_during_commit_is_resolved_from_t() {
-    let s = Server::start_private(ServerOpts::target());
-    let (db, ctx) = setup(&s, "k_conn", 1).await;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = server();
+    let (db, ctx) = setup(s, "k_conn", 1).await;
     let bytes = big_page(1);
-    let b = block_commits(&s).await;
-    let mut a = apply::connect(&opts(&s, &db)).await.unwrap();
+    let b = block_commits(s).await;
+    let mut a = apply::connect(&opts(s, &db)).await.unwrap();
     let id = a.id();
     let (ctx2, bytes2) = (ctx.clone(), bytes.clone());
     let task =
         tokio::spawn(
             async move { apply::apply_page(&mut a, &ctx2, &bytes2, Limits::default()).await },
         );
-    wait_in_commit(&s, id).await;
-    root(&s)
+    wait_in_commit(s, id).await;
+    root(s)
         .await
         .query_drop(format!("KILL CONNECTION {id}"))
         .await
@@ -130,7 +147,7 @@ async fn kill_connection_during_commit_is_resolved_from_t() {
     let r = task.await.unwrap();
     assert!(matches!(r, Err(ApplyError::Unknown(_))), "{r:?}");
     release(b).await;
-    let res = exactly_once(&s, &db, &ctx, &bytes).await;
+    let res = exactly_once(s, &db, &ctx, &bytes).await;
     assert_eq!(
         res,
         Resolution::NotCommitted,
@@ -140,30 +157,31 @@ async fn kill_connection_during_commit_is_resolved_from_t() {
 
 #[tokio::test]
 async fn commit_lost_on_the_wire_lands_later_and_the_retry_is_already_committed() {
-    let s = Server::start_private(ServerOpts::target());
-    let (db, ctx) = setup(&s, "k_wire", 2).await;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = server();
+    let (db, ctx) = setup(s, "k_wire", 2).await;
     let bytes = big_page(2);
-    let b = block_commits(&s).await;
-    let mut a = apply::connect(&opts(&s, &db)).await.unwrap();
+    let b = block_commits(s).await;
+    let mut a = apply::connect(&opts(s, &db)).await.unwrap();
     let id = a.id();
     let (ctx2, bytes2) = (ctx.clone(), bytes.clone());
     let task = tokio::spawn(async move {
         let r = apply::apply_page(&mut a, &ctx2, &bytes2, Limits::default()).await;
         (r, a)
     });
-    wait_in_commit(&s, id).await;
+    wait_in_commit(s, id).await;
     // The client gives up (a timeout): its future and connection are dropped mid-COMMIT.
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
     // A retry now blocks on the in-flight credential's row lock, then sees it committed.
     let retry = tokio::spawn({
-        let (o, ctx, bytes) = (opts(&s, &db), ctx.clone(), bytes.clone());
+        let (o, ctx, bytes) = (opts(s, &db), ctx.clone(), bytes.clone());
         async move { apply::apply_page_resolved(&o, &ctx, &bytes, Limits::default()).await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     release(b).await;
     assert_eq!(retry.await.unwrap().unwrap(), Applied::AlreadyCommitted);
-    let res = exactly_once(&s, &db, &ctx, &bytes).await;
+    let res = exactly_once(s, &db, &ctx, &bytes).await;
     assert_eq!(res, Resolution::Committed);
 }
 
@@ -198,8 +216,9 @@ fn groups() -> Vec<ReplayGroup> {
 
 #[tokio::test]
 async fn group_commit_lost_mid_batch_is_resolved_from_t_cursor() {
-    let s = Server::start_private(ServerOpts::target());
-    let (db, ctx) = setup(&s, "k_groups", 3).await;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = server();
+    let (db, ctx) = setup(s, "k_groups", 3).await;
     let g = groups();
     let limits = Limits {
         txn_rows: 1000,
@@ -207,35 +226,35 @@ async fn group_commit_lost_mid_batch_is_resolved_from_t_cursor() {
     };
     // An earlier run committed groups 0-1; the restarted run gets all four and its
     // transaction for groups 2-3 is held in COMMIT and killed.
-    let first = apply::apply_groups_resolved(&opts(&s, &db), &ctx, None, &g[..2], limits).await;
+    let first = apply::apply_groups_resolved(&opts(s, &db), &ctx, None, &g[..2], limits).await;
     assert_eq!(first.unwrap(), Applied::Committed);
-    let mut a = apply::connect(&opts(&s, &db)).await.unwrap();
+    let mut a = apply::connect(&opts(s, &db)).await.unwrap();
     let id = a.id();
-    let b = block_commits(&s).await;
+    let b = block_commits(s).await;
     let (ctx2, g2) = (ctx.clone(), g.clone());
     let task =
         tokio::spawn(async move { apply::apply_groups(&mut a, &ctx2, None, &g2, limits).await });
-    wait_in_commit(&s, id).await;
-    root(&s)
+    wait_in_commit(s, id).await;
+    root(s)
         .await
         .query_drop(format!("KILL CONNECTION {id}"))
         .await
         .unwrap();
     assert!(matches!(task.await.unwrap(), Err(ApplyError::Unknown(_))));
     release(b).await;
-    let mut c = apply::connect(&opts(&s, &db)).await.unwrap();
+    let mut c = apply::connect(&opts(s, &db)).await.unwrap();
     assert_eq!(
         apply::resolve_groups(&mut c, &ctx, None, &g).await.unwrap(),
         Resolution::NotCommitted
     );
     assert_eq!(
-        apply::apply_groups_resolved(&opts(&s, &db), &ctx, None, &g, limits)
+        apply::apply_groups_resolved(&opts(s, &db), &ctx, None, &g, limits)
             .await
             .unwrap(),
         Applied::Committed
     );
     assert_eq!(s.sql_in(&db, "SELECT COUNT(*) FROM t"), "2000");
-    assert_eq!(dml_count(&s, &db), 2000);
+    assert_eq!(dml_count(s, &db), 2000);
     // Regrouped re-application: nothing.
     let r = apply::apply_groups(
         &mut c,
@@ -250,48 +269,45 @@ async fn group_commit_lost_mid_batch_is_resolved_from_t_cursor() {
     .await
     .unwrap();
     assert_eq!(r, Applied::AlreadyCommitted);
-    assert_eq!(dml_count(&s, &db), 2000);
+    assert_eq!(dml_count(s, &db), 2000);
 }
 
 #[tokio::test]
 async fn kill9_of_the_target_server_is_resolved_from_t_after_restart() {
-    let s = Server::start_private(
-        ServerOpts::target()
-            .config("innodb_flush_log_at_trx_commit=1")
-            .config("sync_binlog=1"),
-    );
+    let _one = ONE_AT_A_TIME.lock().await;
+    let s = server();
     // (1) The server dies while the COMMIT waits: after restart T says not committed.
-    let (db, ctx) = setup(&s, "k9_wait", 4).await;
+    let (db, ctx) = setup(s, "k9_wait", 4).await;
     let bytes = big_page(4);
-    let b = block_commits(&s).await;
-    let mut a = apply::connect(&opts(&s, &db)).await.unwrap();
+    let b = block_commits(s).await;
+    let mut a = apply::connect(&opts(s, &db)).await.unwrap();
     let id = a.id();
     let (ctx2, bytes2) = (ctx.clone(), bytes.clone());
     let task =
         tokio::spawn(
             async move { apply::apply_page(&mut a, &ctx2, &bytes2, Limits::default()).await },
         );
-    wait_in_commit(&s, id).await;
+    wait_in_commit(s, id).await;
     s.kill9();
     let r = task.await.unwrap();
     assert!(matches!(r, Err(ApplyError::Unknown(_))), "{r:?}");
     drop(b);
     s.restart();
     assert_eq!(
-        exactly_once(&s, &db, &ctx, &bytes).await,
+        exactly_once(s, &db, &ctx, &bytes).await,
         Resolution::NotCommitted
     );
     // (2) The server dies right after a COMMIT returned: T has it after restart.
-    let (db, ctx) = setup(&s, "k9_done", 5).await;
+    let (db, ctx) = setup(s, "k9_done", 5).await;
     let bytes = big_page(5);
-    let r = apply::apply_page_resolved(&opts(&s, &db), &ctx, &bytes, Limits::default())
+    let r = apply::apply_page_resolved(&opts(s, &db), &ctx, &bytes, Limits::default())
         .await
         .unwrap();
     assert_eq!(r, Applied::Committed);
     s.kill9();
     s.restart();
     assert_eq!(
-        exactly_once(&s, &db, &ctx, &bytes).await,
+        exactly_once(s, &db, &ctx, &bytes).await,
         Resolution::Committed
     );
 }
