@@ -752,3 +752,122 @@ pub async fn markers_of(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::{ChangeId, Op};
+    use crate::control::{Intent, IntentKind};
+    use crate::ids::{Attempt, Nonce, WindowId};
+    use crate::value::SqlValue;
+
+    fn sample() -> LogRecord {
+        let at = BinlogPos::new("mysql-bin.000002", 1234);
+        LogRecord {
+            start: BinlogPos::new("mysql-bin.000002", 900),
+            chunk: 1,
+            gtid: Gtid::parse("0-1-42"),
+            end: Some(GroupEnd {
+                pos: BinlogPos::new("mysql-bin.000002", 2000),
+                gtid: Gtid::parse("0-1-42"),
+            }),
+            body: RecordBody::Chunk(GroupChunk {
+                changes: vec![Change {
+                    id: ChangeId {
+                        lineage: Digest([7; 32]),
+                        schema: "db".into(),
+                        table: "t".into(),
+                        file: "mysql-bin.000002".into(),
+                        event_pos: 1234,
+                        row: 3,
+                        op: Op::Update,
+                    },
+                    before: Some(vec![SqlValue::Int(50), SqlValue::Null]),
+                    after: Some(vec![
+                        SqlValue::Int(150),
+                        SqlValue::Date(2024, 2, 29, 23, 59, 59, 123_456),
+                    ]),
+                }],
+                intents: vec![crate::control::IntentSeen {
+                    intent: Intent {
+                        job: JobId(3),
+                        generation: Generation(1),
+                        kind: IntentKind::Low,
+                        window: Some(WindowId(4)),
+                        attempt: Some(Attempt(2)),
+                        nonce: Nonce(0x0102_0304_0506_0708),
+                    },
+                    at: at.clone(),
+                    obsolete: false,
+                }],
+                pauses: vec![PauseSeen {
+                    job: JobId(3),
+                    generation: Generation(1),
+                    schema: "db".into(),
+                    table: "t".into(),
+                    at: at.clone(),
+                    error: crate::error::Definite {
+                        code: DefiniteCode::SchemaChanged,
+                        message: "m".into(),
+                    },
+                }],
+                statements: vec![StatementSeen {
+                    at: at.clone(),
+                    default_schema: "db".into(),
+                    sql: "ALTER TABLE t".into(),
+                }],
+                raw: vec![RawRows {
+                    schema: "db".into(),
+                    table: "t".into(),
+                    event_pos: 1234,
+                    event_type: 31,
+                    table_map: vec![1, 2],
+                    data: vec![3],
+                }],
+            }),
+        }
+    }
+
+    /// Golden bytes of LREC v1: a change of this format must keep decoding (STYLE §5).
+    const LREC_V1: &str = "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a01106d7973716c2d62696e2e303030303032d00f010000012a000107070707070707070707070707070707070707070707070707070707070707070264620174106d7973716c2d62696e2e303030303032d20903010102026400010202ac0206e80f021d173b3bc0c4070103010101040102888e98a8c0e0808101106d7973716c2d62696e2e303030303032d209000103010264620174106d7973716c2d62696e2e303030303032d20902016d01106d7973716c2d62696e2e303030303032d2090264620d414c544552205441424c452074010264620174d2091f0201020103";
+
+    #[test]
+    fn record_format_is_pinned() {
+        let bytes = codec::encode(&sample());
+        assert_eq!(hex::encode(&bytes), LREC_V1, "LREC v1 bytes changed");
+        let back: LogRecord = codec::decode(&hex::decode(LREC_V1).expect("hex")).expect("decodes");
+        assert_eq!(back, sample());
+        let progress = LogRecord {
+            start: BinlogPos::new("b.000001", 4),
+            chunk: 0,
+            gtid: None,
+            end: Some(GroupEnd {
+                pos: BinlogPos::new("b.000001", 300),
+                gtid: None,
+            }),
+            body: RecordBody::Progress,
+        };
+        assert_eq!(
+            hex::encode(codec::encode(&progress)),
+            "4c524543010008622e3030303030310400000108622e303030303031ac020001"
+        );
+    }
+
+    #[test]
+    fn chain_is_pinned_and_order_sensitive() {
+        let a = chain_next(&GENESIS, 1, &Digest::of(b"a"));
+        let b = chain_next(&a, 2, &Digest::of(b"b"));
+        assert_ne!(chain_next(&GENESIS, 1, &Digest::of(b"b")), a);
+        assert_ne!(chain_next(&a, 3, &Digest::of(b"b")), b);
+        assert_eq!(
+            b.to_hex(),
+            "57762deba1a7d328885abd006c486f3501a6105ef4287810f5c28bc4fb1a293f"
+        );
+    }
+
+    #[test]
+    fn tables_counts_changes_raw_and_pauses() {
+        assert_eq!(sample().tables(), vec![("db".into(), "t".into(), 3)]);
+        assert!(sample().is_group_end());
+    }
+}

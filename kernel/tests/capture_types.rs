@@ -96,7 +96,7 @@ async fn values_are_the_servers_own() {
         for (col, i) in [(3, 2), (4, 3), (5, 4), (9, 9)] {
             assert_eq!(text(&row[col]), field(i), "column {col} of row {id}");
         }
-        assert_eq!(hex(&row[6]), field(5).replace("NULL", "NULL"), "blob {id}");
+        assert_eq!(hex(&row[6]), field(5), "blob {id}");
         if field(6) != "NULL" {
             assert_eq!(hex(&row[7]), field(6), "binary(16) of {id}");
             assert_eq!(hex(&row[7]).len(), 32, "binary(16) is padded back");
