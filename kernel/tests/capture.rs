@@ -203,3 +203,56 @@ async fn batch_sizes_and_restarts_give_identical_l() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capture_runs_from_b_to_k_and_late_intents_are_obsolete() {
+    let e = env("cap_bk").await;
+    e.src.sql_in(&e.db, TABLE_DDL);
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "t")]).await);
+    e.src
+        .sql_in(&e.db, "INSERT INTO t VALUES (1, 'before B', 0)");
+    let b = e.intent(1, IntentKind::B).await;
+    e.src
+        .sql_in(&e.db, "INSERT INTO t VALUES (2, 'captured', 0)");
+    let k = e.intent(1, IntentKind::K).await;
+    e.src
+        .sql_in(&e.db, "INSERT INTO t VALUES (3, 'after K', 0)");
+    let late_b = e.intent(1, IntentKind::B).await;
+    e.src
+        .sql_in(&e.db, "INSERT INTO t VALUES (4, 'after late B', 0)");
+    let late_high = e.intent(1, IntentKind::High).await;
+    let m = e.wait_marker(&late_high, 30).await;
+    assert!(m.obsolete, "an intent after K is obsolete");
+    assert!(
+        e.wait_marker(&late_b, 1).await.obsolete,
+        "a late B revives nothing"
+    );
+    let (mb, mk) = (e.wait_marker(&b, 1).await, e.wait_marker(&k, 1).await);
+    assert!(!mb.obsolete && !mk.obsolete);
+    assert!(mb.seq < mk.seq && mk.seq < m.seq);
+    // wait_for_position: D reaches the end of the late marker's group.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let d = log::wait_for_position(&e.pool, &e.stream, &m.end.pos, deadline)
+        .await
+        .unwrap();
+    assert!(d.restart_seq >= m.seq);
+    reader.stop().await.unwrap();
+    let recs = all_records(&e.pool, &e.stream).await;
+    let keys: Vec<i64> = recs
+        .iter()
+        .flat_map(|r| match &r.record.body {
+            RecordBody::Chunk(c) => c.changes.clone(),
+            RecordBody::Progress => Vec::new(),
+        })
+        .map(|c| c.after.unwrap()[0].as_key().unwrap())
+        .collect();
+    assert_eq!(keys, [2], "captured exactly from B to K");
+    // An unknown marker times out with a transient error, never hangs.
+    let unknown = kernel::ids::Nonce(42);
+    let soon = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
+    assert!(log::wait_for_marker(&e.pool, &e.stream, unknown, soon)
+        .await
+        .unwrap_err()
+        .is_transient());
+}
