@@ -131,6 +131,13 @@ async fn a_valid_install_is_read_back_from_the_state_store() {
         kernel::control::TABLE
     ));
     assert_eq!(ctl, "1");
+    // The privilege probe left no row behind.
+    let probes = case.source.sql(&format!(
+        "SELECT COUNT(*) FROM `{}`.`{}` WHERE kind = 'PROBE'",
+        kernel::control::DEFAULT_SCHEMA,
+        kernel::control::TABLE
+    ));
+    assert_eq!(probes, "0");
     // Nothing was written to the target.
     assert_eq!(case.target.sql_in(&case.tdb, "SELECT COUNT(*) FROM t"), "0");
     pool.close().await;

@@ -7,7 +7,7 @@
 //! | BINLOG MONITOR (MariaDB) / REPLICATION CLIENT (MySQL) | `SHOW MASTER STATUS` |
 //! | REPLICATION SLAVE | register as a replica and request a NON_BLOCK binlog dump from the current end (nothing is streamed; the connection is closed) |
 //! | SELECT on the table | `SELECT 1 FROM db.t LIMIT 0` |
-//! | INSERT on the control table | `INSERT` inside a transaction that is rolled back (a rolled-back InnoDB transaction is never binlogged) |
+//! | INSERT on the control table | an `INSERT ... SELECT` of no row, inside a transaction that is rolled back (nothing reaches the binlog) |
 //! | CREATE on the control schema | only when the control table does not exist yet: creating it |
 use super::checks::Refusal;
 use kernel::error::{from_mysql, mysql_server_code};
@@ -146,8 +146,11 @@ async fn probe_insert(
     qualified: &str,
     account: &str,
 ) -> Result<Option<Refusal>> {
+    // Inserts no row (WHERE 1 = 0) yet needs the INSERT privilege, which the server checks
+    // before it runs anything; the rolled-back transaction around it is belt and braces.
     let sql = format!(
-        "INSERT INTO {qualified} (job_id, generation, kind, nonce) VALUES (0, 0, 'PROBE', 0)"
+        "INSERT INTO {qualified} (job_id, generation, kind, nonce) \
+         SELECT 0, 0, 'PROBE', 0 FROM DUAL WHERE 1 = 0"
     );
     let mut tx = conn
         .start_transaction(mysql_async::TxOpts::default())
