@@ -301,7 +301,17 @@ pub async fn materials_in(
 ) -> Result<Vec<String>> {
     let entries = reg.entries(job, generation).await?;
     let usage = reg.usage(job).await?;
-    Ok(materials(store, &entries, usage))
+    let mut out = materials(store, &entries, usage);
+    if let Some(u) = usage {
+        let sum = reg.registered_bytes(job).await?;
+        if sum != u.bytes {
+            out.push(format!(
+                "job {job}: usage row accounts {} bytes but its registered materials sum to {sum}",
+                u.bytes
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// The replay cursor against L (DESIGN §6): with no group of the table in (B, F] no cursor

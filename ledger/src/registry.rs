@@ -225,6 +225,65 @@ impl Registry {
         Ok(())
     }
 
+    /// Removes a material of an abandoned attempt from the accounting (idempotent). The
+    /// caller removes the bytes from the store afterwards; a crash in between leaves bytes
+    /// without a registry row (garbage), never a registry row without bytes.
+    pub async fn unregister(
+        &self,
+        job: JobId,
+        generation: Generation,
+        digest: Digest,
+    ) -> Result<()> {
+        let what = format!("unregistering material {digest} of job {job} {generation}");
+        let mut tx = self.pool.begin().await.map_err(sq(&what))?;
+        lock_usage(&mut tx, TOTAL)
+            .await?
+            .ok_or_else(missing_total)?;
+        if lock_usage(&mut tx, job.0).await?.is_none() {
+            return Err(missing_row(job, -1));
+        }
+        let bytes: Option<u64> = sqlx::query_scalar(
+            "SELECT bytes FROM ledger_material WHERE job_id = ? AND generation = ? AND digest = ? FOR UPDATE",
+        )
+        .bind(job.0)
+        .bind(generation.0)
+        .bind(&digest.0[..])
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(sq(&what))?;
+        let Some(bytes) = bytes else { return Ok(()) };
+        sqlx::query(
+            "DELETE FROM ledger_material WHERE job_id = ? AND generation = ? AND digest = ?",
+        )
+        .bind(job.0)
+        .bind(generation.0)
+        .bind(&digest.0[..])
+        .execute(&mut *tx)
+        .await
+        .map_err(sq(&what))?;
+        sqlx::query("UPDATE ledger_material_usage SET bytes = bytes - ? WHERE job_id IN (0, ?)")
+            .bind(bytes)
+            .bind(job.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(sq(&what))?;
+        tx.commit().await.map_err(sq(&what))?;
+        Ok(())
+    }
+
+    /// Sum of the registered bytes of a job over all its generations (what its usage row
+    /// must say; the audit compares them).
+    pub async fn registered_bytes(&self, job: JobId) -> Result<u64> {
+        let v: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(bytes), 0) AS SIGNED) FROM ledger_material WHERE job_id = ?",
+        )
+        .bind(job.0)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(sq("summing registered material bytes"))?;
+        Ok(u64::try_from(v).unwrap_or(0))
+    }
+
     /// Usage of a job (None if it has no usage row) or of the total (`JobId(0)`).
     pub async fn usage(&self, job: JobId) -> Result<Option<Usage>> {
         let r = sqlx::query("SELECT bytes, quota FROM ledger_material_usage WHERE job_id = ?")
@@ -269,10 +328,15 @@ impl Registry {
 }
 
 fn missing_row(job: JobId, n: i64) -> Error {
+    let n = if n < 0 {
+        "registered materials".to_string()
+    } else {
+        format!("{n} registered materials")
+    };
     Error::definite(
         DefiniteCode::EvidenceCorrupt,
         format!(
-            "job {job} has {n} registered materials but no usage row in ledger_material_usage: the registry was altered; it is not re-created with 0 bytes. Restore the row (bytes = SUM(bytes) of its materials) from a backup or the audit's figure"
+            "job {job} has {n} but no usage row in ledger_material_usage: the registry was altered; it is not re-created with 0 bytes. Restore the row (bytes = SUM(bytes) of its materials) from a backup or the audit's figure"
         ),
     )
 }

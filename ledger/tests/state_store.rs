@@ -314,7 +314,7 @@ fn raw(w: u32, p: u32, rows: i64) -> RawPage {
 
 #[tokio::test]
 async fn tampered_deleted_and_altered_materials_are_detected() {
-    let (pool, _) = state("ls_material").await;
+    let (pool, db) = state("ls_material").await;
     let dir = tempfile::tempdir().unwrap();
     let store = LocalDirStore::open(dir.path()).unwrap();
     let reg = Registry::new(pool.clone());
@@ -398,6 +398,14 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
         .await
         .unwrap()
         .is_empty());
+    // Abandoned material: unregistered (usage follows), then removed; idempotent.
+    let junk = store.put(b"RAWP garbage of an abandoned attempt").unwrap();
+    reg.register(job, g, Kind::Raw, junk, 36).await.unwrap();
+    reg.unregister(job, g, junk).await.unwrap();
+    reg.unregister(job, g, junk).await.unwrap();
+    store.remove(&junk).unwrap();
+    let f = check::materials_in(&reg, &store, job, g).await.unwrap();
+    assert!(f.is_empty(), "{f:?}");
     let (mm, f) = check::window(&store, &registered().await, &ce, &expect);
     assert_eq!(mm, Some(m.clone()));
     assert!(f.is_empty(), "{f:?}");
@@ -432,6 +440,18 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
         .await
         .unwrap()
         .is_empty());
+    // An altered usage row is detected.
+    let t = shared_target();
+    t.sql_in(
+        &db,
+        "UPDATE ledger_material_usage SET bytes = bytes + 1 WHERE job_id = 31",
+    );
+    let f = check::materials_in(&reg, &store, job, g).await.unwrap();
+    assert!(f.iter().any(|x| x.contains("sum to")), "{f:?}");
+    t.sql_in(
+        &db,
+        "UPDATE ledger_material_usage SET bytes = bytes - 1 WHERE job_id = 31",
+    );
     // Alter the manifest (consistently re-hashed and re-stored under its new name: the
     // chain still names the old hash, and the bytes at the old name fail).
     let mut altered = m.clone();
