@@ -479,6 +479,10 @@ async fn rollback_quietly(tx: Transaction<'_>) {
 }
 
 /// Applies one FINAL page (its persisted bytes) with its T credential in one transaction.
+///
+/// Into a still-empty InnoDB table, parallel first inserts can deadlock (1213, transient,
+/// nothing committed): callers commit the table's first page alone before applying others
+/// in parallel (notes/mariadb.md).
 pub async fn apply_page(
     conn: &mut Conn,
     ctx: &TargetCtx,
@@ -623,10 +627,17 @@ pub async fn apply_page_resolved(
     }
 }
 
-/// Opens a target connection with the ledger's session settings.
+/// How long opening a target connection may take.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens a target connection with the ledger's session settings, within
+/// [`CONNECT_TIMEOUT`] (a timeout is transient).
 pub async fn connect(opts: &Opts) -> Result<Conn> {
     let o = mysql_async::OptsBuilder::from_opts(opts.clone()).init(target::session_init());
-    Conn::new(o).await.map_err(my("connecting to the target"))
+    tokio::time::timeout(CONNECT_TIMEOUT, Conn::new(o))
+        .await
+        .map_err(|_| Error::transient("connecting to the target: timed out"))?
+        .map_err(my("connecting to the target"))
 }
 
 // ---------------------------------------------------------------------------------------
