@@ -30,6 +30,8 @@ pub fn render(dir: &Path, port: u16, server_id: u32, extra: &[String]) -> String
         "user=root".to_string(),
         format!("datadir={d}/data"),
         format!("socket={d}/mariadbd.sock"),
+        // A private tmpdir: concurrent install-db runs sharing /tmp were seen failing.
+        format!("tmpdir={d}/tmp"),
         format!("pid-file={d}/{}", crate::watchdog::PID_FILE),
         format!("log-error={d}/error.log"),
         format!("port={port}"),

@@ -498,6 +498,7 @@ fn new_instance_dir() -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = watchdog::root().join(format!("{}-{n}", std::process::id()));
     watchdog::remove_dir(&dir);
+    std::fs::create_dir_all(dir.join("tmp")).expect("create tmpdir");
     std::fs::create_dir_all(dir.join("binlog"))
         .unwrap_or_else(|e| panic!("harness: cannot create {}: {e}", dir.display()));
     dir
