@@ -1,0 +1,145 @@
+//! Replay throughput: full-image upserts by key through `apply_groups` (T cursor CAS in
+//! every transaction) over a loaded table.
+//!
+//! `cargo run --release -p ledger --example bench_replay -- [ROWS] [GROUP_ROWS] [TXN_ROWS]`
+#![allow(clippy::unwrap_used)]
+use harness::{Server, ServerOpts};
+use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
+use kernel::position::BinlogPos;
+use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
+use kernel::value::{Row, SqlValue};
+use ledger::apply::{self, Limits, ReplayGroup};
+use ledger::page;
+use ledger::target::{self, TargetCtx};
+use std::time::Instant;
+
+fn col(name: &str, kind: ColumnKind) -> ColumnDef {
+    ColumnDef {
+        name: name.into(),
+        kind,
+        column_type: String::new(),
+        unsigned: false,
+        nullable: false,
+        char_len: None,
+        numeric_precision: None,
+        numeric_scale: None,
+        datetime_precision: None,
+        charset: None,
+        collation: None,
+    }
+}
+
+fn row(i: i64, v: u32) -> Row {
+    vec![
+        SqlValue::Int(i),
+        SqlValue::Bytes(format!("customer-{i:010}-v{v}-abcdefghijklmnopqrstuvwxyz").into_bytes()),
+        SqlValue::Bytes(format!("{}.{:03}", i % 1_000_000, v % 1000).into_bytes()),
+        SqlValue::Date(2026, 10, 18, 1, 2, 3, v),
+        SqlValue::Date(2024, 2, 29, 12, 34, 56, 789_012),
+        SqlValue::Bytes(b"abcdefgh01234567".to_vec()),
+    ]
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let rows = *args.first().unwrap_or(&200_000) as i64;
+    let group_rows = *args.get(1).unwrap_or(&1000);
+    let txn_rows = *args.get(2).unwrap_or(&20_000);
+    let s = Server::start_private(ServerOpts::target().config("innodb_buffer_pool_size=512M"));
+    let db = s.fresh_db("bench_replay");
+    s.sql_in(
+        &db,
+        "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL,
+        amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL, ts TIMESTAMP(6) NOT NULL,
+        bin VARBINARY(16) NOT NULL) ENGINE=InnoDB",
+    );
+    let ctx = TargetCtx {
+        job: JobId(1),
+        generation: Generation(1),
+        schema: SealedSchema {
+            database: db.clone(),
+            table: "t".into(),
+            columns: vec![
+                col("id", ColumnKind::BigInt),
+                col("name", ColumnKind::Varchar),
+                col("amount", ColumnKind::Decimal),
+                col("at", ColumnKind::Datetime),
+                col("ts", ColumnKind::Timestamp),
+                col("bin", ColumnKind::Varbinary),
+            ],
+            pk: 0,
+        },
+        token: 1,
+    };
+    let o = target::target_opts(&s.url_db(&db)).unwrap();
+    let mut c = apply::connect(&o).await.unwrap();
+    target::ensure_ledger_tables(&mut c, &db).await.unwrap();
+    target::claim(&mut c, &ctx).await.unwrap();
+    let all: Vec<Row> = (1..=rows).map(|i| row(i, 0)).collect();
+    for p in page::cut_final_pages(
+        ctx.job,
+        ctx.generation,
+        WindowId(0),
+        Attempt(1),
+        all,
+        10_000,
+    ) {
+        apply::apply_page(&mut c, &ctx, &page::seal(&p).bytes, Limits::default())
+            .await
+            .unwrap();
+    }
+    // Every row updated once (same key, new full image), in groups of `group_rows`.
+    let groups: Vec<ReplayGroup> = (0..rows as usize)
+        .collect::<Vec<_>>()
+        .chunks(group_rows)
+        .enumerate()
+        .map(|(g, ids)| ReplayGroup {
+            end: GroupEnd {
+                pos: BinlogPos::new("mysql-bin.000001", 1000 * (g as u64 + 1)),
+                gtid: None,
+            },
+            changes: ids
+                .iter()
+                .map(|&i| {
+                    let id = i as i64 + 1;
+                    Change {
+                        id: ChangeId {
+                            lineage: Digest([1; 32]),
+                            schema: "s".into(),
+                            table: "t".into(),
+                            file: "mysql-bin.000001".into(),
+                            event_pos: 1000 * g as u64 + 4,
+                            row: (i % group_rows) as u32,
+                            op: Op::Update,
+                        },
+                        before: Some(row(id, 0)),
+                        after: Some(row(id, 1)),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let t0 = Instant::now();
+    let limits = Limits {
+        txn_rows,
+        ..Limits::default()
+    };
+    apply::apply_groups(&mut c, &ctx, None, &groups, limits)
+        .await
+        .unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(
+        s.sql_in(&db, "SELECT COUNT(*) FROM t WHERE name LIKE '%-v1-%'"),
+        rows.to_string()
+    );
+    println!(
+        "replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows}: {secs:.2}s = {:.0} rows/s",
+        groups.len(),
+        rows as f64 / secs
+    );
+}
