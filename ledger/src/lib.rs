@@ -21,11 +21,13 @@
 pub mod apply;
 pub mod chain;
 pub mod check;
+mod dml;
 pub mod journal;
 pub mod lease;
 pub mod manifest;
 pub mod material;
 pub mod page;
+pub mod plan;
 pub mod range;
 pub mod record;
 pub mod registry;

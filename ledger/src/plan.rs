@@ -1,0 +1,242 @@
+//! The pure decisions of the apply path (STYLE §4): credential conflicts, TIMESTAMP
+//! normalisation and the replay planner. No I/O; [`crate::apply`] executes the plans.
+//!
+//! The replay planner locates T's cursor in a batch of complete groups and cuts the rest
+//! into transactions. Because a group is a source transaction and the sub-cursor counts
+//! changes (not chunks), any restart with other batch or chunk sizes plans exactly the
+//! changes T does not hold yet (I3; property-tested in `tests/pure_apply.rs`).
+use crate::target::{PageCredential, ReplayCursor};
+use kernel::change::GroupEnd;
+use kernel::error::{Definite, DefiniteCode};
+use kernel::ids::Digest;
+use kernel::schema::{ColumnKind, SealedSchema};
+use kernel::value::{Row, SqlValue};
+use std::cmp::Ordering;
+/// Compares the credential T holds with the one being written: equal is AlreadyCommitted,
+/// anything else is an evidence conflict naming both.
+pub fn decide_credential(
+    existing: &PageCredential,
+    mine: &PageCredential,
+    who: &str,
+) -> Result<(), Definite> {
+    if existing == mine {
+        return Ok(());
+    }
+    Err(Definite {
+        code: DefiniteCode::EvidenceConflict,
+        message: format!(
+            "{who}: T already holds {}{} from attempt {} with {} rows and hash {}, but this apply has attempt {} with {} rows and hash {}; nothing was overwritten (pause and audit the window's materials)",
+            existing.window, existing.page, existing.attempt.0, existing.rows, existing.digest,
+            mine.attempt.0, mine.rows, mine.digest
+        ),
+    })
+}
+
+/// Converts a TIMESTAMP value given as binlog epoch text (`"1709210096.789012"`) into a
+/// calendar value in UTC, which the `+00:00` target session stores exactly. Other values
+/// pass unchanged.
+pub fn normalize_row(schema: &SealedSchema, row: Row) -> Row {
+    row.into_iter()
+        .zip(schema.columns.iter())
+        .map(|(v, c)| match (c.kind, &v) {
+            (ColumnKind::Timestamp, SqlValue::Bytes(b)) => epoch_to_utc(b).unwrap_or(v),
+            _ => v,
+        })
+        .collect()
+}
+
+fn epoch_to_utc(b: &[u8]) -> Option<SqlValue> {
+    let s = std::str::from_utf8(b).ok()?;
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    if secs.is_empty()
+        || !secs.bytes().all(|c| c.is_ascii_digit())
+        || !frac.bytes().all(|c| c.is_ascii_digit())
+        || frac.len() > 6
+    {
+        return None;
+    }
+    let secs: i64 = secs.parse().ok()?;
+    let micros: u32 = format!("{frac:0<6}").parse().ok()?;
+    if secs == 0 && micros == 0 {
+        return Some(SqlValue::Date(0, 0, 0, 0, 0, 0, 0));
+    }
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // civil_from_days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    Some(SqlValue::Date(
+        u16::try_from(y).ok()?,
+        m as u8,
+        d as u8,
+        (rem / 3600) as u8,
+        ((rem % 3600) / 60) as u8,
+        (rem % 60) as u8,
+        micros,
+    ))
+}
+
+/// The shape of one group as the replay planner needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub end: GroupEnd,
+    pub len: usize,
+    pub digest: Digest,
+}
+
+/// A slice `from..to` of the changes of group `group` of the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub group: usize,
+    pub from: usize,
+    pub to: usize,
+}
+
+/// One replay transaction: the cursor it expects in T, the cursor it writes, its changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnPlan {
+    pub expect: Option<ReplayCursor>,
+    pub next: ReplayCursor,
+    pub pieces: Vec<Piece>,
+}
+
+/// What a batch of groups needs given T's cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    AlreadyCommitted,
+    Apply(Vec<TxnPlan>),
+}
+
+fn gap(msg: String) -> Definite {
+    Definite {
+        code: DefiniteCode::EvidenceConflict,
+        message: msg,
+    }
+}
+
+/// Plans the replay of `groups` (consecutive complete groups of this table in L order,
+/// `prev` the end of the group before them in L, None if they start right after B) against
+/// T's cursor `current`. Whole groups are packed into transactions of at most `txn_rows`
+/// changes; a larger group is applied in chunks with the sub-cursor. A cursor that is
+/// neither before, inside nor after the batch, or that names a batch group with another
+/// digest, is an evidence conflict.
+pub fn plan_replay(
+    current: Option<&ReplayCursor>,
+    prev: Option<&GroupEnd>,
+    groups: &[GroupSummary],
+    txn_rows: usize,
+) -> Result<Plan, Definite> {
+    let txn_rows = txn_rows.max(1);
+    let (mut gi, mut row) = match current {
+        None if prev.is_none() => (0, 0),
+        None => {
+            return Err(gap(format!(
+                "T has no replay cursor but the batch starts after group {}: a group would be skipped",
+                prev.map(|p| p.pos.to_string()).unwrap_or_default()
+            )))
+        }
+        Some(c) => match groups.iter().position(|g| g.end == c.end) {
+            Some(k) if groups[k].digest != c.group_digest => {
+                return Err(gap(format!(
+                    "T's cursor names group {} with hash {} but L's group there hashes to {}: same key, different bytes",
+                    c.end.pos, c.group_digest, groups[k].digest
+                )))
+            }
+            Some(k) if c.rows_done == 0 => (k + 1, 0),
+            Some(k) if (c.rows_done as usize) < groups[k].len => (k, c.rows_done as usize),
+            Some(k) => {
+                return Err(gap(format!(
+                    "T's sub-cursor says {} changes of group {} applied but it has {}",
+                    c.rows_done, c.end.pos, groups[k].len
+                )))
+            }
+            None if prev == Some(&c.end) && c.rows_done == 0 => (0, 0),
+            None => match groups.last().map(|l| c.end.pos.try_cmp(&l.end.pos)) {
+                None | Some(Ok(Ordering::Greater)) => return Ok(Plan::AlreadyCommitted),
+                Some(Ok(_)) => {
+                    return Err(gap(format!(
+                        "T's cursor {} (sub-cursor {}) is not at a boundary of this batch: the batch does not start at T's cursor",
+                        c.end.pos, c.rows_done
+                    )))
+                }
+                Some(Err(e)) => return Err(gap(e.to_string())),
+            },
+        },
+    };
+    if gi >= groups.len() {
+        return Ok(Plan::AlreadyCommitted);
+    }
+    let mut txns: Vec<TxnPlan> = Vec::new();
+    let mut expect = current.cloned();
+    let mut pending: Vec<Piece> = Vec::new();
+    let mut pending_rows = 0usize;
+    let complete = |g: &GroupSummary| ReplayCursor {
+        end: g.end.clone(),
+        rows_done: 0,
+        group_digest: g.digest,
+    };
+    let flush = |pending: &mut Vec<Piece>,
+                 pending_rows: &mut usize,
+                 expect: &mut Option<ReplayCursor>,
+                 txns: &mut Vec<TxnPlan>| {
+        if let Some(last) = pending.last() {
+            let next = complete(&groups[last.group]);
+            txns.push(TxnPlan {
+                expect: expect.replace(next.clone()),
+                next,
+                pieces: std::mem::take(pending),
+            });
+            *pending_rows = 0;
+        }
+    };
+    while gi < groups.len() {
+        let g = &groups[gi];
+        let remaining = g.len - row;
+        if remaining > txn_rows {
+            flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
+            while row < g.len {
+                let to = (row + txn_rows).min(g.len);
+                let next = ReplayCursor {
+                    end: g.end.clone(),
+                    rows_done: if to == g.len {
+                        0
+                    } else {
+                        u32::try_from(to).unwrap_or(u32::MAX)
+                    },
+                    group_digest: g.digest,
+                };
+                txns.push(TxnPlan {
+                    expect: expect.replace(next.clone()),
+                    next,
+                    pieces: vec![Piece {
+                        group: gi,
+                        from: row,
+                        to,
+                    }],
+                });
+                row = to;
+            }
+        } else {
+            if pending_rows + remaining > txn_rows {
+                flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
+            }
+            pending.push(Piece {
+                group: gi,
+                from: row,
+                to: g.len,
+            });
+            pending_rows += remaining;
+        }
+        gi += 1;
+        row = 0;
+    }
+    flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
+    Ok(Plan::Apply(txns))
+}
