@@ -11,6 +11,8 @@ use crate::position::{Flavor, Gtid};
 use futures_util::StreamExt;
 use mysql_async::prelude::Queryable;
 use sqlx::mysql::MySqlPool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -112,8 +114,8 @@ pub async fn run(
     let mut failures = 0u32;
     let mut backoff = Duration::from_millis(50);
     loop {
-        let mut progressed = false;
-        let r = session(pool, cfg, set, cancel, &mut progressed).await;
+        let progressed = Arc::new(AtomicBool::new(false));
+        let r = session(pool, cfg, set, cancel, &progressed).await;
         match r {
             Ok(()) => return Ok(()),
             Err(e @ Error::Definite(_)) => {
@@ -121,7 +123,7 @@ pub async fn run(
                 return Err(e);
             }
             Err(e) => {
-                if progressed {
+                if progressed.load(Ordering::Relaxed) {
                     failures = 0;
                     backoff = Duration::from_millis(50);
                 }
@@ -275,15 +277,63 @@ impl Replay {
     }
 }
 
+/// Stores batches in order on its own task, so reading and decoding go on while a batch
+/// commits. It stops at its first failure; the session then ends and the next one starts
+/// from the stored D, so nothing read after a write of unknown outcome is ever stored.
+struct Writer {
+    tx: tokio::sync::mpsc::Sender<Vec<LogRecord>>,
+    handle: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Writer {
+    fn start(pool: MySqlPool, mut d: Position, progressed: Arc<AtomicBool>) -> Writer {
+        // Two batches in flight at most: memory stays bounded by the batch size.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<LogRecord>>(2);
+        let handle = tokio::spawn(async move {
+            while let Some(batch) = rx.recv().await {
+                d = log::append(&pool, &d, &batch).await?;
+                progressed.store(true, Ordering::Relaxed);
+                failpoint::hit("capture.after_store");
+            }
+            Ok(())
+        });
+        Writer { tx, handle }
+    }
+
+    /// Queues a batch; on a dead writer returns its error.
+    async fn send(self, batch: Vec<LogRecord>) -> std::result::Result<Writer, Error> {
+        if batch.is_empty() {
+            return Ok(self);
+        }
+        if self.tx.send(batch).await.is_ok() {
+            return Ok(self);
+        }
+        Err(self
+            .finish()
+            .await
+            .err()
+            .unwrap_or_else(|| Error::transient("the L writer stopped; resuming from D")))
+    }
+
+    /// Waits until every queued batch is stored.
+    async fn finish(self) -> Result<()> {
+        drop(self.tx);
+        match self.handle.await {
+            Ok(r) => r,
+            Err(e) => Err(Error::transient(format!("L writer task failed: {e}"))),
+        }
+    }
+}
+
 async fn session(
     pool: &MySqlPool,
     cfg: &ReaderConfig,
     set: &SharedCaptureSet,
     cancel: &CancellationToken,
-    progressed: &mut bool,
+    progressed: &Arc<AtomicBool>,
 ) -> Result<()> {
     let mut conn = connect(cfg).await?;
-    let mut d = load_or_init(pool, cfg, &mut conn).await?;
+    let d = load_or_init(pool, cfg, &mut conn).await?;
     lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await?;
     let _ = conn.disconnect().await;
     let restored = restore(pool, &d).await?;
@@ -300,6 +350,7 @@ async fn session(
         upto: d.tail.seq,
     };
     let mut stream = open_stream(cfg, d.lineage.flavor, &d).await?;
+    let mut writer = Writer::start(pool.clone(), d.clone(), progressed.clone());
     let mut batch: Vec<LogRecord> = Vec::new();
     let mut flush_at: Option<Instant> = None;
     let mut last_commit = Instant::now();
@@ -307,7 +358,7 @@ async fn session(
         let wait_until = flush_at.unwrap_or_else(|| Instant::now() + cfg.silence_timeout);
         let next = tokio::select! {
             _ = cancel.cancelled() => {
-                flush(pool, &mut d, &mut batch, progressed).await?;
+                writer.send(batch).await?.finish().await?;
                 let _ = stream.close().await;
                 return Ok(());
             }
@@ -316,19 +367,20 @@ async fn session(
         let heartbeat = match next {
             Err(_) if flush_at.is_some() => false,
             Err(_) => {
+                writer.send(batch).await?.finish().await?;
                 return Err(Error::transient(format!(
                     "binlog stream silent for {:?} (no heartbeat); reconnecting",
                     cfg.silence_timeout
-                )))
+                )));
             }
             Ok(None) => {
-                flush(pool, &mut d, &mut batch, progressed).await?;
+                writer.send(batch).await?.finish().await?;
                 return Err(Error::transient(
                     "binlog stream ended (source shut down?); resuming from D",
                 ));
             }
             Ok(Some(Err(e))) => {
-                flush(pool, &mut d, &mut batch, progressed).await?;
+                writer.send(batch).await?.finish().await?;
                 return Err(stream_error(&e, &d));
             }
             Ok(Some(Ok(ev))) => {
@@ -351,27 +403,11 @@ async fn session(
         }
         let due = flush_at.is_some_and(|t| Instant::now() >= t);
         if batch.len() >= cfg.batch_records.max(1) || due || (heartbeat && !batch.is_empty()) {
-            flush(pool, &mut d, &mut batch, progressed).await?;
+            writer = writer.send(std::mem::take(&mut batch)).await?;
             flush_at = None;
             last_commit = Instant::now();
         }
     }
-}
-
-async fn flush(
-    pool: &MySqlPool,
-    d: &mut Position,
-    batch: &mut Vec<LogRecord>,
-    progressed: &mut bool,
-) -> Result<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    *d = log::append(pool, d, batch).await?;
-    batch.clear();
-    *progressed = true;
-    failpoint::hit("capture.after_store");
-    Ok(())
 }
 
 fn stream_error(e: &mysql_async::Error, d: &Position) -> Error {
