@@ -5,11 +5,17 @@
 //! * [`jobs`]: the jobs store (jobs, generations, sealed schemas, lineage, range plans).
 //! * [`reconcile`]: the window's reconcile fold; [`restart`]: the window restart rules.
 //! * [`cli`], [`run`]: the command line and its exit codes; [`status`]: `backfill status`.
+//! * [`fence`], [`replay`], [`audit`], [`finish`]: F, replay of (B, F], the activation
+//!   audit and activation, continuous replay after STREAMING (DESIGN §6, §7).
+pub mod audit;
 pub mod cli;
 pub mod connect;
+pub mod fence;
+pub mod finish;
 pub mod install;
 pub mod jobs;
 pub mod reconcile;
+pub mod replay;
 pub mod restart;
 pub mod run;
 pub mod status;

@@ -1,0 +1,168 @@
+//! From "every window applied" to STREAMING and beyond (DESIGN §6, §7): fence, replay of
+//! (B, F], activation audit, activation, then continuous replay. Each step is idempotent
+//! and decided from J, T and L as they stand, so the sequence is re-entered from the top
+//! after a crash at any instant (DESIGN §11 I4); see [`crate::fence`], [`crate::replay`]
+//! and [`crate::audit`] for the argument of each step.
+use crate::audit::{self, Activated, Sources};
+use crate::fence::{self, FenceEnv};
+use crate::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope};
+use kernel::control::IntentKind;
+use kernel::error::DefiniteCode;
+use kernel::ids::Digest;
+use kernel::range::KeyRange;
+use kernel::{Error, Result};
+use ledger::journal::Journal;
+use ledger::lease::Lease;
+use ledger::material::MaterialStore;
+use ledger::record::Phase;
+use ledger::target::TargetCtx;
+use sqlx::mysql::MySqlPool;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Everything the finish needs (the job task builds it from its context).
+pub struct Finish<'a> {
+    pub pool: &'a MySqlPool,
+    pub scope: Scope,
+    pub journal: &'a Journal,
+    pub lease: &'a Lease,
+    pub store: &'a dyn MaterialStore,
+    pub plan: &'a [KeyRange],
+    pub schema_fingerprint: Digest,
+    pub source: &'a mysql_async::Opts,
+    pub control_schema: &'a str,
+    pub target: &'a mysql_async::Opts,
+    pub ctx: &'a TargetCtx,
+    pub replay: ReplayConfig,
+    /// Bound on waiting for L to hold F.
+    pub marker_wait: Duration,
+}
+
+/// Where the finish got to.
+#[derive(Debug)]
+pub struct Activation {
+    pub b: MarkerAt,
+    pub f: MarkerAt,
+    pub replayed: Outcome,
+    pub activated: Activated,
+}
+
+impl Finish<'_> {
+    async fn target_conn(&self) -> Result<mysql_async::Conn> {
+        ledger::apply::connect(self.target).await
+    }
+
+    /// B as J records it, found in L.
+    pub async fn b(&self) -> Result<MarkerAt> {
+        let head = self
+            .journal
+            .head(self.scope.job, self.scope.generation)
+            .await?
+            .ok_or_else(|| Error::definite(DefiniteCode::Preparation, "no J record"))?;
+        let b = head.record.b.as_ref().ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::Preparation,
+                format!("job {}: J records no B", self.scope.job),
+            )
+        })?;
+        replay::find_marker(self.pool, &self.scope, IntentKind::B, Some(b))
+            .await?
+            .ok_or_else(|| {
+                Error::definite(
+                    DefiniteCode::EvidenceCorrupt,
+                    format!(
+                        "job {}: J records B at {b} but L holds no B marker there",
+                        self.scope.job
+                    ),
+                )
+            })
+    }
+
+    /// F (written if needed), replay of (B, F], audit and activation. Idempotent; on a
+    /// table already STREAMING it re-audits (credential and accepted cursor) only.
+    pub async fn activate(&self) -> Result<Activation> {
+        let mut tc = self.target_conn().await?;
+        let r = self.activate_on(&mut tc).await;
+        crate::connect::close(tc).await;
+        r
+    }
+
+    async fn activate_on(&self, tc: &mut mysql_async::Conn) -> Result<Activation> {
+        let b = self.b().await?;
+        let fenced = fence::fence(FenceEnv {
+            pool: self.pool,
+            scope: &self.scope,
+            journal: self.journal,
+            lease: self.lease,
+            store: self.store,
+            planned: self.plan.len(),
+            target: tc,
+            ctx: self.ctx,
+            source: self.source,
+            control_schema: self.control_schema,
+            wait: self.marker_wait,
+        })
+        .await?;
+        if fenced.head.record.phase == Phase::Fenced {
+            audit::advance_j(
+                self.journal,
+                self.lease,
+                self.scope.job,
+                self.scope.generation,
+                Phase::Replaying,
+            )
+            .await?;
+        }
+        let replayed = if fenced.head.record.phase == Phase::Streaming {
+            Outcome::default()
+        } else {
+            let r = Replayer {
+                pool: self.pool,
+                scope: &self.scope,
+                target: self.target,
+                ctx: self.ctx,
+                cfg: &self.replay,
+            };
+            replay::replay_to(&r, b.seq, fenced.f.seq).await?
+        };
+        let activated = audit::activate(
+            &mut Sources {
+                pool: self.pool,
+                scope: &self.scope,
+                store: self.store,
+                target: tc,
+                ctx: self.ctx,
+                plan: self.plan,
+                schema_fingerprint: self.schema_fingerprint,
+            },
+            self.journal,
+            self.lease,
+        )
+        .await?;
+        Ok(Activation {
+            b,
+            f: fenced.f,
+            replayed,
+            activated,
+        })
+    }
+
+    /// Continuous replay after activation, until `cancel`.
+    pub async fn stream(&self, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
+        let r = Replayer {
+            pool: self.pool,
+            scope: &self.scope,
+            target: self.target,
+            ctx: self.ctx,
+            cfg: &self.replay,
+        };
+        replay::follow(&r, b_seq, cancel).await
+    }
+
+    /// Activation then streaming until `cancel`.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(Activation, Outcome)> {
+        let a = self.activate().await?;
+        let o = self.stream(a.b.seq, cancel).await?;
+        Ok((a, o))
+    }
+}
