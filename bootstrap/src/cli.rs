@@ -30,6 +30,10 @@ pub enum Command {
     Install(InstallArgs),
     /// Show installed jobs: tables, generation, state and planned windows.
     Status(StatusArgs),
+    /// Record a start command for a job; `serve` runs it (the process may be down now).
+    Start(crate::serve_cli::StartArgs),
+    /// Run every started job: one capture reader per source server, one task per job.
+    Serve(crate::serve_cli::ServeArgs),
     /// The end-to-end demonstration (the copy protocol is not built yet: says so).
     Demo(DemoArgs),
 }

@@ -5,18 +5,25 @@
 //! * [`jobs`]: the jobs store (jobs, generations, sealed schemas, lineage, range plans).
 //! * [`reconcile`]: the window's reconcile fold; [`restart`]: the window restart rules.
 //! * [`cli`], [`run`]: the command line and its exit codes; [`status`]: `backfill status`.
+//! * [`commands`]: persisted `start`; [`serve`]: the long-running process (one capture
+//!   reader per source, one [`job`] task per started job); [`window`]: the window protocol.
 //! * [`fence`], [`replay`], [`audit`], [`finish`]: F, replay of (B, F], the activation
 //!   audit and activation, continuous replay after STREAMING (DESIGN §6, §7).
 pub mod audit;
 pub mod cli;
+pub mod commands;
 pub mod connect;
 pub mod fence;
 pub mod finish;
 pub mod install;
+pub mod job;
 pub mod jobs;
 pub mod reconcile;
 pub mod replay;
 pub mod restart;
 pub mod run;
+pub mod serve;
+pub mod serve_cli;
 pub mod status;
 pub mod verify;
+pub mod window;

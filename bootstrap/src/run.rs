@@ -55,6 +55,8 @@ pub async fn run(cli: Cli) -> Result<String> {
             })
         }
         Command::Demo(a) => Ok(demo(a.format)),
+        Command::Start(a) => crate::serve_cli::start(a).await,
+        Command::Serve(a) => crate::serve_cli::serve(a).await,
     }
 }
 

@@ -13,6 +13,9 @@ pub const EXIT_CODE: i32 = 86;
 /// Environment variable naming the active fault points.
 pub const ENV: &str = "BACKFILL_FAILPOINTS";
 
+/// True when fault points (and the test hooks gated on them) are compiled in.
+pub const ENABLED: bool = cfg!(feature = "failpoints");
+
 #[cfg(feature = "failpoints")]
 mod imp {
     use std::collections::HashMap;

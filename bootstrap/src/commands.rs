@@ -1,0 +1,66 @@
+//! Persisted operator commands (DESIGN §13): `backfill start JOB` writes a row and returns;
+//! it needs no running server process. `backfill serve` reads the rows and runs the jobs.
+//!
+//! A command names the job AND its generation, so a command of a cancelled generation can
+//! never start a later one. Recording is idempotent (`INSERT IGNORE` on the primary key).
+use crate::jobs::{self, STATE_CANCELLED};
+use kernel::error::{from_sqlx, DefiniteCode};
+use kernel::ids::{Generation, JobId};
+use kernel::{Error, Result};
+use sqlx::MySqlPool;
+
+/// The command that makes `serve` run a job.
+pub const START: &str = "start";
+
+/// Records `start` for the live generation of `job`. Returns the generation started.
+pub async fn start(pool: &MySqlPool, job: JobId) -> Result<Generation> {
+    let rec = jobs::load_job(pool, job).await?;
+    if rec.state == STATE_CANCELLED {
+        return Err(Error::definite(
+            DefiniteCode::Usage,
+            format!(
+                "job {job} is cancelled; re-install the table (new generation, new empty target)"
+            ),
+        ));
+    }
+    sqlx::query("INSERT IGNORE INTO job_commands (job_id, generation, command) VALUES (?, ?, ?)")
+        .bind(job.0)
+        .bind(rec.generation.0)
+        .bind(START)
+        .execute(pool)
+        .await
+        .map_err(|e| from_sqlx("recording the start command", &e))?;
+    Ok(rec.generation)
+}
+
+/// Every live job with a `start` command, oldest first (bounded).
+pub async fn started(pool: &MySqlPool) -> Result<Vec<(JobId, Generation)>> {
+    let rows: Vec<(u64, u64)> = sqlx::query_as(
+        "SELECT c.job_id, c.generation FROM job_commands c \
+         JOIN jobs j ON j.job_id = c.job_id AND j.generation = c.generation \
+         WHERE c.command = ? AND j.state <> ? ORDER BY c.job_id LIMIT 10000",
+    )
+    .bind(START)
+    .bind(STATE_CANCELLED)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading start commands", &e))?;
+    Ok(rows
+        .into_iter()
+        .map(|(j, g)| (JobId(j), Generation(g)))
+        .collect())
+}
+
+/// True when `job` has a `start` command for `generation`.
+pub async fn is_started(pool: &MySqlPool, job: JobId, generation: Generation) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM job_commands WHERE job_id = ? AND generation = ? AND command = ?",
+    )
+    .bind(job.0)
+    .bind(generation.0)
+    .bind(START)
+    .fetch_one(pool)
+    .await
+    .map_err(|e| from_sqlx("reading start commands", &e))?;
+    Ok(n > 0)
+}

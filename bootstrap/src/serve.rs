@@ -1,0 +1,476 @@
+//! `backfill serve` (DESIGN §13): finds every started job in the state store, runs ONE
+//! shared capture reader per source server with the capture set built from those jobs,
+//! and one task per job (`crate::job`).
+//!
+//! Why the capture set is safe across restarts: it holds every started, non-cancelled job
+//! of a source, whatever its phase, and is filled BEFORE a job task can write B. The
+//! reader decides what it captures by binlog position (B to K), so a restart from an older
+//! D captures exactly what it captured before (DESIGN §2).
+//!
+//! Ownership: each job task takes the job's lease (a fresh fencing token, DESIGN §4) and
+//! renews it; a task that loses its lease stops writing because every J and T write checks
+//! the token. A job task that fails transiently is started again after a pause; a definite
+//! failure pauses the table in J and the task ends.
+use crate::commands;
+use crate::job::{self, JobCtx, Reached};
+use crate::jobs::{self, JobRecord};
+use crate::window::{hooks::SqlFileHooks, NoHooks, RunConfig, WindowHooks};
+use admission::Admission;
+use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig, SharedCaptureSet};
+use kernel::error::DefiniteCode;
+use kernel::ids::{Generation, JobId};
+use kernel::redact::redact_url;
+use kernel::{Error, Result};
+use ledger::journal::Journal;
+use ledger::material::LocalDirStore;
+use ledger::registry::Registry;
+use ledger::target::TargetCtx;
+use sqlx::MySqlPool;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// How `serve` runs.
+#[derive(Clone)]
+pub struct ServeConfig {
+    pub state_url: String,
+    pub data_dir: PathBuf,
+    /// Lease owner name; a restarted process with the same name takes over at once.
+    pub owner: String,
+    /// Full URLs (with passwords) matched against the redacted ones jobs recorded.
+    pub sources: Vec<String>,
+    pub targets: Vec<String>,
+    /// Overrides the jobs' page size for windows sealed from now on.
+    pub page_rows: Option<u64>,
+    pub limits: admission::Limits,
+    pub run: RunConfig,
+    /// How often the state store is polled for new start commands.
+    pub poll: Duration,
+    pub lease_ttl: Duration,
+    /// Return once every started job is done with its windows or paused (tests, bench).
+    pub exit_when_idle: bool,
+    /// Hooks between LOW and HIGH (tests); None = the SQL-file hooks of the environment
+    /// when fault points are compiled in, else none.
+    pub hooks: Option<Arc<dyn WindowHooks>>,
+    /// Capture reader tuning applied to every source stream.
+    pub reader: fn(&mut ReaderConfig),
+}
+
+impl ServeConfig {
+    /// Defaults for a state store and data directory.
+    pub fn new(state_url: &str, data_dir: PathBuf) -> ServeConfig {
+        ServeConfig {
+            state_url: state_url.to_string(),
+            data_dir,
+            owner: default_owner(),
+            sources: Vec::new(),
+            targets: Vec::new(),
+            page_rows: None,
+            limits: admission::Limits::default(),
+            run: RunConfig::default(),
+            poll: Duration::from_millis(500),
+            lease_ttl: Duration::from_secs(30),
+            exit_when_idle: false,
+            hooks: None,
+            reader: |_| {},
+        }
+    }
+}
+
+/// `serve@HOST`: stable across restarts of the process on one host.
+pub fn default_owner() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "serve@{}",
+        if host.is_empty() { "localhost" } else { &host }
+    )
+}
+
+/// How each job ended in this process (for `exit_when_idle`).
+pub type Outcomes = BTreeMap<JobId, String>;
+
+struct Source {
+    reader: Option<Reader>,
+    set: SharedCaptureSet,
+    cfg: ReaderConfig,
+    restart_at: Option<Instant>,
+}
+
+struct Running {
+    handle: JoinHandle<Result<Reached>>,
+    cancel: CancellationToken,
+    renew: JoinHandle<()>,
+}
+
+struct Serve {
+    cfg: ServeConfig,
+    pool: MySqlPool,
+    store: Arc<LocalDirStore>,
+    admission: Admission,
+    sources: HashMap<String, Source>,
+    running: HashMap<JobId, Running>,
+    retry_at: HashMap<JobId, Instant>,
+    outcomes: Outcomes,
+}
+
+/// Runs until `cancel` fires (or, with `exit_when_idle`, until every started job is done
+/// with its windows or paused). Returns each job's outcome in this process.
+pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcomes> {
+    let pool = kernel::state::open(&cfg.state_url, &Default::default()).await?;
+    let store = Arc::new(LocalDirStore::open(&cfg.data_dir)?);
+    let admission = Admission::new(cfg.limits)
+        .map_err(|e| Error::definite(DefiniteCode::Usage, e.to_string()))?;
+    let mut s = Serve {
+        cfg,
+        pool,
+        store,
+        admission,
+        sources: HashMap::new(),
+        running: HashMap::new(),
+        retry_at: HashMap::new(),
+        outcomes: BTreeMap::new(),
+    };
+    let r = s.main_loop(&cancel).await;
+    s.shutdown().await;
+    r.map(|()| s.outcomes)
+}
+
+impl Serve {
+    async fn main_loop(&mut self, cancel: &CancellationToken) -> Result<()> {
+        loop {
+            let started = commands::started(&self.pool).await?;
+            for (job, g) in &started {
+                self.maybe_spawn(*job, *g).await;
+            }
+            self.reap().await;
+            self.watch_readers().await;
+            let idle = started.iter().all(|(j, _)| self.outcomes.contains_key(j));
+            if self.cfg.exit_when_idle && self.running.is_empty() && idle {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(self.cfg.poll) => {}
+            }
+        }
+    }
+
+    async fn maybe_spawn(&mut self, job: JobId, g: Generation) {
+        if self.running.contains_key(&job) || self.outcomes.contains_key(&job) {
+            return;
+        }
+        if self.retry_at.get(&job).is_some_and(|t| Instant::now() < *t) {
+            return;
+        }
+        match self.spawn(job, g).await {
+            Ok(r) => {
+                self.running.insert(job, r);
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(%job, error = %e, "cannot start the job yet; retrying");
+                self.retry_at
+                    .insert(job, Instant::now() + Duration::from_secs(1));
+            }
+            Err(e) => {
+                tracing::error!(%job, error = %e, "the job cannot run");
+                self.outcomes.insert(job, format!("refused: {e}"));
+            }
+        }
+    }
+
+    async fn spawn(&mut self, job: JobId, g: Generation) -> Result<Running> {
+        let rec = jobs::load_job(&self.pool, job).await?;
+        if rec.generation != g {
+            return Err(Error::definite(
+                DefiniteCode::Usage,
+                format!(
+                    "job {job}: the start command names {g}, the job is {}",
+                    rec.generation
+                ),
+            ));
+        }
+        let schema = jobs::load_schema(&self.pool, job).await?;
+        let stream = self.ensure_source(&rec, &schema)?;
+        let ctx = self.context(rec, schema, stream).await?;
+        let cancel = ctx.cancel.clone();
+        let renew = spawn_renewal(
+            self.pool.clone(),
+            ctx.lease.clone(),
+            self.cfg.lease_ttl,
+            cancel.clone(),
+        );
+        let span = tracing::info_span!("job", job = %job, generation = %g);
+        let handle = tokio::spawn(
+            async move {
+                prepare_target(&ctx).await?;
+                job::run(&ctx).await
+            }
+            .instrument(span),
+        );
+        Ok(Running {
+            handle,
+            cancel,
+            renew,
+        })
+    }
+
+    /// Adds the job's table to its source's capture set (starting that source's reader on
+    /// first use) and returns the source's L stream name.
+    fn ensure_source(
+        &mut self,
+        rec: &JobRecord,
+        schema: &kernel::schema::SealedSchema,
+    ) -> Result<String> {
+        let url = resolve_url(&rec.source_url, &self.cfg.sources);
+        let stream = stream_name(&rec.source.identity);
+        let table = CaptureTable {
+            job: rec.job_id,
+            generation: rec.generation,
+            sealed: schema.clone(),
+        };
+        if let Some(src) = self.sources.get(&rec.source.identity) {
+            if src.cfg.control_schema != rec.control_schema {
+                return Err(Error::definite(
+                    DefiniteCode::Usage,
+                    format!(
+                        "job {}: control schema `{}` differs from `{}` used by the other jobs of its source",
+                        rec.job_id, rec.control_schema, src.cfg.control_schema
+                    ),
+                ));
+            }
+            src.set
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .add(table);
+            return Ok(stream);
+        }
+        let mut cfg = ReaderConfig::new(&stream, &url, replica_id(&stream, &self.cfg.state_url));
+        cfg.control_schema = rec.control_schema.clone();
+        (self.cfg.reader)(&mut cfg);
+        let mut set = CaptureSet::default();
+        set.add(table);
+        let set = set.shared();
+        let reader = Reader::start(self.pool.clone(), cfg.clone(), set.clone());
+        self.sources.insert(
+            rec.source.identity.clone(),
+            Source {
+                reader: Some(reader),
+                set,
+                cfg,
+                restart_at: None,
+            },
+        );
+        Ok(stream)
+    }
+
+    async fn context(
+        &self,
+        rec: JobRecord,
+        schema: kernel::schema::SealedSchema,
+        stream: String,
+    ) -> Result<JobCtx> {
+        let job = rec.job_id;
+        let plan = jobs::load_plan(&self.pool, job).await?.ranges;
+        let source =
+            crate::connect::opts(&resolve_url(&rec.source_url, &self.cfg.sources), "source")?;
+        let target = ledger::target::target_opts(&resolve_url(&rec.target_url, &self.cfg.targets))?;
+        let lease =
+            ledger::lease::acquire(&self.pool, job, &self.cfg.owner, self.cfg.lease_ttl).await?;
+        let mut tschema = schema.clone();
+        tschema.database = rec.target.db.clone();
+        tschema.table = rec.target.table.clone();
+        let tctx = TargetCtx {
+            job,
+            generation: rec.generation,
+            schema: tschema,
+            token: lease.token,
+        };
+        let mut run = self.cfg.run.clone();
+        run.page_rows = usize::try_from(self.cfg.page_rows.unwrap_or(rec.page_rows))
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let hooks: Arc<dyn WindowHooks> = match &self.cfg.hooks {
+            Some(h) => h.clone(),
+            None => match SqlFileHooks::from_env(source.clone()) {
+                Some(h) => Arc::new(h),
+                None => Arc::new(NoHooks),
+            },
+        };
+        Ok(JobCtx {
+            job: rec,
+            schema,
+            plan,
+            pool: self.pool.clone(),
+            journal: Journal::new(self.pool.clone()),
+            lease,
+            registry: Registry::new(self.pool.clone()),
+            store: self.store.clone(),
+            stream,
+            source,
+            target,
+            tctx,
+            admission: self.admission.clone(),
+            cfg: run,
+            hooks,
+            cancel: CancellationToken::new(),
+        })
+    }
+
+    /// Collects finished job tasks: outcomes are kept, transient failures retried later.
+    async fn reap(&mut self) {
+        let done: Vec<JobId> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.handle.is_finished())
+            .map(|(j, _)| *j)
+            .collect();
+        for job in done {
+            let Some(r) = self.running.remove(&job) else {
+                continue;
+            };
+            r.renew.abort();
+            let res = match r.handle.await {
+                Ok(res) => res,
+                Err(e) => Err(Error::transient(format!("job task failed: {e}"))),
+            };
+            match res {
+                Ok(Reached::WindowsDone(h)) => {
+                    tracing::info!(%job, windows = h.record.completed, "every window applied; F (issue 6) continues from here");
+                    self.outcomes.insert(job, "windows_done".into());
+                }
+                Ok(Reached::Paused(d)) => {
+                    self.outcomes.insert(job, format!("paused: {d}"));
+                }
+                Ok(Reached::Beyond(p)) => {
+                    self.outcomes.insert(job, format!("beyond windows: {p:?}"));
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(%job, error = %e, "job task failed transiently; restarting it");
+                    self.retry_at
+                        .insert(job, Instant::now() + Duration::from_secs(1));
+                }
+                Err(e) => {
+                    tracing::error!(%job, error = %e, "job task stopped");
+                    self.outcomes.insert(job, format!("stopped: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Restarts a reader that ended (its own retries exhausted, or a definite error that
+    /// the affected tables see as pauses or marker timeouts).
+    async fn watch_readers(&mut self) {
+        for src in self.sources.values_mut() {
+            if src.reader.as_ref().is_some_and(Reader::is_finished) {
+                if let Some(r) = src.reader.take() {
+                    let res = r.join().await;
+                    tracing::error!(stream = %src.cfg.stream, result = ?res, "capture reader ended; restarting it");
+                }
+                src.restart_at = Some(Instant::now() + Duration::from_secs(2));
+            }
+            if src.reader.is_none() && src.restart_at.is_some_and(|t| Instant::now() >= t) {
+                src.reader = Some(Reader::start(
+                    self.pool.clone(),
+                    src.cfg.clone(),
+                    src.set.clone(),
+                ));
+                src.restart_at = None;
+            }
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        for (_, r) in self.running.drain() {
+            r.cancel.cancel();
+            r.renew.abort();
+            let _ = r.handle.await;
+        }
+        for (_, s) in self.sources.drain() {
+            if let Some(r) = s.reader {
+                let _ = r.stop().await;
+            }
+        }
+        self.pool.close().await;
+    }
+}
+
+/// T tables in the target schema and this process's claim on them (fencing token).
+async fn prepare_target(ctx: &JobCtx) -> Result<()> {
+    let mut conn = ledger::apply::connect(&ctx.target).await?;
+    let r = async {
+        ledger::target::ensure_ledger_tables(&mut conn, &ctx.tctx.schema.database).await?;
+        ledger::target::claim(&mut conn, &ctx.tctx).await
+    }
+    .await;
+    crate::connect::close(conn).await;
+    r
+}
+
+fn spawn_renewal(
+    pool: MySqlPool,
+    lease: ledger::lease::Lease,
+    ttl: Duration,
+    cancel: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            match ledger::lease::renew(&pool, &lease, ttl).await {
+                Ok(()) => {}
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(job = %lease.job, error = %e, "lease renewal failed; retrying")
+                }
+                Err(e) => {
+                    tracing::error!(job = %lease.job, error = %e, "lease lost: stopping the job task");
+                    cancel.cancel();
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// The L stream of a source server: stable per server identity, at most 64 characters.
+pub fn stream_name(source_identity: &str) -> String {
+    let d = kernel::ids::Digest::of(source_identity.as_bytes());
+    format!("src-{}", &d.to_hex()[..24])
+}
+
+/// A replica server_id distinct per stream and state store (two readers with one id kick
+/// each other off the source, error 4052).
+fn replica_id(stream: &str, state_url: &str) -> u32 {
+    let d = kernel::ids::Digest::of(format!("{stream}\n{state_url}").as_bytes());
+    let n = u32::from_le_bytes([d.0[0], d.0[1], d.0[2], d.0[3]]);
+    0x4000_0000 | (n & 0x0fff_ffff)
+}
+
+/// The URL to connect with: a candidate whose redacted form equals the recorded
+/// (redacted) one, else the recorded one itself (a URL without password).
+pub fn resolve_url(recorded: &str, candidates: &[String]) -> String {
+    candidates
+        .iter()
+        .find(|c| redact_url(c) == recorded)
+        .cloned()
+        .unwrap_or_else(|| recorded.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_resolve_by_their_redacted_form() {
+        let c = vec!["mysql://u:secret@h:1".to_string(), "mysql://v@h:2".into()];
+        assert_eq!(resolve_url("mysql://u:***@h:1", &c), "mysql://u:secret@h:1");
+        assert_eq!(resolve_url("mysql://w@h:3", &c), "mysql://w@h:3");
+        assert!(stream_name("x").len() <= 64);
+        assert_ne!(replica_id("a", "s"), replica_id("b", "s"));
+    }
+}

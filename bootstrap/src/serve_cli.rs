@@ -1,0 +1,121 @@
+//! `backfill start JOB` and `backfill serve`: their flags (STYLE §11: each documented and
+//! mirrored by an environment variable) and what they print.
+use crate::cli::{Format, StateArgs};
+use crate::serve::{self, ServeConfig};
+use clap::Args;
+use kernel::ids::JobId;
+use kernel::Result;
+use serde_json::json;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// `backfill start`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The job to start (as printed by install).
+    pub job: u64,
+    /// Output format.
+    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `backfill serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Directory of the material store (RAW/FINAL pages, manifests).
+    #[arg(long, env = "BACKFILL_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Source URLs with their passwords (jobs record them redacted); comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_SOURCE",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub source: Vec<String>,
+    /// Target URLs with their passwords; comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_TARGET",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub target: Vec<String>,
+    /// Rows per page of windows sealed from now on (default: the job's --page-rows).
+    #[arg(long, env = "BACKFILL_SERVE_PAGE_ROWS")]
+    pub page_rows: Option<u64>,
+    /// Read views open at once in this process.
+    #[arg(long, env = "BACKFILL_READ_WINDOWS", default_value_t = 2)]
+    pub read_windows: u32,
+    /// Target write transactions at once in this process.
+    #[arg(long, env = "BACKFILL_TARGET_WRITES", default_value_t = 2)]
+    pub target_writes: u32,
+    /// Execution sessions (running tables) in this process.
+    #[arg(long, env = "BACKFILL_MAX_SESSIONS", default_value_t = 8)]
+    pub max_sessions: u32,
+    /// Lease owner name; keep it stable so a restarted process takes over at once.
+    #[arg(long, env = "BACKFILL_OWNER")]
+    pub owner: Option<String>,
+    /// Exit once every started job has all windows applied or is paused.
+    #[arg(long, env = "BACKFILL_EXIT_WHEN_IDLE")]
+    pub exit_when_idle: bool,
+    /// Output format of the final report.
+    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Persists `start` for a job.
+pub async fn start(a: StartArgs) -> Result<String> {
+    let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
+    let r = crate::commands::start(&pool, JobId(a.job)).await;
+    pool.close().await;
+    let g = r?;
+    Ok(match a.format {
+        Format::Text => format!(
+            "job {} {g}: start recorded; `backfill serve` runs it\n",
+            a.job
+        ),
+        Format::Json => format!(
+            "{}\n",
+            json!({ "job_id": a.job, "generation": g.0, "command": "start" })
+        ),
+    })
+}
+
+/// Runs `serve` until SIGINT/SIGTERM (or idle, with --exit-when-idle).
+pub async fn serve(a: ServeArgs) -> Result<String> {
+    let mut cfg = ServeConfig::new(&a.state.state, a.data_dir);
+    cfg.sources = a.source;
+    cfg.targets = a.target;
+    cfg.page_rows = a.page_rows;
+    cfg.limits = admission::Limits {
+        read_windows: a.read_windows,
+        target_writes: a.target_writes,
+        sessions: a.max_sessions,
+    };
+    if let Some(o) = a.owner {
+        cfg.owner = o;
+    }
+    cfg.exit_when_idle = a.exit_when_idle;
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        c.cancel();
+    });
+    let outcomes = serve::serve(cfg, cancel).await?;
+    Ok(match a.format {
+        Format::Text => outcomes
+            .iter()
+            .map(|(j, o)| format!("job {j}: {o}\n"))
+            .collect(),
+        Format::Json => format!(
+            "{}\n",
+            json!({ "jobs": outcomes.iter().map(|(j, o)| json!({"job_id": j.0, "outcome": o})).collect::<Vec<_>>() })
+        ),
+    })
+}

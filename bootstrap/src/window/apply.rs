@@ -1,0 +1,111 @@
+//! Steps 8-9 of a window (DESIGN §5): the saved FINAL bytes applied through T, then J and
+//! the range chain advanced in one state-store transaction.
+//!
+//! Why it is safe (I2): every page goes through `ledger::apply`, whose first write is the
+//! page credential; a page T already holds is AlreadyCommitted without business DML, and
+//! an unknown COMMIT outcome is resolved from T on a new connection. Pages are applied one
+//! at a time in page order, so the table's first page always commits alone (the empty
+//! InnoDB target deadlock of notes/mariadb.md cannot occur). A write permit is held per
+//! page and returned only once its outcome is known. J advances only after every page's
+//! credential is confirmed, and `Journal::complete_window` refuses any window but the next
+//! one in plan order.
+use crate::job::JobCtx;
+use crate::window::{fp, progress};
+use kernel::error::DefiniteCode;
+use kernel::failpoint;
+use kernel::ids::{Attempt, Digest, PageNo, WindowId};
+use kernel::{Error, Result};
+use ledger::apply::{self, Applied};
+use ledger::chain::{self, ChainEntry};
+use ledger::journal::Head;
+use ledger::target::{self, PageCredential};
+
+/// T's credentials of window `w`, in page order.
+pub async fn credentials(ctx: &JobCtx, w: WindowId) -> Result<Vec<PageCredential>> {
+    let mut conn = apply::connect(&ctx.target).await?;
+    let all = target::page_credentials(&mut conn, &ctx.tctx).await;
+    crate::connect::close(conn).await;
+    Ok(all?.into_iter().filter(|c| c.window == w).collect())
+}
+
+/// Applies the given pages (saved FINAL bytes, each verified by the loader) in order.
+/// Returns how many rows this call committed.
+pub async fn apply_pages(
+    ctx: &JobCtx,
+    w: WindowId,
+    a: Attempt,
+    pages: &[(PageNo, Vec<u8>)],
+    total_final: u64,
+) -> Result<u64> {
+    let mut committed = 0u64;
+    for (no, bytes) in pages {
+        let owner = format!("job {} {w} {a} {no}", ctx.id());
+        let permit = ctx
+            .admission
+            .acquire_write(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
+            .await
+            .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+        let r = apply::apply_page_resolved(&ctx.target, &ctx.tctx, bytes, ctx.cfg.limits).await;
+        // apply_page_resolved returns only once the outcome is known (committed, rolled
+        // back, or resolved from T): the operation has ended.
+        permit.release_confirmed();
+        let rows = page_rows(bytes);
+        match r? {
+            Applied::Committed => committed += rows,
+            Applied::AlreadyCommitted => {
+                tracing::info!(%w, page = %no, "page already in T: no DML ran")
+            }
+        }
+        failpoint::hit(fp::AFTER_PAGE_APPLIED);
+    }
+    progress::record(
+        &ctx.pool,
+        ctx.id(),
+        ctx.generation(),
+        w,
+        a,
+        progress::Step::Applying,
+        (0, total_final, total_final),
+    )
+    .await?;
+    Ok(committed)
+}
+
+fn page_rows(bytes: &[u8]) -> u64 {
+    ledger::page::FinalPage::decode(bytes)
+        .map(|p| p.rows.len() as u64)
+        .unwrap_or(0)
+}
+
+/// Step 9: J (completed + 1, new root, no current window) and the range chain, in one
+/// state-store transaction.
+pub async fn complete(
+    ctx: &JobCtx,
+    head: &Head,
+    w: WindowId,
+    a: Attempt,
+    manifest_hash: Digest,
+) -> Result<Head> {
+    let range = *ctx.plan.get(w.0 as usize).ok_or_else(|| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!("{w} is not in the plan of job {}", ctx.id()),
+        )
+    })?;
+    let entry = ChainEntry {
+        window: w,
+        range,
+        attempt: a,
+        manifest_hash,
+    };
+    let mut next = head.record.clone();
+    next.completed += 1;
+    next.chain_root = chain::extend(head.record.chain_root, &entry);
+    next.current = None;
+    let h = ctx
+        .journal
+        .complete_window(&ctx.lease, head, entry, next)
+        .await?;
+    failpoint::hit(fp::AFTER_J);
+    Ok(h)
+}

@@ -1,0 +1,374 @@
+//! Shared setup of the window tests: a source table on the shared source, an empty target
+//! and the state store on the shared target, install + start, and evidence checks.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::serve::{self, ServeConfig};
+use bootstrap::window::WindowHooks;
+use harness::Server;
+use kernel::ids::{Generation, JobId};
+use kernel::value::{Row, SqlValue};
+use ledger::check;
+use ledger::journal::Journal;
+use ledger::material::LocalDirStore;
+use ledger::registry::Registry;
+use mysql_async::prelude::Queryable;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The test table: a key, an integer that writers bump, a text.
+pub const DDL: &str = "CREATE TABLE t (
+    id BIGINT NOT NULL PRIMARY KEY,
+    k INT NOT NULL,
+    v VARCHAR(64) NULL
+) ENGINE=InnoDB";
+
+/// One test's world.
+pub struct Case {
+    pub source: &'static Server,
+    pub target: &'static Server,
+    pub sdb: String,
+    pub tdb: String,
+    pub ctl: String,
+    pub state_db: String,
+    pub data: tempfile::TempDir,
+    pub job: JobId,
+    pub generation: Generation,
+    pub pool: sqlx::MySqlPool,
+}
+
+impl Case {
+    /// Creates and fills `sdb.t` with ids 1..=rows (k = id, v = 'v<id>'), an empty target
+    /// with an audit trigger counting inserts, installs with the given sizes, starts it.
+    pub async fn new(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> Case {
+        let source = harness::shared_source();
+        let target = harness::shared_target();
+        let sdb = source.fresh_db(&format!("{prefix}_s"));
+        let ctl = source.fresh_db(&format!("{prefix}_c"));
+        let tdb = target.fresh_db(&format!("{prefix}_t"));
+        source.sql_in(&sdb, DDL);
+        target.sql_in(&tdb, DDL);
+        fill(source, &sdb, rows);
+        let state_db = format!("{tdb}_state");
+        let mut req = InstallRequest::new(
+            target.url_db(&state_db),
+            source.url(),
+            TableName::new(&sdb, "t"),
+            target.url(),
+            TableName::new(&tdb, "t"),
+        );
+        req.window_rows = window_rows;
+        req.page_rows = page_rows;
+        req.control_schema = ctl.clone();
+        let done = install(&req)
+            .await
+            .unwrap_or_else(|e| panic!("install: {e}"));
+        // The audit counter is created after install (install refuses a target with triggers).
+        target.sql_in(
+            &tdb,
+            "CREATE TABLE audit_count (n BIGINT NOT NULL); INSERT INTO audit_count VALUES (0);
+             CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW UPDATE audit_count SET n = n + 1;",
+        );
+        let pool = kernel::state::open(&target.url_db(&state_db), &Default::default())
+            .await
+            .unwrap();
+        bootstrap::commands::start(&pool, done.job_id)
+            .await
+            .unwrap();
+        Case {
+            source,
+            target,
+            sdb,
+            tdb,
+            ctl,
+            state_db,
+            data: tempfile::tempdir().unwrap(),
+            job: done.job_id,
+            generation: done.generation,
+            pool,
+        }
+    }
+
+    pub fn state_url(&self) -> String {
+        self.target.url_db(&self.state_db)
+    }
+
+    /// A serve configuration for this case that exits when idle.
+    pub fn serve_cfg(&self) -> ServeConfig {
+        let mut c = ServeConfig::new(&self.state_url(), self.data.path().to_path_buf());
+        c.exit_when_idle = true;
+        c.poll = Duration::from_millis(100);
+        c.reader = |r| {
+            r.heartbeat = Duration::from_millis(200);
+            r.silence_timeout = Duration::from_secs(5);
+        };
+        c.owner = format!("test-{}", std::process::id());
+        c
+    }
+
+    /// Runs serve in-process until idle; returns this job's outcome.
+    pub async fn serve(&self, hooks: Option<Arc<dyn WindowHooks>>) -> String {
+        let mut cfg = self.serve_cfg();
+        cfg.hooks = hooks;
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            serve::serve(cfg, CancellationToken::new()),
+        )
+        .await
+        .expect("serve did not become idle within 120 s")
+        .unwrap_or_else(|e| panic!("serve: {e}"));
+        out.get(&self.job).cloned().unwrap_or_default()
+    }
+
+    pub async fn source_conn(&self) -> mysql_async::Conn {
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&self.source.url_db(&self.sdb)).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// Inserts counted by the target's audit trigger (business DML executions).
+    pub fn audit_count(&self) -> u64 {
+        self.target
+            .sql_in(&self.tdb, "SELECT n FROM audit_count")
+            .parse()
+            .unwrap()
+    }
+
+    pub fn target_count(&self) -> u64 {
+        self.target
+            .sql_in(&self.tdb, "SELECT COUNT(*) FROM t")
+            .parse()
+            .unwrap()
+    }
+
+    pub fn journal(&self) -> Journal {
+        Journal::new(self.pool.clone())
+    }
+
+    /// J's head record.
+    pub async fn head(&self) -> ledger::record::JournalRecord {
+        self.journal()
+            .head(self.job, self.generation)
+            .await
+            .unwrap()
+            .expect("J exists")
+            .record
+    }
+
+    pub async fn plan(&self) -> Vec<kernel::range::KeyRange> {
+        bootstrap::jobs::load_plan(&self.pool, self.job)
+            .await
+            .unwrap()
+            .ranges
+    }
+
+    /// J + range chain, materials, and T credentials all agree (ledger check functions).
+    pub async fn assert_evidence_agrees(&self) {
+        let plan = self.plan().await;
+        let j = self.journal();
+        let f = check::journal_and_chain_in(&j, self.job, self.generation, &plan, true)
+            .await
+            .unwrap();
+        assert_eq!(f, Vec::<String>::new(), "J/range chain findings");
+        let store = LocalDirStore::open(self.data.path()).unwrap();
+        let reg = Registry::new(self.pool.clone());
+        let f = check::materials_in(&reg, &store, self.job, self.generation)
+            .await
+            .unwrap();
+        assert_eq!(f, Vec::<String>::new(), "material findings");
+        let manifests = self.manifests(&store).await;
+        let mut c = self.target_conn().await;
+        let creds = ledger::target::page_credentials(&mut c, &self.tctx().await)
+            .await
+            .unwrap();
+        assert_eq!(
+            check::t_credentials(&creds, &manifests),
+            Vec::<String>::new()
+        );
+        let pages: usize = manifests.iter().map(|m| m.final_pages.len()).sum();
+        assert_eq!(creds.len(), pages, "one credential per FINAL page");
+    }
+
+    /// The manifests of the range chain, in window order.
+    pub async fn manifests(&self, store: &LocalDirStore) -> Vec<ledger::manifest::WindowManifest> {
+        let chain = self
+            .journal()
+            .chain(self.job, self.generation)
+            .await
+            .unwrap();
+        chain
+            .iter()
+            .map(|(e, _)| {
+                ledger::seal::load_final_pages(store, &e.manifest_hash)
+                    .unwrap()
+                    .0
+            })
+            .collect()
+    }
+
+    /// (window, attempt, manifest hash) of the range chain.
+    pub async fn chain(&self) -> Vec<(u32, u32, kernel::ids::Digest)> {
+        self.journal()
+            .chain(self.job, self.generation)
+            .await
+            .unwrap()
+            .iter()
+            .map(|(e, _)| (e.window.0, e.attempt.0, e.manifest_hash))
+            .collect()
+    }
+
+    pub async fn tctx(&self) -> ledger::target::TargetCtx {
+        let mut schema = bootstrap::jobs::load_schema(&self.pool, self.job)
+            .await
+            .unwrap();
+        schema.database = self.tdb.clone();
+        ledger::target::TargetCtx {
+            job: self.job,
+            generation: self.generation,
+            schema,
+            token: 0,
+        }
+    }
+
+    pub async fn target_conn(&self) -> mysql_async::Conn {
+        ledger::apply::connect(&ledger::target::target_opts(&self.target.url()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// The FINAL rows of every sealed window, by key.
+    pub async fn final_rows(&self) -> Vec<BTreeMap<i64, Row>> {
+        let store = LocalDirStore::open(self.data.path()).unwrap();
+        let chain = self
+            .journal()
+            .chain(self.job, self.generation)
+            .await
+            .unwrap();
+        chain
+            .iter()
+            .map(|(e, _)| {
+                let (_, pages) = ledger::seal::load_final_pages(&store, &e.manifest_hash).unwrap();
+                pages
+                    .iter()
+                    .flat_map(|b| ledger::page::FinalPage::decode(b).unwrap().rows)
+                    .map(|r| (r[0].as_key().unwrap(), r))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The target's rows by key (as the binary protocol gives them).
+    pub async fn target_rows(&self) -> BTreeMap<i64, Row> {
+        let mut c = self.target_conn().await;
+        let rows: Vec<mysql_async::Row> = c
+            .exec(
+                format!("SELECT id, k, v FROM `{}`.t ORDER BY id", self.tdb),
+                (),
+            )
+            .await
+            .unwrap();
+        rows.into_iter()
+            .map(|r| {
+                let v: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
+                (v[0].as_key().unwrap(), v)
+            })
+            .collect()
+    }
+
+    /// The source table's rows by key.
+    pub async fn source_rows(&self) -> BTreeMap<i64, Row> {
+        let mut c = self.source_conn().await;
+        let rows: Vec<mysql_async::Row> = c
+            .exec("SELECT id, k, v FROM t ORDER BY id", ())
+            .await
+            .unwrap();
+        rows.into_iter()
+            .map(|r| {
+                let v: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
+                (v[0].as_key().unwrap(), v)
+            })
+            .collect()
+    }
+
+    /// Every change of the source table in L from B on, with the L seq of its record,
+    /// in L order; and the seq of each window's HIGH marker.
+    pub async fn l_changes(&self) -> Vec<(u64, kernel::change::Change)> {
+        let stream = serve::stream_name(&self.source_identity().await);
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let recs = kernel::log::table_records(
+                &self.pool,
+                &stream,
+                &self.sdb,
+                "t",
+                after,
+                u64::MAX,
+                500,
+            )
+            .await
+            .unwrap();
+            let Some(last) = recs.last() else { break };
+            after = last.seq;
+            for r in recs {
+                if let kernel::log::RecordBody::Chunk(c) = r.record.body {
+                    for ch in c.changes {
+                        if ch.id.table == "t" && ch.id.schema == self.sdb {
+                            out.push((r.seq, ch));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub async fn source_identity(&self) -> String {
+        bootstrap::jobs::load_job(&self.pool, self.job)
+            .await
+            .unwrap()
+            .source
+            .identity
+    }
+
+    /// The L seq of the marker ending at `pos` (the HIGH of a manifest).
+    pub async fn seq_at(&self, pos: &kernel::position::BinlogPos) -> u64 {
+        let stream = serve::stream_name(&self.source_identity().await);
+        sqlx::query_scalar(
+            "SELECT seq FROM capture_marker WHERE stream = ? AND end_file = ? AND end_pos = ?",
+        )
+        .bind(stream)
+        .bind(&pos.file)
+        .bind(pos.pos)
+        .fetch_one(&self.pool)
+        .await
+        .unwrap()
+    }
+}
+
+/// Inserts ids 1..=rows in batches.
+pub fn fill(source: &Server, db: &str, rows: i64) {
+    let mut from = 1;
+    while from <= rows {
+        let to = (from + 9_999).min(rows);
+        source.sql_in(
+            db,
+            &format!(
+                "INSERT INTO t (id, k, v) SELECT seq, seq, CONCAT('v', seq) FROM seq_{from}_to_{to}"
+            ),
+        );
+        from = to + 1;
+    }
+}
+
+/// Replays L changes by key and full image over `state` (the test's own, independent of
+/// the pipeline's fold): the table's state after the last change applied.
+pub fn replay(state: &mut BTreeMap<i64, Row>, c: &kernel::change::Change) {
+    if let Some(b) = &c.before {
+        state.remove(&b[0].as_key().unwrap());
+    }
+    if let Some(a) = &c.after {
+        state.insert(a[0].as_key().unwrap(), a.clone());
+    }
+}
