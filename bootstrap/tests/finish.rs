@@ -530,7 +530,7 @@ async fn a_crash_at_every_fault_point_converges_without_duplicate_dml() {
     }
 }
 
-type Case = (&'static str, String, Box<dyn Fn()>, Box<dyn Fn()>);
+type Case<'a> = (&'static str, String, Box<dyn Fn() + 'a>, Box<dyn Fn() + 'a>);
 
 /// Tampering with a material, a manifest, a T credential or a J record makes the audit
 /// fail naming it, and the table does not enter STREAMING; once restored it does.
