@@ -118,6 +118,55 @@ async fn capture(
     (secs, peak)
 }
 
+/// Reads and decodes `start..end` into records without storing them (diagnostic).
+async fn decode_only(
+    src: &Server,
+    start: &GroupEnd,
+    end: &GroupEnd,
+    set: &CaptureSet,
+) -> (f64, usize) {
+    use futures_util::StreamExt;
+    let mut c = conn(&src.url()).await;
+    let lin = kernel::lineage::read_lineage(&mut c).await.unwrap();
+    c.query_drop("SET @mariadb_slave_capability=4")
+        .await
+        .unwrap();
+    let file = start.pos.file.clone().into_bytes();
+    let req = mysql_async::BinlogStreamRequest::new(5999)
+        .with_filename(&file)
+        .with_pos(start.pos.pos);
+    let t = Instant::now();
+    let mut stream = c.get_binlog_stream(req).await.unwrap();
+    let mut restored = kernel::capture::assemble::Restored::default();
+    restored.active.insert((JobId(1), Generation(1)));
+    let mut cap = kernel::capture::assemble::Capturer::new(
+        lin.digest(),
+        CTL,
+        set.clone().shared(),
+        1000,
+        start.clone(),
+        restored,
+    );
+    let mut records = 0;
+    while let Some(ev) = stream.next().await {
+        cap.on_event(&ev.unwrap()).unwrap();
+        for r in cap.take() {
+            records += 1;
+            std::hint::black_box(kernel::codec::encode(&r));
+        }
+        if cap
+            .last_end()
+            .pos
+            .try_cmp(&end.pos)
+            .is_ok_and(|o| o.is_ge())
+            && !cap.in_group()
+        {
+            break;
+        }
+    }
+    (t.elapsed().as_secs_f64(), records)
+}
+
 async fn intent(src: &Server, kind: IntentKind) -> Intent {
     let i = Intent::new(JobId(1), Generation(1), kind, None, None);
     let mut c = conn(&src.url()).await;
@@ -246,13 +295,23 @@ async fn main() {
         changes as f64 / cap_s,
         cap_peak / 1024
     );
+    let (dec_s, dec_n) = decode_only(&src, &start, &end1, &set).await;
+    println!(
+        "  of which read + decode + encode alone: {dec_s:.2} s ({dec_n} records, {:.0} changes/s)",
+        changes as f64 / dec_s
+    );
     let rep_s = replica_apply(&src, &start, &end1).await;
     println!(
         "native MariaDB replica applying the same binlog: {rep_s:.2} s = {:.0} changes/s; ratio capture/replica = {:.2}",
         changes as f64 / rep_s,
         rep_s / cap_s
     );
-    match python_decode(&src, &start, &end1) {
+    let py = if std::env::var_os("BENCH_SKIP_PY").is_some() {
+        None
+    } else {
+        python_decode(&src, &start, &end1)
+    };
+    match py {
         Some((py_s, py_rows)) => println!(
             "python mysql-replication decoding it: {py_rows} rows in {py_s:.2} s = {:.0} rows/s; ratio capture/python = {:.1}",
             py_rows as f64 / py_s,

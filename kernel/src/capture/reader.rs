@@ -34,6 +34,8 @@ pub struct ReaderConfig {
     pub chunk_changes: u32,
     /// Records per state-store transaction.
     pub batch_records: usize,
+    /// Changes per state-store transaction (bounds memory whatever the group sizes).
+    pub batch_changes: usize,
     /// Longest delay before read records are committed.
     pub flush_interval: Duration,
     /// Server heartbeat period while idle.
@@ -58,6 +60,7 @@ impl ReaderConfig {
             control_schema: crate::control::DEFAULT_SCHEMA.to_string(),
             chunk_changes: 1000,
             batch_records: 64,
+            batch_changes: 8000,
             flush_interval: Duration::from_millis(20),
             heartbeat: Duration::from_secs(1),
             silence_timeout: Duration::from_secs(10),
@@ -352,6 +355,7 @@ async fn session(
     let mut stream = open_stream(cfg, d.lineage.flavor, &d).await?;
     let mut writer = Writer::start(pool.clone(), d.clone(), progressed.clone());
     let mut batch: Vec<LogRecord> = Vec::new();
+    let mut batch_changes = 0usize;
     let mut flush_at: Option<Instant> = None;
     let mut last_commit = Instant::now();
     loop {
@@ -395,6 +399,7 @@ async fn session(
         for rec in cap.take() {
             failpoint::hit("capture.after_read_before_store");
             if !replay.check(pool, &d.stream, &rec).await? {
+                batch_changes += rec.size();
                 batch.push(rec);
             }
         }
@@ -402,8 +407,10 @@ async fn session(
             flush_at = Some(Instant::now() + cfg.flush_interval);
         }
         let due = flush_at.is_some_and(|t| Instant::now() >= t);
-        if batch.len() >= cfg.batch_records.max(1) || due || (heartbeat && !batch.is_empty()) {
+        let full = batch.len() >= cfg.batch_records.max(1) || batch_changes >= cfg.batch_changes;
+        if full || due || (heartbeat && !batch.is_empty()) {
             writer = writer.send(std::mem::take(&mut batch)).await?;
+            batch_changes = 0;
             flush_at = None;
             last_commit = Instant::now();
         }
