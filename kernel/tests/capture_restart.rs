@@ -1,0 +1,106 @@
+//! The source shutting down or the state store dying mid-capture: the reader resumes from
+//! the stored D and L ends up exactly as an uninterrupted capture (DESIGN §3.6); XA
+//! PREPARE on a captured table is refused with a pause (§3.8).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod capture_common;
+
+use capture_common::*;
+use harness::{Server, ServerOpts};
+use kernel::capture::Reader;
+use kernel::control::IntentKind;
+use kernel::error::DefiniteCode;
+use kernel::log;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const T: &str =
+    "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, s VARCHAR(32) NULL, n INT NOT NULL)";
+
+fn load(e: &Env, from: u64) {
+    for i in 0..20 {
+        let lo = from + i * 100;
+        e.src.sql_in(
+            &e.db,
+            &format!(
+                "INSERT INTO t SELECT seq, 'x', 0 FROM seq_{}_to_{}",
+                lo + 1,
+                lo + 100
+            ),
+        );
+        e.src
+            .sql_in(&e.db, &format!("UPDATE t SET n = n + 1 WHERE id > {lo}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_restart_and_state_store_crash_resume_from_d() {
+    let src = leak(Server::start_private(ServerOpts::source()));
+    let state = leak(Server::start_private(ServerOpts::target()));
+    let e = env_on(src, state, "cap_restart").await;
+    e.src.sql_in(&e.db, T);
+    e.init_stream(50).await;
+    e.init_stream_named(&e.pool, "clean", 50).await;
+    let mut cfg = e.cfg();
+    cfg.silence_timeout = Duration::from_secs(2);
+    let reader = Reader::start(e.pool.clone(), cfg, e.set_for(&[(1, "t")]).await);
+    e.intent(1, IntentKind::B).await;
+    load(&e, 0);
+    // The source shuts down cleanly (the stream ends with Ok(None)) and comes back with a
+    // new binlog file.
+    e.src.restart();
+    load(&e, 10_000);
+    // The state store is SIGKILLed under the reader (writes of unknown outcome).
+    state.kill9();
+    load(&e, 20_000);
+    state.restart();
+    load(&e, 30_000);
+    let f = e.intent(1, IntentKind::F).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let pool = kernel::state::open(&e.state_url, &Default::default())
+        .await
+        .unwrap();
+    log::wait_for_marker(&pool, &e.stream, f.nonce, deadline)
+        .await
+        .unwrap();
+    assert!(!reader.is_finished(), "the reader kept going");
+    reader.stop().await.unwrap();
+
+    let mut cfg = e.cfg();
+    cfg.stream = "clean".into();
+    let clean = Reader::start(pool.clone(), cfg, e.set_for(&[(1, "t")]).await);
+    log::wait_for_marker(&pool, "clean", f.nonce, deadline)
+        .await
+        .unwrap();
+    clean.stop().await.unwrap();
+    log::verify_chain(&pool, &e.stream).await.unwrap();
+    let a = all_records(&pool, &e.stream).await;
+    let b = all_records(&pool, "clean").await;
+    assert_eq!(chunk_identities(&a), chunk_identities(&b));
+    let folded = fold(&a, "t", 0, BTreeMap::new());
+    assert_eq!(
+        as_text(&folded),
+        cli_rows(e.src, &e.db, "SELECT id, s, n FROM t")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xa_prepare_on_a_captured_table_is_refused_with_a_pause() {
+    let e = env("cap_xa").await;
+    e.src.sql_in(&e.db, T);
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "t")]).await);
+    e.intent(1, IntentKind::B).await;
+    e.src.sql_in(
+        &e.db,
+        "XA START 'x1'; INSERT INTO t VALUES (1, 'xa', 0); XA END 'x1'; XA PREPARE 'x1'; \
+         XA COMMIT 'x1'",
+    );
+    let f = e.intent(1, IntentKind::F).await;
+    e.wait_marker(&f, 30).await;
+    reader.stop().await.unwrap();
+    let p = log::pauses(&e.pool, &e.stream).await.unwrap();
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].error.code, DefiniteCode::Uncapturable);
+    assert!(p[0].error.message.contains("XA"), "{}", p[0].error.message);
+}
