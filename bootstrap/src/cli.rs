@@ -13,6 +13,9 @@ pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// A precondition refused the operation (DESIGN §9): the message names the object and fix.
 pub const EXIT_REFUSED: i32 = 3;
+/// A check failed: `audit` found a finding or `verify` found a difference (the report on
+/// stdout names each), or stored evidence failed verification during another command.
+pub const EXIT_CHECK_FAILED: i32 = 4;
 
 /// Copies a live MySQL/MariaDB table into an exclusive empty target, then follows the binlog.
 #[derive(Debug, Parser)]
@@ -34,6 +37,12 @@ pub enum Command {
     Start(crate::serve_cli::StartArgs),
     /// Run every started job: one capture reader per source server, one task per job.
     Serve(crate::serve_cli::ServeArgs),
+    /// The activation audit (DESIGN §7), read-only: J, range chain, materials, T
+    /// credentials and cursor, L's chain from B to F; exits 4 naming every failure.
+    Audit(crate::check_cli::AuditArgs),
+    /// Compare source and target row by row and field by field (missing keys, extra keys,
+    /// differing fields); exits 4 on any difference.
+    Verify(crate::check_cli::VerifyArgs),
     /// The end-to-end demonstration (the copy protocol is not built yet: says so).
     Demo(DemoArgs),
 }

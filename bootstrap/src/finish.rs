@@ -5,6 +5,7 @@
 //! and [`crate::audit`] for the argument of each step.
 use crate::audit::{self, Activated, Sources};
 use crate::fence::{self, FenceEnv};
+use crate::job::{JobCtx, Reached};
 use crate::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope};
 use kernel::control::IntentKind;
 use kernel::error::DefiniteCode;
@@ -159,10 +160,88 @@ impl Finish<'_> {
         replay::follow(&r, b_seq, cancel).await
     }
 
+    /// Continuous replay up to L's tail as it is now, then return.
+    pub async fn catch_up(&self, b_seq: u64) -> Result<Outcome> {
+        let r = Replayer {
+            pool: self.pool,
+            scope: &self.scope,
+            target: self.target,
+            ctx: self.ctx,
+            cfg: &self.replay,
+        };
+        replay::catch_up(&r, b_seq).await
+    }
+
     /// Activation then streaming until `cancel`.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(Activation, Outcome)> {
         let a = self.activate().await?;
         let o = self.stream(a.b.seq, cancel).await?;
         Ok((a, o))
+    }
+}
+
+/// The job task's continuation after the window protocol (the hand-over point of
+/// `crate::job`): F, replay, audit, activation, then continuous replay until the job is
+/// cancelled (or, with `exit_when_idle`, until caught up with L once). A definite failure
+/// (failed audit, evidence conflict, a pause seen in L) pauses the table in J with the
+/// reason; the table then does not enter (or stays out of) STREAMING.
+pub async fn after_windows(
+    ctx: &JobCtx,
+    reached: Reached,
+    cfg: &ReplayConfig,
+    exit_when_idle: bool,
+) -> Result<Reached> {
+    match &reached {
+        Reached::WindowsDone(_) => {}
+        Reached::Beyond(Phase::Fenced | Phase::Replaying | Phase::Audited | Phase::Streaming) => {}
+        _ => return Ok(reached),
+    }
+    let f = Finish {
+        pool: &ctx.pool,
+        scope: Scope {
+            job: ctx.id(),
+            generation: ctx.generation(),
+            stream: ctx.stream.clone(),
+            source_db: ctx.job.source.db.clone(),
+            source_table: ctx.job.source.table.clone(),
+        },
+        journal: &ctx.journal,
+        lease: &ctx.lease,
+        store: ctx.store.as_ref(),
+        plan: &ctx.plan,
+        schema_fingerprint: ctx.schema.fingerprint(),
+        source: &ctx.source,
+        control_schema: &ctx.job.control_schema,
+        target: &ctx.target,
+        ctx: &ctx.tctx,
+        replay: cfg.clone(),
+        marker_wait: ctx.cfg.marker_timeout,
+    };
+    let r = async {
+        let a = f.activate().await?;
+        tracing::info!(
+            job = %ctx.id(),
+            f = %a.f.end.pos,
+            replayed = a.replayed.groups_applied,
+            "activation audit passed: STREAMING"
+        );
+        if exit_when_idle {
+            f.catch_up(a.b.seq).await
+        } else {
+            f.stream(a.b.seq, ctx.cancel.clone()).await
+        }
+    }
+    .await;
+    match r {
+        Ok(_) => Ok(Reached::Beyond(Phase::Streaming)),
+        Err(Error::Definite(d)) => {
+            let head = ctx
+                .journal
+                .head(ctx.id(), ctx.generation())
+                .await?
+                .ok_or_else(|| Error::definite(DefiniteCode::Preparation, "no J record"))?;
+            Ok(Reached::Paused(crate::job::pause(ctx, &head, d).await?))
+        }
+        Err(e) => Err(e),
     }
 }

@@ -10,6 +10,7 @@
 //! * [`fence`], [`replay`], [`audit`], [`finish`]: F, replay of (B, F], the activation
 //!   audit and activation, continuous replay after STREAMING (DESIGN §6, §7).
 pub mod audit;
+pub mod check_cli;
 pub mod cli;
 pub mod commands;
 pub mod connect;

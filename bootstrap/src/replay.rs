@@ -527,6 +527,8 @@ pub enum Until {
     Fence { f_seq: u64, failpoint_mid: bool },
     /// Follow L as the reader appends until `cancel`.
     Follow { cancel: CancellationToken },
+    /// As after STREAMING, but only up to L seq `upto` (caught up once, then return).
+    CatchUp { upto: u64 },
 }
 
 struct Conn1<'a> {
@@ -623,6 +625,7 @@ impl Replayer<'_> {
         let (upto, cancel, phase) = match &until {
             Until::Fence { f_seq, .. } => (*f_seq, None, "REPLAYING"),
             Until::Follow { cancel } => (u64::MAX, Some(cancel), "STREAMING"),
+            Until::CatchUp { upto } => (*upto, None, "STREAMING"),
         };
         loop {
             if cancel.is_some_and(|c| c.is_cancelled()) {
@@ -681,13 +684,15 @@ impl Replayer<'_> {
                         out.groups_held += 1;
                         batch_prev = Some(g.end.clone());
                     }
-                    Coverage::Held => return Err(Error::definite(
-                        DefiniteCode::EvidenceConflict,
-                        format!(
+                    Coverage::Held => {
+                        return Err(Error::definite(
+                            DefiniteCode::EvidenceConflict,
+                            format!(
                             "job {} {}: T's cursor lies inside a run of groups it does not hold",
                             self.scope.job, self.scope.generation
                         ),
-                    )),
+                        ))
+                    }
                     Coverage::Apply => batch.push(g.clone()),
                 }
             }
@@ -712,7 +717,9 @@ impl Replayer<'_> {
                 total += batch.len() as u64;
                 match &until {
                     Until::Fence { .. } => failpoint::hit("replay.after_batch_t"),
-                    Until::Follow { .. } => failpoint::hit("stream.after_batch"),
+                    Until::Follow { .. } | Until::CatchUp { .. } => {
+                        failpoint::hit("stream.after_batch")
+                    }
                 }
                 let last = &batch[batch.len() - 1];
                 cursor = Some(ReplayCursor {
@@ -822,6 +829,15 @@ pub async fn replay_to(r: &Replayer<'_>, b_seq: u64, f_seq: u64) -> Result<Outco
         },
     )
     .await
+}
+
+/// Replays after activation up to L's tail as it is now, then returns (a caught-up
+/// stream: tests, `serve --exit-when-idle`).
+pub async fn catch_up(r: &Replayer<'_>, b_seq: u64) -> Result<Outcome> {
+    let tail = log::load_position(r.pool, &r.scope.stream)
+        .await?
+        .map_or(0, |d| d.tail.seq);
+    r.run(b_seq, Until::CatchUp { upto: tail }).await
 }
 
 /// Follows L after activation until `cancel` (continuous replay, DESIGN §6/§7). Starts

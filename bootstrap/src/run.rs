@@ -57,6 +57,8 @@ pub async fn run(cli: Cli) -> Result<String> {
         Command::Demo(a) => Ok(demo(a.format)),
         Command::Start(a) => crate::serve_cli::start(a).await,
         Command::Serve(a) => crate::serve_cli::serve(a).await,
+        Command::Audit(a) => crate::check_cli::audit(a).await,
+        Command::Verify(a) => crate::check_cli::verify(a).await,
     }
 }
 
@@ -77,6 +79,9 @@ pub fn exit_code(e: &Error) -> i32 {
     match e.as_definite().map(|d| d.code) {
         Some(DefiniteCode::Usage) => cli::EXIT_USAGE,
         Some(DefiniteCode::Precondition) => cli::EXIT_REFUSED,
+        Some(DefiniteCode::EvidenceCorrupt | DefiniteCode::EvidenceConflict) => {
+            cli::EXIT_CHECK_FAILED
+        }
         _ => cli::EXIT_FAILURE,
     }
 }

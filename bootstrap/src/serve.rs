@@ -59,6 +59,10 @@ pub struct ServeConfig {
     pub hooks: Option<Arc<dyn WindowHooks>>,
     /// Capture reader tuning applied to every source stream.
     pub reader: fn(&mut ReaderConfig),
+    /// After the windows: F, replay of (B, F], activation audit, STREAMING and continuous
+    /// replay with this configuration (`crate::finish`). None stops at "every window
+    /// applied" (the window protocol's own tests).
+    pub finish: Option<crate::replay::ReplayConfig>,
 }
 
 impl ServeConfig {
@@ -78,6 +82,7 @@ impl ServeConfig {
             exit_when_idle: false,
             hooks: None,
             reader: |_| {},
+            finish: None,
         }
     }
 }
@@ -207,10 +212,16 @@ impl Serve {
             cancel.clone(),
         );
         let span = tracing::info_span!("job", job = %job, generation = %g);
+        let finish = self.cfg.finish.clone();
+        let idle = self.cfg.exit_when_idle;
         let handle = tokio::spawn(
             async move {
                 prepare_target(&ctx).await?;
-                job::run(&ctx).await
+                let reached = job::run(&ctx).await?;
+                match &finish {
+                    Some(f) => crate::finish::after_windows(&ctx, reached, f, idle).await,
+                    None => Ok(reached),
+                }
             }
             .instrument(span),
         );

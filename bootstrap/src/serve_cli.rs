@@ -60,9 +60,20 @@ pub struct ServeArgs {
     /// Lease owner name; keep it stable so a restarted process takes over at once.
     #[arg(long, env = "BACKFILL_OWNER")]
     pub owner: Option<String>,
-    /// Exit once every started job has all windows applied or is paused.
+    /// Exit once every started job has all windows applied or is paused (after
+    /// activation: once its replay caught up with the binlog read so far).
     #[arg(long, env = "BACKFILL_EXIT_WHEN_IDLE")]
     pub exit_when_idle: bool,
+    /// Row changes per replay target transaction (whole source transactions are packed; a
+    /// larger one is applied in chunks). Safe to change across restarts.
+    #[arg(long, env = "BACKFILL_REPLAY_BATCH_ROWS", default_value_t = 5_000)]
+    pub replay_batch_rows: usize,
+    /// Source transactions handed to one replay apply call at most.
+    #[arg(long, env = "BACKFILL_REPLAY_BATCH_GROUPS", default_value_t = 500)]
+    pub replay_batch_groups: usize,
+    /// Stop each job once every window is applied (no F, replay, activation or streaming).
+    #[arg(long, env = "BACKFILL_WINDOWS_ONLY")]
+    pub windows_only: bool,
     /// Output format of the final report.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -101,6 +112,13 @@ pub async fn serve(a: ServeArgs) -> Result<String> {
         cfg.owner = o;
     }
     cfg.exit_when_idle = a.exit_when_idle;
+    if !a.windows_only {
+        cfg.finish = Some(crate::replay::ReplayConfig {
+            batch_rows: a.replay_batch_rows.max(1),
+            batch_groups: a.replay_batch_groups.max(1),
+            ..Default::default()
+        });
+    }
     let cancel = CancellationToken::new();
     let c = cancel.clone();
     tokio::spawn(async move {

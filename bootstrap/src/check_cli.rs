@@ -1,0 +1,220 @@
+//! `backfill audit JOB` and `backfill verify JOB` (DESIGN §7, §13): read-only checks an
+//! operator runs at any time. Both print their report on stdout; a failed audit or a
+//! difference found exits with [`crate::cli::EXIT_CHECK_FAILED`], distinct from a runtime
+//! failure (1) and a usage error (2).
+use crate::audit::{self, Require, Sources};
+use crate::cli::{Format, StateArgs};
+use crate::jobs;
+use crate::replay::{self, Scope};
+use crate::serve::{resolve_url, stream_name};
+use crate::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
+use clap::Args;
+use kernel::error::DefiniteCode;
+use kernel::ids::JobId;
+use kernel::{Error, Result};
+use ledger::journal::Journal;
+use ledger::material::LocalDirStore;
+use ledger::record::{JournalRecord, Phase};
+use ledger::target::{self, TargetCtx};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// `backfill audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The job to audit.
+    pub job: u64,
+    /// Directory of the material store (RAW/FINAL pages, manifests).
+    #[arg(long, env = "BACKFILL_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Target URLs with their passwords (jobs record them redacted); comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_TARGET",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub target: Vec<String>,
+    /// Output format.
+    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `backfill verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The job whose source and target tables are compared.
+    pub job: u64,
+    /// Source URLs with their passwords (jobs record them redacted); comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_SOURCE",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub source: Vec<String>,
+    /// Target URLs with their passwords; comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_TARGET",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub target: Vec<String>,
+    /// Keys compared per chunk.
+    #[arg(long, env = "BACKFILL_VERIFY_CHUNK", default_value_t = 10_000)]
+    pub chunk_size: usize,
+    /// Output format.
+    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Prints `out` now (the report of a failed check goes to stdout before the error).
+fn print_now(out: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(out.as_bytes()).and_then(|()| o.flush());
+}
+
+/// Runs the activation audit of DESIGN §7, read-only.
+pub async fn audit(a: AuditArgs) -> Result<String> {
+    let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
+    let r = audit_in(&pool, &a).await;
+    pool.close().await;
+    let report = r?;
+    let out = match a.format {
+        Format::Text => report.text(),
+        Format::Json => format!(
+            "{}\n",
+            serde_json::json!({
+                "passed": report.passed(),
+                "report": report,
+            })
+        ),
+    };
+    if report.passed() {
+        return Ok(out);
+    }
+    print_now(&out);
+    Err(Error::definite(
+        DefiniteCode::EvidenceCorrupt,
+        format!(
+            "audit of job {} failed with {} finding(s); the report above names each",
+            a.job,
+            report.findings.len()
+        ),
+    ))
+}
+
+async fn audit_in(pool: &sqlx::MySqlPool, a: &AuditArgs) -> Result<audit::AuditReport> {
+    let job = JobId(a.job);
+    let rec = jobs::load_job(pool, job).await?;
+    let schema = jobs::load_schema(pool, job).await?;
+    let plan = jobs::load_plan(pool, job).await?.ranges;
+    let stream = replay::stream_of(pool, job, rec.generation)
+        .await?
+        .unwrap_or_else(|| stream_name(&rec.source.identity));
+    let scope = Scope {
+        job,
+        generation: rec.generation,
+        stream,
+        source_db: rec.source.db.clone(),
+        source_table: rec.source.table.clone(),
+    };
+    let mut tschema = schema.clone();
+    tschema.database = rec.target.db.clone();
+    tschema.table = rec.target.table.clone();
+    let ctx = TargetCtx {
+        job,
+        generation: rec.generation,
+        schema: tschema,
+        token: 0,
+    };
+    let store = LocalDirStore::open(&a.data_dir)?;
+    let opts = target::target_opts(&resolve_url(&rec.target_url, &a.target))?;
+    let mut conn = ledger::apply::connect(&opts).await?;
+    let ev = audit::gather(&mut Sources {
+        pool,
+        scope: &scope,
+        store: &store,
+        target: &mut conn,
+        ctx: &ctx,
+        plan: &plan,
+        schema_fingerprint: schema.fingerprint(),
+    })
+    .await;
+    crate::connect::close(conn).await;
+    let ev = ev?;
+    let head: Option<JournalRecord> = Journal::new(pool.clone())
+        .head(job, rec.generation)
+        .await
+        .ok()
+        .flatten()
+        .map(|h| h.record);
+    let require = if head.is_some_and(|h| h.phase == Phase::Streaming) {
+        Require::Activated
+    } else {
+        Require::Gate
+    };
+    Ok(audit::audit(&ev, require))
+}
+
+/// Compares the job's source and target row by row and field by field (quiescent mode:
+/// stop writes to the source, or accept differences still in flight).
+pub async fn verify(a: VerifyArgs) -> Result<String> {
+    let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
+    let r = async {
+        let rec = jobs::load_job(&pool, JobId(a.job)).await?;
+        let schema = jobs::load_schema(&pool, JobId(a.job)).await?;
+        Ok::<_, Error>((rec, schema))
+    }
+    .await;
+    pool.close().await;
+    let (rec, schema) = r?;
+    let key = schema.pk_column().name.clone();
+    let src = Endpoint::from_url(
+        &resolve_url(&rec.source_url, &a.source),
+        &rec.source.db,
+        &rec.source.table,
+    )?;
+    let tgt = Endpoint::from_url(
+        &resolve_url(&rec.target_url, &a.target),
+        &rec.target.db,
+        &rec.target.table,
+    )?;
+    let opts = VerifyOptions {
+        chunk_size: a.chunk_size.max(1),
+        ..VerifyOptions::default()
+    };
+    let mut cursor = VerifyCursor::start();
+    let report = verify::verify(&src, &tgt, &key, &opts, &mut cursor).await;
+    let _ = src.pool.disconnect().await;
+    let _ = tgt.pool.disconnect().await;
+    let report = report?;
+    let out = match a.format {
+        Format::Text => format!("{report}\n"),
+        Format::Json => format!(
+            "{}\n",
+            serde_json::to_string(&report).map_err(|e| Error::transient(e.to_string()))?
+        ),
+    };
+    if report.is_clean() {
+        return Ok(out);
+    }
+    print_now(&out);
+    let t = &report.cursor.tally;
+    Err(Error::definite(
+        DefiniteCode::EvidenceConflict,
+        format!(
+            "verify of job {}: target differs from source ({} missing keys, {} extra keys, {} differing fields{})",
+            a.job,
+            t.missing.count,
+            t.extra.count,
+            t.differing_fields.count,
+            if report.complete { "" } else { "; walk incomplete" }
+        ),
+    ))
+}
