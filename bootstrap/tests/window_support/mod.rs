@@ -42,6 +42,7 @@ impl Case {
     /// Creates and fills `sdb.t` with ids 1..=rows (k = id, v = 'v<id>'), an empty target
     /// with an audit trigger counting inserts, installs with the given sizes, starts it.
     pub async fn new(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> Case {
+        init_tracing();
         let source = harness::shared_source();
         let target = harness::shared_target();
         let sdb = source.fresh_db(&format!("{prefix}_s"));
@@ -371,4 +372,85 @@ pub fn replay(state: &mut BTreeMap<i64, Row>, c: &kernel::change::Change) {
     if let Some(a) = &c.after {
         state.insert(a[0].as_key().unwrap(), a.clone());
     }
+}
+
+/// The table state right after `fill(rows)`, as the binary protocol reads it.
+pub fn filled_state(rows: i64) -> BTreeMap<i64, Row> {
+    (1..=rows)
+        .map(|i| {
+            (
+                i,
+                vec![
+                    SqlValue::Int(i),
+                    SqlValue::Int(i),
+                    SqlValue::Bytes(format!("v{i}").into_bytes()),
+                ],
+            )
+        })
+        .collect()
+}
+
+/// For every sealed window: FINAL equals the range's state at its HIGH, computed by
+/// replaying L (from B, over the filled state) by key and full image up to HIGH's record.
+pub async fn assert_final_is_state_at_high(c: &Case, initial: &BTreeMap<i64, Row>) {
+    let store = LocalDirStore::open(c.data.path()).unwrap();
+    let manifests = c.manifests(&store).await;
+    let finals = c.final_rows().await;
+    let changes = c.l_changes().await;
+    let mut state = initial.clone();
+    let mut applied = 0;
+    let mut order: Vec<(u64, usize)> = Vec::new();
+    for (i, m) in manifests.iter().enumerate() {
+        order.push((c.seq_at(&m.high).await, i));
+    }
+    order.sort();
+    for (high_seq, i) in order {
+        while applied < changes.len() && changes[applied].0 <= high_seq {
+            replay(&mut state, &changes[applied].1);
+            applied += 1;
+        }
+        let m = &manifests[i];
+        let expect: BTreeMap<i64, Row> = state
+            .iter()
+            .filter(|(k, _)| m.range.contains(**k))
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        assert_eq!(
+            finals[i].len(),
+            expect.len(),
+            "window {} {}: FINAL row count differs from the state at HIGH",
+            m.window,
+            m.range
+        );
+        assert!(
+            finals[i] == expect,
+            "window {} {}: FINAL differs from the state at HIGH",
+            m.window,
+            m.range
+        );
+    }
+}
+
+/// The target holds exactly the FINAL rows of every window (windows alone; F and replay
+/// bring it to the source's state later).
+pub async fn assert_target_is_finals(c: &Case) {
+    let mut all = BTreeMap::new();
+    for f in c.final_rows().await {
+        all.extend(f);
+    }
+    assert!(
+        c.target_rows().await == all,
+        "target differs from the union of FINAL pages"
+    );
+}
+
+/// Logs to the test's output (RUST_LOG, default warn).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
 }
