@@ -160,8 +160,14 @@ impl Finish<'_> {
         replay::follow(&r, b_seq, cancel).await
     }
 
-    /// Continuous replay up to L's tail as it is now, then return.
+    /// Continuous replay up to the source's binlog end as it is now (waiting, within
+    /// `marker_wait`, until L holds it), then return.
     pub async fn catch_up(&self, b_seq: u64) -> Result<Outcome> {
+        let mut c = crate::connect::connect(self.source.clone(), "source", "(job source)").await?;
+        let end = kernel::lineage::binlog_end(&mut c).await;
+        crate::connect::close(c).await;
+        let deadline = tokio::time::Instant::now() + self.marker_wait;
+        kernel::log::wait_for_position(self.pool, &self.scope.stream, &end?, deadline).await?;
         let r = Replayer {
             pool: self.pool,
             scope: &self.scope,
