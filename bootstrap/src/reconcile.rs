@@ -129,6 +129,7 @@ fn row_key(row: &Row, pk: usize) -> Option<i64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use kernel::change::ChangeId;
@@ -214,7 +215,7 @@ mod tests {
     fn digest_depends_on_folded_changes_only() {
         let inside = change(1, Op::Insert, None, Some(row(13, 1)));
         let outside = change(2, Op::Insert, None, Some(row(99, 1)));
-        let a = fold(R, 0, vec![], &[inside.clone()]).unwrap();
+        let a = fold(R, 0, vec![], std::slice::from_ref(&inside)).unwrap();
         let b = fold(R, 0, vec![], &[inside, outside]).unwrap();
         assert_eq!(a.changes_digest, b.changes_digest);
         assert_eq!(a.rows, b.rows);
