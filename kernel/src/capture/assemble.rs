@@ -76,6 +76,9 @@ pub struct Capturer {
     group: Option<OpenGroup>,
     state: Restored,
     maps: HashMap<u64, MapInfo>,
+    /// Table-map checks against a sealed schema, per table id and generation; a table map
+    /// arriving again for the id (every statement sends one) clears them.
+    checked: HashMap<(u64, Key), Vec<String>>,
     out: Vec<LogRecord>,
 }
 
@@ -107,6 +110,7 @@ impl Capturer {
             group: None,
             state,
             maps: HashMap::new(),
+            checked: HashMap::new(),
             out: Vec::new(),
         }
     }
@@ -245,6 +249,7 @@ impl Capturer {
         // table ids are only valid within one file's table maps
         if !fake {
             self.maps.clear();
+            self.checked.clear();
         }
         Ok(())
     }
@@ -374,6 +379,7 @@ impl Capturer {
             MapInfo::Other
         };
         self.maps.insert(id, info);
+        self.checked.retain(|(i, _), _| *i != id);
     }
 
     fn on_rows(&mut self, ev: &Event, at: &BinlogPos) -> Result<()> {
@@ -447,7 +453,7 @@ impl Capturer {
             .map(|t| ((t.job, t.generation), t.sealed.clone()))
             .collect();
         drop(set);
-        let Some((_, sealed)) = entries.first().cloned() else {
+        let Some((key, sealed)) = entries.first().cloned() else {
             return Ok(()); // not captured at this position (before its B or after its K)
         };
         self.ensure_open(at)?;
@@ -456,7 +462,11 @@ impl Capturer {
                 Some(MapInfo::Table { tme, .. }) => tme,
                 _ => return Ok(()),
             };
-            let mut problems = check_table_map(tme, &sealed);
+            let mut problems = self
+                .checked
+                .entry((id, key))
+                .or_insert_with(|| check_table_map(tme, &sealed))
+                .clone();
             problems.extend(image_problems(data));
             if problems.is_empty() {
                 match decode_rows(data, tme, &sealed) {
@@ -478,13 +488,7 @@ impl Capturer {
         Ok(())
     }
 
-    fn push_changes(
-        &mut self,
-        rows: Vec<DecodedRow>,
-        schema: &str,
-        table: &str,
-        at: &BinlogPos,
-    ) {
+    fn push_changes(&mut self, rows: Vec<DecodedRow>, schema: &str, table: &str, at: &BinlogPos) {
         for (i, (op, before, after)) in rows.into_iter().enumerate() {
             let change = Change {
                 id: ChangeId {
