@@ -760,3 +760,104 @@ pub async fn activate(
         report,
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use kernel::position::BinlogPos;
+
+    fn d(n: u8) -> Digest {
+        Digest([n; 32])
+    }
+
+    fn links(from: u64, to: u64) -> Vec<Link> {
+        (from..=to)
+            .map(|s| Link {
+                seq: s,
+                prev: d(s as u8),
+                chain: d(s as u8 + 1),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn l_chain_must_be_whole_and_linked_from_b_to_f() {
+        assert!(log_chain(&links(5, 9), 5, 9).is_empty());
+        let mut hole = links(5, 9);
+        hole.remove(2);
+        assert!(!log_chain(&hole, 5, 9).is_empty());
+        let mut relinked = links(5, 9);
+        relinked[3].prev = d(99);
+        let f = log_chain(&relinked, 5, 9);
+        assert!(
+            f.iter().any(|m| m.contains("between records 7 and 8")),
+            "{f:?}"
+        );
+        assert!(!log_chain(&links(6, 9), 5, 9).is_empty());
+    }
+
+    fn empty_evidence() -> Evidence {
+        Evidence {
+            job: JobId(1),
+            generation: Generation(1),
+            plan: vec![KeyRange::ALL],
+            schema_fingerprint: d(0),
+            journal: Vec::new(),
+            chain: Ok(Vec::new()),
+            registry: Ok((Vec::new(), None, 0)),
+            materials: Snapshot::default(),
+            credentials: Ok(Vec::new()),
+            cursor: Ok(None),
+            activation: Ok(None),
+            log: Ok(LogFacts::default()),
+        }
+    }
+
+    #[test]
+    fn missing_evidence_is_named_per_check() {
+        let r = audit(&empty_evidence(), Require::Gate);
+        assert!(!r.passed());
+        let checks: Vec<Check> = r.findings.iter().map(|f| f.check).collect();
+        assert!(checks.contains(&Check::Journal), "{}", r.text());
+        assert!(checks.contains(&Check::Log), "{}", r.text());
+        assert!(r.expected.is_none());
+        let mut e = empty_evidence();
+        e.credentials = Err("T unreachable".into());
+        e.activation = Ok(Some(Activation {
+            job: JobId(1),
+            generation: Generation(1),
+            b: BinlogPos::new("b.000001", 4),
+            f: BinlogPos::new("b.000001", 9),
+            chain_root: d(1),
+            l_digest: d(2),
+        }));
+        let r = audit(&e, Require::Gate);
+        assert!(r
+            .findings
+            .iter()
+            .any(|f| f.check == Check::Credential && f.message == "T unreachable"));
+        assert!(r
+            .findings
+            .iter()
+            .any(|f| f.check == Check::Activation && f.subject == "T activation"));
+    }
+
+    #[test]
+    fn the_snapshot_answers_like_the_store() {
+        let good = b"WMAN-bytes".to_vec();
+        let mut s = Snapshot::default();
+        s.answers
+            .insert(Digest::of(&good), Stored::Bytes(good.clone()));
+        s.answers.insert(d(7), Stored::Bytes(b"other".to_vec()));
+        s.answers.insert(d(8), Stored::Missing);
+        assert_eq!(s.get(&Digest::of(&good)).unwrap(), Some(good));
+        assert!(
+            s.get(&d(7)).is_err(),
+            "bytes that do not hash to their name"
+        );
+        assert_eq!(s.get(&d(8)).unwrap(), None);
+        assert_eq!(s.get(&d(9)).unwrap(), None);
+        assert!(s.put(b"x").is_err());
+    }
+}
