@@ -143,3 +143,34 @@ async fn statement_dml_minimal_image_and_table_map_mismatch_pause() {
     assert_eq!(changes_of(&recs, "x") + changes_of(&recs, "w"), 0);
     assert_eq!(raw_of(&recs, "x") + raw_of(&recs, "w"), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_on_the_control_table_pauses_every_captured_table() {
+    let e = env("cap_ctlddl").await;
+    e.src.sql_in(&e.db, &format!("CREATE TABLE t {DDL}"));
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "t")]).await);
+    let b = e.intent(1, IntentKind::B).await;
+    e.wait_marker(&b, 30).await;
+    // install re-creates the control table IF NOT EXISTS: harmless, no pause.
+    for sql in kernel::control::create_statements(&e.ctl) {
+        e.src.sql(&sql);
+    }
+    e.src.sql(&format!(
+        "ALTER TABLE `{}`.intents ADD COLUMN note INT NULL",
+        e.ctl
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let pauses = loop {
+        let p = log::pauses(&e.pool, &e.stream).await.unwrap();
+        if !p.is_empty() || std::time::Instant::now() > deadline {
+            break p;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    reader.stop().await.unwrap();
+    assert_eq!(pauses.len(), 1, "{pauses:?}");
+    assert_eq!(pauses[0].error.code, DefiniteCode::SchemaChanged);
+    let m = &pauses[0].error.message;
+    assert!(m.contains("control table") && m.contains("ALTER"), "{m}");
+}

@@ -302,6 +302,16 @@ impl Capturer {
                 self.close(end);
             }
             QueryKind::Savepoint | QueryKind::XaInner => {}
+            QueryKind::CreateIfNotExists => {
+                self.ensure_open(at)?;
+                let ends = self
+                    .group
+                    .as_ref()
+                    .is_some_and(|g| g.standalone || g.undecided);
+                if ends {
+                    self.close(end);
+                }
+            }
             QueryKind::Dml | QueryKind::Ddl => {
                 self.ensure_open(at)?;
                 let schema = q.schema().into_owned();
@@ -319,6 +329,44 @@ impl Capturer {
     }
 
     fn on_statement(&mut self, sql: &str, default_schema: &str, at: &BinlogPos, kind: QueryKind) {
+        if kind == QueryKind::Ddl
+            && events::names_table(
+                sql,
+                default_schema,
+                &self.control_schema,
+                crate::control::TABLE,
+            )
+        {
+            // Intents can no longer be recognised reliably: every captured table pauses.
+            if let Some(g) = &mut self.group {
+                g.chunk.statements.push(StatementSeen {
+                    at: at.clone(),
+                    default_schema: default_schema.to_string(),
+                    sql: sql.to_string(),
+                });
+            }
+            let short: String = sql.chars().take(200).collect();
+            let names: Vec<(String, String)> = read_set(&self.set)
+                .tables
+                .iter()
+                .filter(|t| self.state.active.contains(&(t.job, t.generation)))
+                .map(|t| (t.sealed.database.clone(), t.sealed.table.clone()))
+                .collect();
+            for (s, t) in names {
+                self.pause_table(
+                    &s,
+                    &t,
+                    at,
+                    DefiniteCode::SchemaChanged,
+                    format!(
+                        "a DDL on the control table `{}`.{} (`{short}`)",
+                        self.control_schema,
+                        crate::control::TABLE
+                    ),
+                );
+            }
+            return;
+        }
         let set = read_set(&self.set);
         let mut hits: Vec<(String, String)> = Vec::new();
         for t in &set.tables {

@@ -98,6 +98,9 @@ pub enum QueryKind {
     XaInner,
     /// DML logged as a statement (STATEMENT or MIXED format).
     Dml,
+    /// `CREATE ... IF NOT EXISTS`: cannot change an existing table (install logs one for
+    /// the control table every time).
+    CreateIfNotExists,
     /// Anything else: DDL, TRUNCATE, RENAME, GRANT...
     Ddl,
 }
@@ -142,8 +145,28 @@ pub fn classify_query(sql: &str) -> QueryKind {
         ("INSERT", _) | ("UPDATE", _) | ("DELETE", _) | ("REPLACE", _) | ("LOAD", _) => {
             QueryKind::Dml
         }
+        ("CREATE", _) if is_create_if_not_exists(sql) => QueryKind::CreateIfNotExists,
         _ => QueryKind::Ddl,
     }
+}
+
+fn is_create_if_not_exists(sql: &str) -> bool {
+    let w = first_words(sql, 8);
+    // CREATE [TEMPORARY] TABLE|DATABASE|SCHEMA IF NOT EXISTS, without OR REPLACE / SELECT.
+    let head = w
+        .iter()
+        .skip(1)
+        .take(5)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    (head.starts_with("TABLE IF NOT EXISTS")
+        || head.starts_with("TEMPORARY TABLE IF NOT EXISTS")
+        || head.starts_with("DATABASE IF NOT EXISTS")
+        || head.starts_with("SCHEMA IF NOT EXISTS"))
+        && !identifiers(sql)
+            .iter()
+            .any(|i| i.eq_ignore_ascii_case("select"))
 }
 
 /// Identifier tokens of a statement: backquoted names unquoted, bare words as written,
@@ -264,6 +287,18 @@ mod tests {
         );
         assert_eq!(classify_query("ALTER TABLE t ADD c INT"), QueryKind::Ddl);
         assert_eq!(classify_query("TRUNCATE t"), QueryKind::Ddl);
+        assert_eq!(
+            classify_query("CREATE TABLE IF NOT EXISTS `c`.`intents` (id INT)"),
+            QueryKind::CreateIfNotExists
+        );
+        assert_eq!(
+            classify_query("CREATE TABLE IF NOT EXISTS x SELECT * FROM t"),
+            QueryKind::Ddl
+        );
+        assert_eq!(
+            classify_query("CREATE OR REPLACE TABLE t (a INT)"),
+            QueryKind::Ddl
+        );
     }
 
     #[test]
