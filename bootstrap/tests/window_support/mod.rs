@@ -157,6 +157,15 @@ impl Case {
             .record
     }
 
+    /// J's head record, if J exists yet.
+    pub async fn head_opt(&self) -> Option<ledger::record::JournalRecord> {
+        self.journal()
+            .head(self.job, self.generation)
+            .await
+            .unwrap()
+            .map(|h| h.record)
+    }
+
     pub async fn plan(&self) -> Vec<kernel::range::KeyRange> {
         bootstrap::jobs::load_plan(&self.pool, self.job)
             .await
