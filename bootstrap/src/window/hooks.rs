@@ -35,6 +35,18 @@ pub trait WindowHooks: Send + Sync {
         Box::pin(async {})
     }
 
+    /// Runs inside the read view, after its first RAW page, with the server's id of the
+    /// read connection (a test can KILL it: the attempt must fail and a new one follow).
+    fn mid_read(
+        &self,
+        _job: JobId,
+        _window: WindowId,
+        _attempt: Attempt,
+        _read_connection: u32,
+    ) -> HookFuture<'_> {
+        Box::pin(async {})
+    }
+
     /// Runs once the read view of `window` is closed and confirmed.
     fn after_read_closed(
         &self,

@@ -118,6 +118,9 @@ async fn in_view(
         )
         .await?;
         failpoint::hit(fp::MID_PAGES);
+        if view.raw_pages.len() == 1 {
+            ctx.hooks.mid_read(ctx.id(), w, a, conn.id()).await;
+        }
         if n < ctx.cfg.page_rows.max(1) {
             break;
         }
