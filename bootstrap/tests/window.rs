@@ -15,6 +15,14 @@ async fn quiet_table_is_copied_window_by_window() {
     assert_eq!(c.audit_count(), 2_500);
     assert_eq!(c.target_rows().await, c.source_rows().await);
     c.assert_evidence_agrees().await;
+    // Progress for status: rows read under read views, sealed and applied, per window.
+    let p = bootstrap::window::progress::read(&c.pool, c.job, c.generation)
+        .await
+        .unwrap();
+    assert_eq!(p.len(), c.plan().await.len());
+    assert!(p.iter().all(|w| w.step == "done"), "{p:?}");
+    assert_eq!(p.iter().map(|w| w.rows_read).sum::<u64>(), 2_500);
+    assert_eq!(p.iter().map(|w| w.rows_applied).sum::<u64>(), 2_500);
     // A second serve finds every window done and changes nothing.
     assert_eq!(c.serve(None).await, "windows_done");
     assert_eq!(c.audit_count(), 2_500);

@@ -38,7 +38,8 @@ pub struct WindowProgress {
     pub rows_applied: u64,
 }
 
-/// Records the counters of a window (upsert; a new attempt resets them).
+/// Records the counters of a window: a new attempt (step `reading`) resets them, later
+/// steps only raise them (a restarted apply reports 0 read rows without erasing them).
 #[allow(clippy::too_many_arguments)]
 pub async fn record(
     pool: &MySqlPool,
@@ -52,9 +53,11 @@ pub async fn record(
     sqlx::query(
         "INSERT INTO window_progress (job_id, generation, window_id, attempt, step, rows_read, \
          rows_final, rows_applied) VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-         ON DUPLICATE KEY UPDATE attempt = VALUES(attempt), step = VALUES(step), \
-         rows_read = VALUES(rows_read), rows_final = VALUES(rows_final), \
-         rows_applied = VALUES(rows_applied)",
+         ON DUPLICATE KEY UPDATE \
+         rows_read = IF(VALUES(step) = 'reading', VALUES(rows_read), GREATEST(rows_read, VALUES(rows_read))), \
+         rows_final = IF(VALUES(step) = 'reading', VALUES(rows_final), GREATEST(rows_final, VALUES(rows_final))), \
+         rows_applied = IF(VALUES(step) = 'reading', VALUES(rows_applied), GREATEST(rows_applied, VALUES(rows_applied))), \
+         attempt = VALUES(attempt), step = VALUES(step)",
     )
     .bind(job.0)
     .bind(generation.0)

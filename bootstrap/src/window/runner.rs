@@ -97,7 +97,7 @@ async fn turn(ctx: &JobCtx, head: &Head, w: WindowId) -> Result<()> {
 
 async fn advance(ctx: &JobCtx, head: &Head, w: WindowId, a: Attempt, l: &Loaded) -> Result<()> {
     apply::complete(ctx, head, w, a, l.hash).await?;
-    let rows = (l.final_rows, l.final_rows, l.final_rows);
+    let rows = (0, l.final_rows, l.final_rows);
     let _ = progress::record(
         &ctx.pool,
         ctx.id(),
