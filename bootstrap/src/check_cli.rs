@@ -109,7 +109,8 @@ pub async fn audit(a: AuditArgs) -> Result<String> {
     ))
 }
 
-async fn audit_in(pool: &sqlx::MySqlPool, a: &AuditArgs) -> Result<audit::AuditReport> {
+/// The audit report of `a.job` (also the demo's audit).
+pub async fn audit_in(pool: &sqlx::MySqlPool, a: &AuditArgs) -> Result<audit::AuditReport> {
     let job = JobId(a.job);
     let rec = jobs::load_job(pool, job).await?;
     let schema = jobs::load_schema(pool, job).await?;

@@ -43,8 +43,9 @@ pub enum Command {
     /// Compare source and target row by row and field by field (missing keys, extra keys,
     /// differing fields); exits 4 on any difference.
     Verify(crate::check_cli::VerifyArgs),
-    /// The end-to-end demonstration (the copy protocol is not built yet: says so).
-    Demo(DemoArgs),
+    /// The end-to-end demonstration on throwaway local MariaDB servers: load a sample
+    /// table, copy it under concurrent writes to STREAMING, audit, verify, summarise.
+    Demo(crate::demo::DemoArgs),
 }
 
 /// Output format.
@@ -106,14 +107,9 @@ pub struct StatusArgs {
     pub state: StateArgs,
     /// Only this job.
     pub job: Option<u64>,
-    /// Output format.
-    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-}
-
-/// `backfill demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
+    /// Redraw every SECS seconds until Ctrl-C (JSON: one document per line each time).
+    #[arg(long, env = "BACKFILL_STATUS_WATCH", value_name = "SECS")]
+    pub watch: Option<u64>,
     /// Output format.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -7,6 +7,7 @@
 //! * [`cli`], [`run`]: the command line and its exit codes; [`status`]: `backfill status`.
 //! * [`commands`]: persisted `start`; [`serve`]: the long-running process (one capture
 //!   reader per source, one [`job`] task per started job); [`window`]: the window protocol.
+//! * [`demo`]: `backfill demo`, the whole protocol on throwaway local servers.
 //! * [`fence`], [`replay`], [`audit`], [`finish`]: F, replay of (B, F], the activation
 //!   audit and activation, continuous replay after STREAMING (DESIGN §6, §7).
 pub mod audit;
@@ -14,6 +15,7 @@ pub mod check_cli;
 pub mod cli;
 pub mod commands;
 pub mod connect;
+pub mod demo;
 pub mod fence;
 pub mod finish;
 pub mod install;

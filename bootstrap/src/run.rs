@@ -4,7 +4,6 @@ use crate::cli::{self, Cli, Command, Format};
 use crate::install::{self, InstallRequest};
 use crate::status;
 use kernel::error::DefiniteCode;
-use kernel::ids::JobId;
 use kernel::{Error, Result};
 use serde_json::json;
 
@@ -36,41 +35,12 @@ pub async fn run(cli: Cli) -> Result<String> {
                 ),
             })
         }
-        Command::Status(a) => {
-            let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
-            let jobs = status::read(&pool, a.job.map(JobId)).await;
-            pool.close().await;
-            let jobs = jobs?;
-            Ok(match (a.format, a.job) {
-                (Format::Json, Some(_)) => format!(
-                    "{}\n",
-                    jobs.first().map(status::job_json).unwrap_or_default()
-                ),
-                (Format::Json, None) => format!(
-                    "{}\n",
-                    json!({ "jobs": jobs.iter().map(status::job_json).collect::<Vec<_>>() })
-                ),
-                (Format::Text, _) if jobs.is_empty() => "no jobs installed\n".to_string(),
-                (Format::Text, _) => jobs.iter().map(|j| status::job_text(j) + "\n").collect(),
-            })
-        }
-        Command::Demo(a) => Ok(demo(a.format)),
+        Command::Status(a) => status::command(a).await,
+        Command::Demo(a) => crate::demo::run(a).await,
         Command::Start(a) => crate::serve_cli::start(a).await,
         Command::Serve(a) => crate::serve_cli::serve(a).await,
         Command::Audit(a) => crate::check_cli::audit(a).await,
         Command::Verify(a) => crate::check_cli::verify(a).await,
-    }
-}
-
-/// What `backfill demo` can show today: nothing is copied before the copy exists.
-fn demo(format: Format) -> String {
-    const WHAT: &str = "backfill demo: the copy protocol (windows, fence, replay, audit) is not \
-        built yet, so nothing was started and nothing was copied. What works today: \
-        `backfill install` (every precondition of DESIGN §9, sealed schema, lineage, range \
-        plan, generation) and `backfill status`.";
-    match format {
-        Format::Text => format!("{WHAT}\n"),
-        Format::Json => format!("{}\n", json!({ "copied": false, "message": WHAT })),
     }
 }
 

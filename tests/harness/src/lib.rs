@@ -120,6 +120,35 @@ pub struct Server {
     watchdog: Mutex<Watchdog>,
 }
 
+/// Checks, without panicking, that every MariaDB binary the harness needs is installed
+/// (`mariadbd` honouring [`MARIADBD_ENV`], `mariadb-install-db`, `mariadb`). The error
+/// names what is missing and the install command ([`INSTALL_HINT`]). Programs that are not
+/// tests (`backfill demo`) call this first, then [`Server::start`].
+pub fn check_installed() -> Result<(), String> {
+    let mut missing: Vec<String> = ["mariadb-install-db", "mariadb"]
+        .into_iter()
+        .filter(|b| bins::find(b).is_none())
+        .map(str::to_string)
+        .collect();
+    match std::env::var_os(MARIADBD_ENV) {
+        Some(p) if !std::path::Path::new(&p).is_file() => missing.insert(
+            0,
+            format!("mariadbd (${MARIADBD_ENV} = {})", p.to_string_lossy()),
+        ),
+        Some(_) => {}
+        None if bins::find("mariadbd").is_none() => missing.insert(0, "mariadbd".to_string()),
+        None => {}
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "MariaDB is not installed here ({} not found in PATH or /usr/sbin). Install it with: \
+         `{INSTALL_HINT}` (or run scripts/ensure-mariadb)",
+        missing.join(", ")
+    ))
+}
+
 /// The source shared by all tests of this test binary (started on first use).
 pub fn shared_source() -> &'static Server {
     static SOURCE: OnceLock<Server> = OnceLock::new();
