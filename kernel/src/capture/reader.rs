@@ -318,6 +318,15 @@ impl Writer {
             .unwrap_or_else(|| Error::transient("the L writer stopped; resuming from D")))
     }
 
+    /// Ends the session on `e`: waits for the batches already queued (so no writer outlives
+    /// its session) and returns `e`, or the writer's own failure when it is definite.
+    async fn abandon(self, e: Error) -> Error {
+        match self.finish().await {
+            Err(w @ Error::Definite(_)) => w,
+            _ => e,
+        }
+    }
+
     /// Waits until every queued batch is stored.
     async fn finish(self) -> Result<()> {
         drop(self.tx);
@@ -388,7 +397,9 @@ async fn session(
                 return Err(stream_error(&e, &d));
             }
             Ok(Some(Ok(ev))) => {
-                cap.on_event(&ev)?;
+                if let Err(e) = cap.on_event(&ev) {
+                    return Err(writer.abandon(e).await);
+                }
                 ev.header().event_type_raw()
                     == mysql_async::binlog::EventType::HEARTBEAT_EVENT as u8
             }
@@ -398,7 +409,11 @@ async fn session(
         }
         for rec in cap.take() {
             failpoint::hit("capture.after_read_before_store");
-            if !replay.check(pool, &d.stream, &rec).await? {
+            let stored = match replay.check(pool, &d.stream, &rec).await {
+                Ok(s) => s,
+                Err(e) => return Err(writer.abandon(e).await),
+            };
+            if !stored {
                 batch_changes += rec.size();
                 batch.push(rec);
             }
