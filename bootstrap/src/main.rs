@@ -13,6 +13,13 @@ fn main() {
             std::process::exit(code);
         }
     };
+    // A panic message may quote a value that holds a URL: print it redacted (DESIGN §13).
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "backfill: internal error: {}",
+            kernel::redact::redact_text(&info.to_string())
+        );
+    }));
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

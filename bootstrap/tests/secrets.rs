@@ -1,0 +1,191 @@
+//! No password reaches any output (DESIGN §13, issue 8): install, start, serve, status
+//! (text and JSON), audit and verify run as the real binary at debug log level with URLs
+//! that carry a password, plus error paths (a bad URL, an unreachable server, a refused
+//! login, `--help` with the URL in the environment); every stdout and stderr is searched
+//! for the password and must not contain it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::process::Command;
+
+const PW: &str = "Zq7sEcReTpw41x";
+const USER: &str = "bf_secret_user";
+
+struct Run {
+    code: i32,
+    out: String,
+}
+
+fn backfill(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_backfill"));
+    c.args(args)
+        .env("RUST_LOG", "debug")
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("BACKFILL_FORMAT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    // The command line itself carries the password: only what the program printed counts.
+    let out = format!(
+        "--- stdout of {}\n{}\n--- stderr\n{}\n",
+        args.first().copied().unwrap_or(""),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out,
+    }
+}
+
+fn url(port: u16, db: &str) -> String {
+    format!("mysql://{USER}:{PW}@127.0.0.1:{port}/{db}")
+}
+
+#[test]
+fn no_password_in_any_output_at_debug_level() {
+    let source = harness::shared_source();
+    let target = harness::shared_target();
+    for s in [source, target] {
+        s.sql(&format!(
+            "CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PW}'; \
+             GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%'"
+        ));
+    }
+    let sdb = source.fresh_db("sec_s");
+    let ctl = source.fresh_db("sec_c");
+    let tdb = target.fresh_db("sec_t");
+    let state_db = format!("{tdb}_state");
+    let ddl = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(32) NULL) ENGINE=InnoDB";
+    source.sql_in(&sdb, ddl);
+    target.sql_in(&tdb, ddl);
+    source.sql_in(
+        &sdb,
+        "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_3000",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap().to_string();
+    let state = url(target.port(), &state_db);
+    let src = url(source.port(), "");
+    let tgt = url(target.port(), "");
+    let src = src.trim_end_matches('/');
+    let tgt = tgt.trim_end_matches('/');
+    let mut all = String::new();
+    let mut run = |args: &[&str], env: &[(&str, &str)], want: i32| {
+        let r = backfill(args, env);
+        // want < 0: any failure.
+        let ok = if want < 0 { r.code > 0 } else { r.code == want };
+        assert!(
+            ok,
+            "exit {} (want {want}) {}",
+            r.code,
+            r.out.replace(PW, "<PW>")
+        );
+        all.push_str(&r.out);
+        r.out
+    };
+    let out = run(
+        &[
+            "install",
+            "--state",
+            &state,
+            "--source",
+            src,
+            "--source-table",
+            &format!("{sdb}.t"),
+            "--target",
+            tgt,
+            "--target-table",
+            &format!("{tdb}.t"),
+            "--control-schema",
+            &ctl,
+            "--window-rows",
+            "1000",
+            "--page-rows",
+            "500",
+        ],
+        &[],
+        0,
+    );
+    let job = out
+        .lines()
+        .skip_while(|l| !l.starts_with("--- stdout"))
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string();
+    run(&["start", "--state", &state, &job], &[], 0);
+    let out = run(
+        &["serve", "--data-dir", &data_dir, "--exit-when-idle"],
+        &[
+            ("BACKFILL_STATE", &state),
+            ("BACKFILL_SOURCE", src),
+            ("BACKFILL_TARGET", tgt),
+        ],
+        0,
+    );
+    assert!(out.contains("Streaming"), "{}", out.replace(PW, "<PW>"));
+    run(&["status", "--state", &state], &[], 0);
+    run(
+        &["status", "--state", &state, &job, "--format", "json"],
+        &[],
+        0,
+    );
+    run(
+        &[
+            "audit",
+            "--state",
+            &state,
+            &job,
+            "--data-dir",
+            &data_dir,
+            "--target",
+            tgt,
+        ],
+        &[],
+        0,
+    );
+    run(
+        &[
+            "verify", "--state", &state, &job, "--source", src, "--target", tgt,
+        ],
+        &[],
+        0,
+    );
+    // Error paths: a URL that does not parse, a server that is not there, a refused login
+    // of a user without privileges and of a wrong password, help with secrets in the env.
+    let bad_port = format!("mysql://{USER}:{PW}@127.0.0.1:notaport/x");
+    run(&["status", "--state", &bad_port], &[], 2);
+    let closed = format!("mysql://{USER}:{PW}@127.0.0.1:1/x");
+    run(&["status", "--state", &closed], &[], -1);
+    target.sql(&format!(
+        "CREATE USER IF NOT EXISTS 'bf_secret_noperm'@'%' IDENTIFIED BY '{PW}'"
+    ));
+    let denied = format!(
+        "mysql://bf_secret_noperm:{PW}@127.0.0.1:{}/{state_db}",
+        target.port()
+    );
+    run(&["status", "--state", &denied], &[], -1);
+    let wrong = format!(
+        "mysql://{USER}:{PW}x@127.0.0.1:{}/{state_db}",
+        target.port()
+    );
+    run(&["status", "--state", &wrong], &[], -1);
+    run(
+        &["install", "--help"],
+        &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", &state)],
+        0,
+    );
+    run(
+        &["install", "--source-table", "a.b"],
+        &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", &state)],
+        2,
+    );
+    assert!(all.contains("***"), "redacted URLs are expected somewhere");
+    let hits: Vec<&str> = all.lines().filter(|l| l.contains(PW)).collect();
+    assert!(
+        hits.is_empty(),
+        "the password leaked in {} line(s):\n{}",
+        hits.len(),
+        hits.join("\n").replace(PW, "<PW>")
+    );
+}
