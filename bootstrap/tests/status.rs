@@ -69,7 +69,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
     assert!(v["paused"].is_null(), "{v}");
     let all: serde_json::Value =
         serde_json::from_str(status(&["--state", &state, "--format", "json"]).trim()).unwrap();
-    assert!(all["jobs"].as_array().unwrap().len() >= 1);
+    assert!(!all["jobs"].as_array().unwrap().is_empty());
     let text = status(&["--state", &state, &job]);
     for want in &[
         "state            STREAMING",
@@ -81,7 +81,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
         assert!(text.contains(want), "missing `{want}` in\n{text}");
     }
     // --watch redraws until interrupted.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_backfill"))
+    let child = Command::new(env!("CARGO_BIN_EXE_backfill"))
         .args(["status", "--state", &state, &job, "--watch", "1"])
         .stdout(Stdio::piped())
         .spawn()
