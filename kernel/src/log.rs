@@ -684,6 +684,41 @@ pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {
     Ok(after)
 }
 
+/// The seq of the last record of `stream` that ends at or before `pos` (0 when none): turns
+/// a binlog position (e.g. a read view's `binlog_snapshot_*`) into bounds for
+/// [`table_records`]. Fails if L does not reach `pos` yet (use [`wait_for_position`]).
+pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -> Result<u64> {
+    let d = load_position(pool, stream)
+        .await?
+        .ok_or_else(|| Error::transient(format!("stream `{stream}` has no D yet")))?;
+    let reached = d
+        .restart
+        .pos
+        .try_cmp(pos)
+        .map_err(|e| Error::definite(DefiniteCode::LineageChanged, e.to_string()))?;
+    if reached == std::cmp::Ordering::Less {
+        return Err(Error::transient(format!(
+            "L of stream `{stream}` has not reached {pos} yet (D is {})",
+            d.restart.pos
+        )));
+    }
+    // File names of one series have equal length (zero-padded sequence), so they order
+    // as strings; LENGTH keeps a 7-digit sequence after a 6-digit one.
+    let seq: Option<u64> = sqlx::query_scalar(
+        "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL AND          (LENGTH(end_file) < LENGTH(?) OR (LENGTH(end_file) = LENGTH(?) AND          (end_file < ? OR (end_file = ? AND end_pos <= ?))))",
+    )
+    .bind(stream)
+    .bind(&pos.file)
+    .bind(&pos.file)
+    .bind(&pos.file)
+    .bind(&pos.file)
+    .bind(pos.pos)
+    .fetch_one(pool)
+    .await
+    .map_err(st("locating a position in L"))?;
+    Ok(seq.unwrap_or(0))
+}
+
 /// An intent marker L durably holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MarkerSeen {

@@ -237,6 +237,18 @@ async fn capture_runs_from_b_to_k_and_late_intents_are_obsolete() {
         .await
         .unwrap();
     assert!(d.restart_seq >= m.seq);
+    // Positions map to L seqs: the B marker's group end maps to the B record itself.
+    assert_eq!(
+        log::seq_at_or_before(&e.pool, &e.stream, &mb.end.pos)
+            .await
+            .unwrap(),
+        mb.seq
+    );
+    let before_k = kernel::position::BinlogPos::new(mk.end.pos.file.clone(), mk.end.pos.pos - 1);
+    let s = log::seq_at_or_before(&e.pool, &e.stream, &before_k)
+        .await
+        .unwrap();
+    assert!(s >= mb.seq && s < mk.seq);
     reader.stop().await.unwrap();
     let recs = all_records(&e.pool, &e.stream).await;
     let keys: Vec<i64> = recs
