@@ -10,6 +10,9 @@
 //! * [`error`]: the definite/transient split (STYLE §2).
 //! * [`state`]: the state-store connection and its embedded migrations.
 //! * [`failpoint`]: named fault points for crash tests (STYLE §7).
+//! * [`capture`], [`log`] and [`lineage`]: the shared binlog reader, the raw log L with its
+//!   restart position D (one state-store transaction), and the lineage checks that refuse a
+//!   purged, reset or swapped source.
 pub mod capture;
 pub mod change;
 pub mod codec;
