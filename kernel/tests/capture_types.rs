@@ -135,3 +135,57 @@ async fn values_are_the_servers_own() {
     assert_eq!(rows[&1][4], SqlValue::Bytes(b"-0.500".to_vec()));
     assert_eq!(rows[&2][4], SqlValue::Bytes(b"0.000".to_vec()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_supported_kind_passes_the_table_map_check() {
+    let e = env("cap_kinds").await;
+    e.src.sql_in(
+        &e.db,
+        "CREATE TABLE k (id INT NOT NULL PRIMARY KEY, ti TINYINT UNSIGNED, si SMALLINT, \
+         mi MEDIUMINT, bi BIGINT, fl FLOAT, db DOUBLE, bt BIT(5), da DATE, tm TIME, \
+         yr YEAR, ch CHAR(4), vb VARBINARY(8), tt TINYTEXT, tx TEXT, mt MEDIUMTEXT, \
+         lt LONGTEXT, tb TINYBLOB, mb MEDIUMBLOB, lb LONGBLOB, en ENUM('a','b','c'), \
+         st SET('x','y','z'), js JSON) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    );
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "k")]).await);
+    e.intent(1, IntentKind::B).await;
+    e.src
+        .sql_in(&e.db, "INSERT INTO k (id, mi) VALUES (2, -1), (3, 8388607)");
+    e.src.sql_in(
+        &e.db,
+        "INSERT INTO k VALUES (1, 255, -3, -8388608, 9, 1.5, 2.5, b'10101', '2024-02-29', \
+         '-12:00:01', 2155, 'ab', X'0001', 'a', 'b', 'c', 'd', X'01', X'02', X'03', 'c', \
+         'x,z', '{\"k\": 1}')",
+    );
+    let f = e.intent(1, IntentKind::F).await;
+    e.wait_marker(&f, 30).await;
+    reader.stop().await.unwrap();
+    assert!(kernel::log::pauses(&e.pool, &e.stream)
+        .await
+        .unwrap()
+        .is_empty());
+    let recs = all_records(&e.pool, &e.stream).await;
+    let rows: std::collections::BTreeMap<i64, Vec<SqlValue>> = recs
+        .iter()
+        .flat_map(|r| match &r.record.body {
+            RecordBody::Chunk(c) => c.changes.clone(),
+            RecordBody::Progress => Vec::new(),
+        })
+        .map(|c| {
+            let a = c.after.unwrap();
+            (a[0].as_key().unwrap(), a)
+        })
+        .collect();
+    assert_eq!(text(&rows[&2][3]), "-1", "signed MEDIUMINT -1");
+    assert_eq!(text(&rows[&3][3]), "8388607");
+    let row = rows[&1].clone();
+    assert_eq!(row.len(), 23);
+    assert_eq!(text(&row[1]), "255", "TINYINT UNSIGNED keeps its value");
+    assert_eq!(text(&row[3]), "-8388608");
+    assert_eq!(row[7], SqlValue::Bytes(vec![0b10101]), "BIT as its bitmask");
+    assert_eq!(text(&row[10]), "2155");
+    assert_eq!(text(&row[11]), "ab");
+    assert_eq!(row[20], SqlValue::Int(3), "ENUM as its index");
+    assert_eq!(row[21], SqlValue::Bytes(vec![0b101]), "SET as its bitmask");
+}

@@ -190,6 +190,13 @@ pub fn to_sql_value(
         BinlogValue::JsonDiff(_) => return Err(ValueProblem::PartialJson),
     };
     let mut out = SqlValue::from(value);
+    // mysql_common 0.37 reads a signed MEDIUMINT without sign extension (-1 arrives as
+    // 16777215); the 24-bit two's complement is restored here, exactly.
+    if let (ColumnKind::MediumInt, false, SqlValue::Int(v)) = (col.kind, col.unsigned, &mut out) {
+        if (0x80_0000..=0xFF_FFFF).contains(v) {
+            *v -= 0x100_0000;
+        }
+    }
     if let (Some(n), SqlValue::Bytes(b)) = (col.fixed_binary_len(), &mut out) {
         if b.len() < n {
             b.resize(n, 0);
@@ -239,6 +246,19 @@ mod tests {
             to_sql_value(BinlogValue::JsonDiff(Vec::new()), &dt),
             Err(ValueProblem::PartialJson)
         );
+    }
+
+    #[test]
+    fn signed_mediumint_is_sign_extended() {
+        let m = col(ColumnKind::MediumInt, None);
+        let v = |i: i64| to_sql_value(BinlogValue::Value(mysql_async::Value::Int(i)), &m);
+        assert_eq!(v(0xFF_FFFF), Ok(SqlValue::Int(-1)));
+        assert_eq!(v(0x80_0000), Ok(SqlValue::Int(-8_388_608)));
+        assert_eq!(v(0x7F_FFFF), Ok(SqlValue::Int(8_388_607)));
+        let mut u = col(ColumnKind::MediumInt, None);
+        u.unsigned = true;
+        let uv = to_sql_value(BinlogValue::Value(mysql_async::Value::Int(0xFF_FFFF)), &u);
+        assert_eq!(uv, Ok(SqlValue::Int(16_777_215)));
     }
 
     #[test]
