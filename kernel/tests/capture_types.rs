@@ -180,6 +180,16 @@ async fn every_supported_kind_passes_the_table_map_check() {
     assert_eq!(text(&rows[&2][3]), "-1", "signed MEDIUMINT -1");
     assert_eq!(text(&rows[&3][3]), "8388607");
     let row = rows[&1].clone();
+    assert_eq!(row[8], SqlValue::Date(2024, 2, 29, 0, 0, 0, 0));
+    assert_eq!(
+        row[9],
+        SqlValue::Time(true, 0, 12, 0, 1, 0),
+        "negative TIME"
+    );
+    assert_eq!(
+        (row[5].clone(), row[6].clone()),
+        (SqlValue::Float(1.5), SqlValue::Double(2.5))
+    );
     assert_eq!(row.len(), 23);
     assert_eq!(text(&row[1]), "255", "TINYINT UNSIGNED keeps its value");
     assert_eq!(text(&row[3]), "-8388608");
