@@ -199,3 +199,63 @@ async fn every_supported_kind_passes_the_table_map_check() {
     assert_eq!(row[20], SqlValue::Int(3), "ENUM as its index");
     assert_eq!(row[21], SqlValue::Bytes(vec![0b101]), "SET as its bitmask");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_decimals_millisecond_timestamps_and_long_chars_are_exact() {
+    let e = env("cap_wide").await;
+    e.src.sql_in(
+        &e.db,
+        "CREATE TABLE w (id INT NOT NULL PRIMARY KEY, dz DECIMAL(65,30), t3 TIMESTAMP(3) NULL, \
+         d3 DATETIME(3), c100 CHAR(100)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    );
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "w")]).await);
+    e.intent(1, IntentKind::B).await;
+    e.src.sql_in(
+        &e.db,
+        "SET NAMES utf8mb4; SET time_zone='+00:00'; INSERT INTO w VALUES \
+         (1, '-12345678901234567890123456789012345.123456789012345678901234567890', \
+          '2024-02-29 12:00:00.123', '2024-02-29 12:00:00.120', REPEAT('é', 100)), \
+         (2, '0.000000000000000000000000000001', '1970-01-01 00:00:01.000', \
+          '1000-01-01 00:00:00.000', 'x')",
+    );
+    let f = e.intent(1, IntentKind::F).await;
+    e.wait_marker(&f, 30).await;
+    reader.stop().await.unwrap();
+    assert!(kernel::log::pauses(&e.pool, &e.stream)
+        .await
+        .unwrap()
+        .is_empty());
+    let recs = all_records(&e.pool, &e.stream).await;
+    let rows: Vec<Vec<SqlValue>> = recs
+        .iter()
+        .flat_map(|r| match &r.record.body {
+            RecordBody::Chunk(c) => c.changes.clone(),
+            RecordBody::Progress => Vec::new(),
+        })
+        .map(|c| c.after.unwrap())
+        .collect();
+    let server = cli_rows(
+        e.src,
+        &e.db,
+        "SELECT id, dz, UNIX_TIMESTAMP(t3), HEX(c100) FROM w ORDER BY id",
+    );
+    for r in &rows {
+        let s = &server[&r[0].as_key().unwrap()];
+        assert_eq!(text(&r[1]), s[1], "DECIMAL(65,30)");
+        let ts = text(&r[2]);
+        assert_eq!(
+            ts.parse::<f64>().unwrap(),
+            s[2].parse::<f64>().unwrap(),
+            "TIMESTAMP(3)"
+        );
+        assert_eq!(
+            hex::encode_upper(match &r[4] {
+                SqlValue::Bytes(b) => b.clone(),
+                _ => Vec::new(),
+            }),
+            s[3]
+        );
+    }
+    assert_eq!(rows[0][3], SqlValue::Date(2024, 2, 29, 12, 0, 0, 120_000));
+}
