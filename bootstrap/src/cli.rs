@@ -21,8 +21,27 @@ pub const EXIT_CHECK_FAILED: i32 = 4;
 #[derive(Debug, Parser)]
 #[command(name = "backfill", version, propagate_version = true)]
 pub struct Cli {
+    /// Log lines on stderr as text or as JSON objects, one a line (level: RUST_LOG).
+    #[arg(
+        long,
+        global = true,
+        env = "BACKFILL_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Format of the tracing output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 /// The subcommands.

@@ -21,6 +21,7 @@ pub mod finish;
 pub mod install;
 pub mod job;
 pub mod jobs;
+pub mod metrics;
 pub mod reconcile;
 pub mod replay;
 pub mod restart;

@@ -1,6 +1,6 @@
 //! The `backfill` program: parses the command line, runs the command, prints its result on
 //! stdout and any error on stderr, and exits with the codes documented in `cli`.
-use bootstrap::cli::{Cli, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use bootstrap::cli::{Cli, LogFormat, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use clap::Parser;
 use std::io::Write;
 
@@ -20,13 +20,7 @@ fn main() {
             kernel::redact::redact_text(&info.to_string())
         );
     }));
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_tracing(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -55,4 +49,28 @@ fn main() {
     };
     drop(runtime);
     std::process::exit(code);
+}
+
+/// Text or JSON lines on stderr, filtered by RUST_LOG (default warn), plus the metrics
+/// layer counting warnings and errors.
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(bootstrap::metrics::EventCounter);
+    match format {
+        LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .init(),
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .init(),
+    }
 }

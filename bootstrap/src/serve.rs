@@ -132,6 +132,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
     let store = Arc::new(LocalDirStore::open(&cfg.data_dir)?);
     let admission = Admission::new(cfg.limits)
         .map_err(|e| Error::definite(DefiniteCode::Usage, e.to_string()))?;
+    crate::metrics::observe_admission(&admission);
     let mut s = Serve {
         cfg,
         pool,

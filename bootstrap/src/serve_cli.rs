@@ -74,6 +74,9 @@ pub struct ServeArgs {
     /// Stop each job once every window is applied (no F, replay, activation or streaming).
     #[arg(long, env = "BACKFILL_WINDOWS_ONLY")]
     pub windows_only: bool,
+    /// Serve Prometheus metrics on this address (GET /metrics), e.g. 127.0.0.1:9187.
+    #[arg(long, env = "BACKFILL_METRICS_ADDR", value_parser = crate::metrics::parse_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Output format of the final report.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -125,7 +128,17 @@ pub async fn serve(a: ServeArgs) -> Result<String> {
         let _ = tokio::signal::ctrl_c().await;
         c.cancel();
     });
-    let outcomes = serve::serve(cfg, cancel).await?;
+    let metrics = match a.metrics_addr {
+        Some(addr) => {
+            Some(crate::metrics::spawn(addr, &a.state.state, cancel.child_token()).await?)
+        }
+        None => None,
+    };
+    let outcomes = serve::serve(cfg, cancel.clone()).await;
+    if let Some(m) = metrics {
+        m.abort();
+    }
+    let outcomes = outcomes?;
     Ok(match a.format {
         Format::Text => outcomes
             .iter()

@@ -49,6 +49,9 @@ pub struct DemoArgs {
     /// Seconds the writer keeps writing once the table is STREAMING.
     #[arg(long, env = "BACKFILL_DEMO_STREAM_SECS", default_value_t = 3)]
     pub stream_secs: u64,
+    /// Serve Prometheus metrics on this address during the run (GET /metrics).
+    #[arg(long, env = "BACKFILL_METRICS_ADDR", value_parser = crate::metrics::parse_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Output format of the summary.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -127,7 +130,21 @@ async fn demo_on(
         done.job_id, done.windows, req.window_rows, req.page_rows
     ));
     let pool = kernel::state::open(&req.state_url, &Default::default()).await?;
+    let metrics = match a.metrics_addr {
+        Some(addr) => {
+            let m = crate::metrics::spawn(addr, &req.state_url, cancel.child_token()).await;
+            if m.is_ok() {
+                out.line(&format!("metrics on http://{addr}/metrics"));
+            }
+            Some(m)
+        }
+        None => None,
+    };
     let r = async {
+        let _m = match metrics {
+            Some(m) => Some(AbortOnDrop(m?)),
+            None => None,
+        };
         crate::commands::start(&pool, done.job_id).await?;
         let w = writer::Writer::start(servers.source_opts(SOURCE_DB)?, rows, a.writes_per_sec);
         let r = stream_under_writes(servers, &pool, done.job_id, a, out, cancel, &w).await;
@@ -340,5 +357,14 @@ fn summary(
             t.rows_compared,
             m.total.as_secs_f64(),
         ),
+    }
+}
+
+/// Stops a background task when the demo step that started it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
