@@ -655,6 +655,42 @@ fn check_links(recs: &[StoredRecord]) -> Result<()> {
     Ok(())
 }
 
+/// Checks that D names L's tail: the record at D's tail seq carries D's chain digest and no
+/// record follows it (I7). Cheap: two indexed reads; run on every reader start.
+pub async fn check_tail(pool: &MySqlPool, d: &Position) -> Result<()> {
+    let rows = sqlx::query(
+        "SELECT seq, chain FROM capture_log WHERE stream = ? AND seq >= ? ORDER BY seq LIMIT 2",
+    )
+    .bind(&d.stream)
+    .bind(d.tail.seq)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading L's tail"))?;
+    let found: Vec<(u64, Digest)> = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get("seq").map_err(st("reading L's tail"))?,
+                digest_col(r, "chain")?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let ok = match (d.tail.seq, found.as_slice()) {
+        (0, []) => true,
+        (seq, [(s, c)]) => *s == seq && *c == d.tail.chain,
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(corrupt(format!(
+        "D of stream `{}` names tail seq {} but L's records there are {:?}: L and D disagree",
+        d.stream,
+        d.tail.seq,
+        found.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+    )))
+}
+
 /// Verifies the whole chain of `stream` from seq 1 to D's tail, reading in pages; returns
 /// the number of records checked. Any hole, tamper or D/L disagreement is definite (I7).
 pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {

@@ -268,3 +268,36 @@ async fn capture_runs_from_b_to_k_and_late_intents_are_obsolete() {
         .unwrap_err()
         .is_transient());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l_and_d_that_disagree_are_refused() {
+    let e = env("cap_tamper").await;
+    e.src.sql_in(&e.db, TABLE_DDL);
+    e.init_stream(1000).await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "t")]).await);
+    e.intent(1, IntentKind::B).await;
+    e.src
+        .sql_in(&e.db, "INSERT INTO t VALUES (1, 'a', 0), (2, 'b', 0)");
+    let f = e.intent(1, IntentKind::F).await;
+    e.wait_marker(&f, 30).await;
+    reader.stop().await.unwrap();
+    sqlx::query("DELETE FROM capture_log WHERE stream = ? ORDER BY seq DESC LIMIT 1")
+        .bind(&e.stream)
+        .execute(&e.pool)
+        .await
+        .unwrap();
+    let err = log::verify_chain(&e.pool, &e.stream).await.unwrap_err();
+    assert_eq!(
+        err.as_definite().unwrap().code,
+        kernel::error::DefiniteCode::EvidenceCorrupt
+    );
+    let mut cfg = e.cfg();
+    cfg.max_failures = 2;
+    let reader = Reader::start(e.pool.clone(), cfg, e.set_for(&[(1, "t")]).await);
+    let err = tokio::time::timeout(std::time::Duration::from_secs(30), reader.join())
+        .await
+        .unwrap()
+        .unwrap_err();
+    let d = err.as_definite().expect("definite").clone();
+    assert_eq!(d.code, kernel::error::DefiniteCode::EvidenceCorrupt, "{d}");
+}

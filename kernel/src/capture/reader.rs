@@ -348,6 +348,7 @@ async fn session(
     let d = load_or_init(pool, cfg, &mut conn).await?;
     lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await?;
     let _ = conn.disconnect().await;
+    log::check_tail(pool, &d).await?;
     let restored = restore(pool, &d).await?;
     let mut cap = Capturer::new(
         d.lineage.digest(),
