@@ -30,6 +30,10 @@ pub struct Cli {
         default_value_t = LogFormat::Text
     )]
     pub log_format: LogFormat,
+    /// TOML file with serve's settings (keys in `crate::config::KEYS`); a flag or its
+    /// environment variable overrides the file.
+    #[arg(long, global = true, env = "BACKFILL_CONFIG", value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -14,6 +14,7 @@ pub mod audit;
 pub mod check_cli;
 pub mod cli;
 pub mod commands;
+pub mod config;
 pub mod connect;
 pub mod demo;
 pub mod fence;

@@ -5,6 +5,11 @@ use clap::Parser;
 use std::io::Write;
 
 fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Err(e) = bootstrap::config::apply(&args) {
+        eprintln!("backfill: {}", kernel::redact::redact_text(&e));
+        std::process::exit(EXIT_USAGE);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

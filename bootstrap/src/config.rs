@@ -1,0 +1,160 @@
+//! `--config FILE` (env `BACKFILL_CONFIG`): an optional TOML file with the settings of
+//! `serve` (and the state store every command shares). Precedence: a flag beats its
+//! environment variable, which beats the file.
+//!
+//! How: before the command line is parsed, each key of the file is exported as the
+//! environment variable its flag already mirrors, unless that variable is set. clap then
+//! applies its usual "flag over env" rule, so there is one source of truth for names,
+//! defaults and validation. An unknown key is a usage error naming the key (a typo must
+//! never be silently ignored).
+//!
+//! ```toml
+//! state = "mysql://state:secret@target-host:3306/backfill_state"
+//! data_dir = "/var/lib/backfill"
+//! source = ["mysql://capture:secret@source-host:3306"]
+//! target = ["mysql://loader:secret@target-host:3306"]
+//! read_windows = 2
+//! target_writes = 2
+//! max_sessions = 8
+//! metrics_addr = "127.0.0.1:9187"
+//! log_format = "json"
+//! ```
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Environment variable naming the config file.
+pub const ENV: &str = "BACKFILL_CONFIG";
+
+/// Each key of the file and the environment variable of its flag.
+pub const KEYS: &[(&str, &str)] = &[
+    ("state", "BACKFILL_STATE"),
+    ("data_dir", "BACKFILL_DATA_DIR"),
+    ("source", "BACKFILL_SOURCE"),
+    ("target", "BACKFILL_TARGET"),
+    ("page_rows", "BACKFILL_SERVE_PAGE_ROWS"),
+    ("read_windows", "BACKFILL_READ_WINDOWS"),
+    ("target_writes", "BACKFILL_TARGET_WRITES"),
+    ("max_sessions", "BACKFILL_MAX_SESSIONS"),
+    ("owner", "BACKFILL_OWNER"),
+    ("exit_when_idle", "BACKFILL_EXIT_WHEN_IDLE"),
+    ("replay_batch_rows", "BACKFILL_REPLAY_BATCH_ROWS"),
+    ("replay_batch_groups", "BACKFILL_REPLAY_BATCH_GROUPS"),
+    ("windows_only", "BACKFILL_WINDOWS_ONLY"),
+    ("metrics_addr", "BACKFILL_METRICS_ADDR"),
+    ("log_format", "BACKFILL_LOG_FORMAT"),
+    ("format", "BACKFILL_FORMAT"),
+];
+
+/// The config file named by `--config FILE`, `--config=FILE` or `BACKFILL_CONFIG`.
+pub fn file_of(args: &[OsString]) -> Option<PathBuf> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let s = a.to_string_lossy();
+        if s == "--" {
+            break;
+        }
+        if s == "--config" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(v) = s.strip_prefix("--config=") {
+            return Some(PathBuf::from(v));
+        }
+    }
+    std::env::var_os(ENV).map(PathBuf::from)
+}
+
+/// The (variable, value) pairs a config text sets. Errors name the key or the line.
+pub fn parse(text: &str) -> Result<Vec<(&'static str, String)>, String> {
+    let table: toml::Table = text.parse().map_err(|e| format!("not valid TOML: {e}"))?;
+    let mut out = Vec::new();
+    for (k, v) in &table {
+        let Some((_, var)) = KEYS.iter().find(|(key, _)| key == k) else {
+            let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            return Err(format!("unknown key `{k}` (known: {})", known.join(", ")));
+        };
+        let value = match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|i| match i {
+                    toml::Value::String(s) => Ok(s.clone()),
+                    _ => Err(format!("`{k}`: a list of strings is expected")),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .join(","),
+            _ => {
+                return Err(format!(
+                    "`{k}`: a string, integer, boolean or list is expected"
+                ))
+            }
+        };
+        out.push((*var, value));
+    }
+    Ok(out)
+}
+
+/// Reads the config file (if any) and exports its settings as environment variables that
+/// are not set yet. Call before parsing the command line and before any thread starts.
+pub fn apply(args: &[OsString]) -> Result<(), String> {
+    let Some(path) = file_of(args) else {
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("--config {}: cannot read: {e}", path.display()))?;
+    let pairs = parse(&text).map_err(|e| format!("--config {}: {e}", path.display()))?;
+    for (var, value) in pairs {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, value);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_the_flags_env_vars() {
+        let v = parse(
+            "state = \"mysql://u:p@h/s\"\nsource = [\"mysql://a\", \"mysql://b\"]\n\
+             read_windows = 3\nexit_when_idle = true\n",
+        )
+        .unwrap_or_default();
+        assert!(v.contains(&("BACKFILL_STATE", "mysql://u:p@h/s".into())));
+        assert!(v.contains(&("BACKFILL_SOURCE", "mysql://a,mysql://b".into())));
+        assert!(v.contains(&("BACKFILL_READ_WINDOWS", "3".into())));
+        assert!(v.contains(&("BACKFILL_EXIT_WHEN_IDLE", "true".into())));
+        let e = parse("read_window = 3").err().unwrap_or_default();
+        assert!(e.contains("unknown key `read_window`"), "{e}");
+        assert!(parse("x = ").is_err());
+    }
+
+    #[test]
+    fn every_key_is_a_flag_of_serve_or_global() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let serve = cli
+            .find_subcommand("serve")
+            .map(|c| {
+                c.get_arguments()
+                    .filter_map(|a| a.get_env())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let global: Vec<_> = cli.get_arguments().filter_map(|a| a.get_env()).collect();
+        for (k, var) in KEYS {
+            assert!(
+                serve
+                    .iter()
+                    .chain(&global)
+                    .any(|e| *e == std::ffi::OsStr::new(var)),
+                "{k}: no flag mirrors {var}"
+            );
+        }
+        let args = ["backfill", "--config=/x.toml"].map(OsString::from);
+        assert_eq!(file_of(&args), Some(PathBuf::from("/x.toml")));
+    }
+}

@@ -1,0 +1,69 @@
+//! `--config FILE` (issue 8): the file's settings apply, a flag overrides the file, an
+//! unknown key or a bad file is a usage error (exit 2) that never echoes a password.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::process::Command;
+
+fn backfill(args: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(args)
+        .env_remove("BACKFILL_STATE")
+        .env_remove("BACKFILL_CONFIG")
+        .env_remove("BACKFILL_FORMAT")
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+#[test]
+fn config_file_applies_and_flags_override_it() {
+    let target = harness::shared_target();
+    let db = target.fresh_db("cfg_state");
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            "state = \"{}\"\nformat = \"json\"\nread_windows = 2\n",
+            target.url_db(&db)
+        ),
+    )
+    .unwrap();
+    let g = good.to_str().unwrap();
+    let (code, out) = backfill(&["status", "--config", g]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("\"jobs\""), "format from the file: {out}");
+    let (code, out) = backfill(&["status", "--config", g, "--format", "text"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no jobs installed"), "the flag wins: {out}");
+    let (code, out) = backfill(&[
+        "status",
+        "--config",
+        g,
+        "--state",
+        "mysql://u:cfgPw5566@127.0.0.1:1/x",
+    ]);
+    assert_eq!(
+        code, 1,
+        "the flag's (unreachable) state store is used: {out}"
+    );
+    assert!(!out.contains("cfgPw5566"), "{out}");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "read_window = 2\n").unwrap();
+    let (code, out) = backfill(&["status", "--config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("unknown key `read_window`"), "{out}");
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "state = \"mysql://u:cfgPw5566@h/s\nx").unwrap();
+    let (code, out) = backfill(&["status", "--config", broken.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(!out.contains("cfgPw5566"), "{out}");
+    let (code, out) = backfill(&["status", "--config", "/no/such/file.toml"]);
+    assert_eq!(code, 2, "{out}");
+}
