@@ -157,4 +157,26 @@ mod tests {
         let args = ["backfill", "--config=/x.toml"].map(OsString::from);
         assert_eq!(file_of(&args), Some(PathBuf::from("/x.toml")));
     }
+
+    #[test]
+    fn every_flag_of_every_command_has_an_env_mirror() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let mut missing = Vec::new();
+        for sub in cli.get_subcommands() {
+            for a in sub.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_positional() || id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_env().is_none() {
+                    missing.push(format!("{} --{id}", sub.get_name()));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "flags without an env mirror: {missing:?}"
+        );
+    }
 }
