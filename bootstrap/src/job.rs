@@ -5,7 +5,8 @@
 //! adds it first), and capture starts at B's binlog position, decided by the reader from
 //! the stream itself. The job waits until L durably holds B, then compares the live source
 //! definition with the sealed one: a DDL between install and B would otherwise never be
-//! seen (from B on, every DDL is in L and pauses the table there). Only then does J record
+//! seen (from B on, every DDL is in L and pauses the table there), and checks that no XA
+//! transaction is prepared (DESIGN §3.8). Only then does J record
 //! CAPTURING(B). A crash before that writes a new B with a new nonce on restart; an extra
 //! B of an already captured table changes nothing in the reader.
 //!
@@ -151,6 +152,9 @@ async fn capture(ctx: &JobCtx, head: Head) -> Result<std::result::Result<Head, D
     if let Some(d) = schema_drift(ctx).await? {
         return Ok(Err(pause(ctx, &head, d).await?));
     }
+    if let Some(d) = xa_prepared(ctx).await? {
+        return Ok(Err(pause(ctx, &head, d).await?));
+    }
     let mut next = head.record.clone();
     next.phase = Phase::Capturing;
     next.b = Some(seen.end.pos.clone());
@@ -182,6 +186,24 @@ async fn schema_drift(ctx: &JobCtx) -> Result<Option<Definite>> {
     };
     let diff = ctx.schema.differences(&live);
     Ok((!diff.is_empty()).then(|| changed(&what, &diff)))
+}
+
+/// DESIGN §3.8: `XA RECOVER` must be empty when B becomes durable. A transaction prepared
+/// before B commits later at a position the reader cannot tie to its PREPARE.
+async fn xa_prepared(ctx: &JobCtx) -> Result<Option<Definite>> {
+    use mysql_async::prelude::Queryable;
+    let mut conn = crate::connect::connect(ctx.source.clone(), "source", "(job source)").await?;
+    let rows: std::result::Result<Vec<mysql_async::Row>, _> = conn.query("XA RECOVER").await;
+    crate::connect::close(conn).await;
+    let rows = rows.map_err(|e| kernel::error::from_mysql("XA RECOVER on the source", &e))?;
+    Ok((!rows.is_empty()).then(|| Definite {
+        code: DefiniteCode::Precondition,
+        message: format!(
+            "{} prepared XA transaction(s) on the source when B became durable (XA RECOVER): \
+             commit or roll them back (XA COMMIT/XA ROLLBACK), then resume the job",
+            rows.len()
+        ),
+    }))
 }
 
 fn changed(what: &str, diff: &[String]) -> Definite {

@@ -27,3 +27,36 @@ async fn quiet_table_is_copied_window_by_window() {
     assert_eq!(c.serve(None).await, "windows_done");
     assert_eq!(c.audit_count(), 2_500);
 }
+
+/// `start` is a persisted command: a running serve picks it up by polling, and a start of
+/// an unknown job is a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_running_serve_picks_up_a_later_start() {
+    let c = Case::unstarted("wst", 1_200, 500, 200).await;
+    let mut cfg = c.serve_cfg();
+    cfg.exit_when_idle = false;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let serve = tokio::spawn(bootstrap::serve::serve(cfg, cancel.clone()));
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(c.head_opt().await, None, "nothing runs before start");
+    bootstrap::commands::start(&c.pool, c.job).await.unwrap();
+    let n = c.plan().await.len() as u32;
+    let t0 = std::time::Instant::now();
+    while c.head_opt().await.is_none_or(|h| h.completed < n) {
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "serve did not run the started job"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    cancel.cancel();
+    serve.await.unwrap().unwrap();
+    assert_eq!(c.target_rows().await, c.source_rows().await);
+    let e = bootstrap::commands::start(&c.pool, kernel::ids::JobId(999_999))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.as_definite().map(|d| d.code),
+        Some(kernel::error::DefiniteCode::Usage)
+    );
+}

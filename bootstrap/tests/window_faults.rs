@@ -119,3 +119,23 @@ async fn a_lost_read_connection_starts_a_new_attempt() {
     assert_eq!(c.audit_count(), 3_000);
     c.assert_evidence_agrees().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_prepared_xa_transaction_at_b_pauses() {
+    // XA RECOVER is server-wide: a private source keeps the other tests out of it.
+    let src: &'static harness::Server = Box::leak(Box::new(harness::Server::start_private(
+        harness::ServerOpts::source(),
+    )));
+    let c = Case::on(src, "wfx", 300, 200, 100).await;
+    c.source.sql_in(
+        &c.sdb,
+        "CREATE TABLE other (id INT PRIMARY KEY) ENGINE=InnoDB;
+         XA START 'wfx'; INSERT INTO other VALUES (1); XA END 'wfx'; XA PREPARE 'wfx';",
+    );
+    let out = c.serve(None).await;
+    c.source.sql("XA ROLLBACK 'wfx'");
+    assert!(out.starts_with("paused: precondition"), "{out}");
+    let p = c.head().await.paused.expect("J records the pause");
+    assert!(p.message.contains("XA RECOVER"), "{}", p.message);
+    assert_eq!(c.target_count(), 0);
+}

@@ -42,8 +42,45 @@ impl Case {
     /// Creates and fills `sdb.t` with ids 1..=rows (k = id, v = 'v<id>'), an empty target
     /// with an audit trigger counting inserts, installs with the given sizes, starts it.
     pub async fn new(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> Case {
+        let c = Case::unstarted(prefix, rows, window_rows, page_rows).await;
+        bootstrap::commands::start(&c.pool, c.job).await.unwrap();
+        c
+    }
+
+    /// Like [`Case::new`] without the start command.
+    pub async fn unstarted(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> Case {
+        Case::unstarted_on(
+            harness::shared_source(),
+            prefix,
+            rows,
+            window_rows,
+            page_rows,
+        )
+        .await
+    }
+
+    /// Like [`Case::new`] on a given source server (e.g. a private one).
+    pub async fn on(
+        source: &'static Server,
+        prefix: &str,
+        rows: i64,
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
+        let c = Case::unstarted_on(source, prefix, rows, window_rows, page_rows).await;
+        bootstrap::commands::start(&c.pool, c.job).await.unwrap();
+        c
+    }
+
+    /// Like [`Case::unstarted`] on a given source server.
+    pub async fn unstarted_on(
+        source: &'static Server,
+        prefix: &str,
+        rows: i64,
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
         init_tracing();
-        let source = harness::shared_source();
         let target = harness::shared_target();
         let sdb = source.fresh_db(&format!("{prefix}_s"));
         let ctl = source.fresh_db(&format!("{prefix}_c"));
@@ -72,9 +109,6 @@ impl Case {
              CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW UPDATE audit_count SET n = n + 1;",
         );
         let pool = kernel::state::open(&target.url_db(&state_db), &Default::default())
-            .await
-            .unwrap();
-        bootstrap::commands::start(&pool, done.job_id)
             .await
             .unwrap();
         Case {
