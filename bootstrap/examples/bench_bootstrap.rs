@@ -1,0 +1,156 @@
+//! Benchmark (issue 5): a bootstrap (every window sealed and applied: LOW/HIGH, read views,
+//! RAW and FINAL pages fsynced and registered, manifests, T credentials, J) of a table with
+//! no concurrent writes, against `mariadb-dump --single-transaction | mariadb` of the same
+//! table between the same two servers, in the same run. Reports times, the ratio and the
+//! peak RSS of the `backfill serve` process (measured by /usr/bin/time).
+//!
+//! `scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]`
+//!
+//! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
+//! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use bootstrap::install::{install, InstallRequest, TableName};
+use harness::{Server, ServerOpts};
+use std::process::Command;
+use std::time::Instant;
+
+const DDL: &str = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL,
+    amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL, ts TIMESTAMP(6) NOT NULL,
+    bin VARBINARY(16) NOT NULL) ENGINE=InnoDB";
+
+fn opts(o: ServerOpts) -> ServerOpts {
+    let o = o.config("innodb_buffer_pool_size=512M");
+    if std::env::var("BENCH_DURABLE").is_ok_and(|v| v == "1") {
+        o.config("innodb_flush_log_at_trx_commit=1")
+            .config("sync_binlog=1")
+    } else {
+        o
+    }
+}
+
+fn fill(s: &Server, db: &str, rows: i64) {
+    let mut from = 1;
+    while from <= rows {
+        let to = (from + 99_999).min(rows);
+        s.sql_in(
+            db,
+            &format!(
+                "INSERT INTO t SELECT seq, CONCAT('customer-', LPAD(seq, 10, '0'), '-abcdefghijklmnopqrstuvwxyz'), \
+                 CONCAT(seq % 1000000, '.', LPAD(seq % 1000, 3, '0')), \
+                 TIMESTAMP('2026-10-18 01:02:03') + INTERVAL (seq % 1000000) MICROSECOND, \
+                 TIMESTAMP('2024-02-29 12:34:56.789012'), 'abcdefgh01234567' FROM seq_{from}_to_{to}"
+            ),
+        );
+        from = to + 1;
+    }
+}
+
+/// Runs `cmd` under /usr/bin/time; returns (seconds, peak RSS in MiB).
+fn timed(cmd: &mut Command) -> (f64, f64) {
+    let t0 = Instant::now();
+    let out = cmd.output().expect("run");
+    let secs = t0.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?} failed: {err}");
+    let rss_kb: f64 = err
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("MAXRSS_KB="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(f64::NAN);
+    (secs, rss_kb / 1024.0)
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("numeric arguments"))
+        .collect();
+    let rows = args.first().copied().unwrap_or(1_000_000) as i64;
+    let window_rows = args.get(1).copied().unwrap_or(50_000);
+    let page_rows = args.get(2).copied().unwrap_or(5_000);
+    let bin = std::env::var("BACKFILL_BIN").expect("BACKFILL_BIN: path of the release backfill");
+    let src = Server::start(opts(ServerOpts::source()));
+    let tgt = Server::start(opts(ServerOpts::target()));
+    src.sql("CREATE DATABASE bench");
+    src.sql_in("bench", DDL);
+    let t0 = Instant::now();
+    fill(&src, "bench", rows);
+    eprintln!("filled {rows} rows in {:.1} s", t0.elapsed().as_secs_f64());
+    tgt.sql("CREATE DATABASE bench_t; CREATE DATABASE bench_d");
+    tgt.sql_in("bench_t", DDL);
+    let state = tgt.url_db("bench_state");
+    let mut req = InstallRequest::new(
+        state.clone(),
+        src.url(),
+        TableName::new("bench", "t"),
+        tgt.url(),
+        TableName::new("bench_t", "t"),
+    );
+    req.window_rows = window_rows;
+    req.page_rows = page_rows;
+    let done = install(&req)
+        .await
+        .unwrap_or_else(|e| panic!("install: {e}"));
+    let pool = kernel::state::open(&state, &Default::default())
+        .await
+        .unwrap();
+    bootstrap::commands::start(&pool, done.job_id)
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (b_secs, b_rss) = timed(
+        Command::new("/usr/bin/time")
+            .args(["-f", "MAXRSS_KB=%M"])
+            .arg(&bin)
+            .args([
+                "serve",
+                "--exit-when-idle",
+                "--windows-only",
+                "--state",
+                &state,
+            ])
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let copied = tgt.sql_in("bench_t", "SELECT COUNT(*) FROM t");
+    assert_eq!(copied, rows.to_string(), "backfill copied every row");
+    let dump = format!(
+        "mariadb-dump --no-defaults -h127.0.0.1 -uroot -P{} --single-transaction bench t \
+         | mariadb --no-defaults -h127.0.0.1 -uroot -P{} bench_d; \
+         echo MAXRSS_KB=0 >&2",
+        src.port(),
+        tgt.port()
+    );
+    let (d_secs, _) = timed(Command::new("bash").args(["-o", "pipefail", "-c", &dump]));
+    assert_eq!(
+        tgt.sql_in("bench_d", "SELECT COUNT(*) FROM t"),
+        rows.to_string()
+    );
+    let materials = dir_size(data.path());
+    println!(
+        "| rows | window/page | backfill windows | mariadb-dump \\| mariadb | ratio | serve peak RSS | materials |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| {rows} | {window_rows}/{page_rows} | {b_secs:.2} s | {d_secs:.2} s | {:.2}x | {b_rss:.0} MiB | {:.0} MiB |",
+        b_secs / d_secs,
+        materials as f64 / 1048576.0
+    );
+}
+
+fn dir_size(p: &std::path::Path) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let m = e.metadata().unwrap();
+            n += if m.is_dir() {
+                dir_size(&e.path())
+            } else {
+                m.len()
+            };
+        }
+    }
+    n
+}
