@@ -179,3 +179,95 @@ async fn serve_copies_replays_activates_and_streams_under_a_concurrent_writer() 
     assert_eq!(code, 4, "{stdout}");
     assert!(stdout.contains('v'), "{stdout}");
 }
+
+/// The `backfill serve` process exits hard at each fault point of F, replay, activation
+/// and streaming in turn (like a kill -9); each restart continues from J, T and L, and the
+/// last one reaches STREAMING with the target equal to the source and the audit clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_at_each_finish_fault_point_converges() {
+    let n = 3_000;
+    let c = Case::new("sfkill", n, 1_000, 500).await;
+    // Changes after install: the windows and the replay of (B, F] both have work.
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET k = k + 1 WHERE id % 3 = 0");
+    let state = c.state_url();
+    let data = c.data.path().to_str().unwrap().to_string();
+    let serve_args = |batch: &str| {
+        vec![
+            "serve".to_string(),
+            "--state".into(),
+            state.clone(),
+            "--data-dir".into(),
+            data.clone(),
+            "--exit-when-idle".into(),
+            "--owner".into(),
+            "kill-test".into(),
+            "--replay-batch-rows".into(),
+            batch.into(),
+            "--replay-batch-groups".into(),
+            "1".into(),
+        ]
+    };
+    let writes = [
+        "UPDATE t SET v = 'w1' WHERE id BETWEEN 10 AND 40",
+        "DELETE FROM t WHERE id BETWEEN 50 AND 60",
+        "UPDATE t SET id = id + 100000 WHERE id BETWEEN 70 AND 75",
+        "INSERT INTO t VALUES (900001, 1, 'x'), (900002, 2, 'y')",
+    ];
+    for (i, fp) in [
+        "fence.after_f_written",
+        "replay.after_batch_t",
+        "replay.mid",
+        "activate.after_credential_before_j",
+        "stream.after_batch",
+    ]
+    .iter()
+    .enumerate()
+    {
+        // After the first run's orphan F: changes that the next F puts in (B, F], one
+        // source transaction each, so each replay fault point finds a batch to stop at.
+        if i == 1 {
+            for sql in writes {
+                c.source.sql_in(&c.sdb, sql);
+            }
+        }
+        // Before the streaming fault point: a change after F for the stream to apply.
+        if i == 4 {
+            c.source.sql_in(
+                &c.sdb,
+                "UPDATE t SET v = 'streamed' WHERE id BETWEEN 100 AND 120",
+            );
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
+            .args(serve_args(if i % 2 == 0 { "7" } else { "1" }))
+            .env(kernel::failpoint::ENV, fp)
+            .output()
+            .unwrap();
+        let code = out.status.code().unwrap_or(-1);
+        assert_eq!(
+            code,
+            kernel::failpoint::EXIT_CODE,
+            "{fp} did not fire: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("serve with {fp}: exit {code}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(serve_args("5000"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Streaming"));
+    assert_eq!(c.head().await.phase, Phase::Streaming);
+    let job = c.job.0.to_string();
+    let (code, stdout, _) = backfill(&["verify", "--state", &state, &job]);
+    assert_eq!(code, 0, "{stdout}");
+    let (code, stdout, _) = backfill(&["audit", "--state", &state, "--data-dir", &data, &job]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(checksum(c.source, &c.sdb), checksum(c.target, &c.tdb));
+}
