@@ -3,12 +3,13 @@
 //!
 //! Why it is safe (I2): every page goes through `ledger::apply`, whose first write is the
 //! page credential; a page T already holds is AlreadyCommitted without business DML, and
-//! an unknown COMMIT outcome is resolved from T on a new connection. Pages are applied one
-//! at a time in page order, so the table's first page always commits alone (the empty
-//! InnoDB target deadlock of notes/mariadb.md cannot occur). A write permit is held per
-//! page and returned only once its outcome is known. J advances only after every page's
-//! credential is confirmed, and `Journal::complete_window` refuses any window but the next
-//! one in plan order.
+//! an unknown COMMIT outcome is resolved from T on a new connection. The table's first
+//! page (window 0, page 0) commits alone before any other (the empty InnoDB target
+//! deadlock of notes/mariadb.md); later pages go two at a time, each under its own write
+//! permit returned only once its outcome is known. A deadlock or lost connection is a
+//! transient failure: the next turn re-reads T and applies only the missing pages. J
+//! advances only after every page's credential is confirmed, and
+//! `Journal::complete_window` refuses any window but the next one in plan order.
 use crate::job::JobCtx;
 use crate::window::{fp, progress};
 use kernel::error::DefiniteCode;
@@ -28,8 +29,9 @@ pub async fn credentials(ctx: &JobCtx, w: WindowId) -> Result<Vec<PageCredential
     Ok(all?.into_iter().filter(|c| c.window == w).collect())
 }
 
-/// Applies the given pages (saved FINAL bytes, each verified by the loader) in order.
-/// Returns how many rows this call committed.
+/// Applies the given pages (saved FINAL bytes, each verified by the loader), two at a
+/// time within the write permits; the table's very first page (window 0, page 0) commits
+/// alone first. Returns how many rows this call committed.
 pub async fn apply_pages(
     ctx: &JobCtx,
     w: WindowId,
@@ -38,25 +40,20 @@ pub async fn apply_pages(
     total_final: u64,
 ) -> Result<u64> {
     let mut committed = 0u64;
-    for (no, bytes) in pages {
-        let owner = format!("job {} {w} {a} {no}", ctx.id());
-        let permit = ctx
-            .admission
-            .acquire_write(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
-            .await
-            .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
-        let r = apply::apply_page_resolved(&ctx.target, &ctx.tctx, bytes, ctx.cfg.limits).await;
-        // apply_page_resolved returns only once the outcome is known (committed, rolled
-        // back, or resolved from T): the operation has ended.
-        permit.release_confirmed();
-        let rows = page_rows(bytes);
-        match r? {
-            Applied::Committed => committed += rows,
-            Applied::AlreadyCommitted => {
-                tracing::info!(%w, page = %no, "page already in T: no DML ran")
-            }
+    let mut rest = pages;
+    if let Some((first, tail)) = pages.split_first() {
+        if w.0 == 0 && first.0 == PageNo(0) {
+            committed += apply_one(ctx, w, a, first).await?;
+            rest = tail;
         }
-        failpoint::hit(fp::AFTER_PAGE_APPLIED);
+    }
+    for pair in rest.chunks(2) {
+        let (x, y) = match pair {
+            [x, y] => tokio::join!(apply_one(ctx, w, a, x), apply_one(ctx, w, a, y)),
+            [x] => (apply_one(ctx, w, a, x).await, Ok(0)),
+            _ => (Ok(0), Ok(0)),
+        };
+        committed += x? + y?;
     }
     progress::record(
         &ctx.pool,
@@ -69,6 +66,31 @@ pub async fn apply_pages(
     )
     .await?;
     Ok(committed)
+}
+
+/// One page under a write permit; returns the rows this call committed (0 when T already
+/// held the page).
+async fn apply_one(ctx: &JobCtx, w: WindowId, a: Attempt, page: &(PageNo, Vec<u8>)) -> Result<u64> {
+    let (no, bytes) = page;
+    let owner = format!("job {} {w} {a} {no}", ctx.id());
+    let permit = ctx
+        .admission
+        .acquire_write(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
+        .await
+        .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+    let r = apply::apply_page_resolved(&ctx.target, &ctx.tctx, bytes, ctx.cfg.limits).await;
+    // apply_page_resolved returns only once the outcome is known (committed, rolled back,
+    // or resolved from T): the operation has ended.
+    permit.release_confirmed();
+    let n = match r? {
+        Applied::Committed => page_rows(bytes),
+        Applied::AlreadyCommitted => {
+            tracing::info!(%w, page = %no, "page already in T: no DML ran");
+            0
+        }
+    };
+    failpoint::hit(fp::AFTER_PAGE_APPLIED);
+    Ok(n)
 }
 
 fn page_rows(bytes: &[u8]) -> u64 {
