@@ -349,6 +349,39 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
         (written, ok)
     };
     let (streamed, (written, ok)) = tokio::join!(follow, work);
+    // Pinned verify while a writer runs again: the replay is paused (no follow), the
+    // source is read at its snapshot position P and the target is driven to exactly P.
+    let stop2 = CancellationToken::new();
+    let writer2 = {
+        let stop = stop2.clone();
+        let db = w.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut i = 0u64;
+            while !stop.is_cancelled() {
+                src.sql_in(&db, &format!("INSERT INTO t VALUES ({}, 'p', 1, 1.0, NULL); UPDATE t SET n = n + 1 WHERE id = {}", n + 700_000 + i, 2000 + i % 300));
+                i += 1;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sep = Endpoint::from_url(&w.src_url(), &w.db, "t").unwrap();
+    let tep = Endpoint::from_url(&w.tgt_url_db(&w.tdb), &w.tdb, "t").unwrap();
+    let pinned = f
+        .verify_pinned(a.b.seq, &sep, &tep, "id", &VerifyOptions::default())
+        .await
+        .unwrap();
+    stop2.cancel();
+    writer2.await.unwrap();
+    let t = &pinned.cursor.tally;
+    assert!(pinned.source_snapshot.is_some());
+    assert_eq!(
+        (t.missing.count, t.extra.count, t.differing_fields.count),
+        (0, 0, 0),
+        "pinned: {pinned:?}"
+    );
+    // The writer's last changes after P: caught up by a later replay.
+    catch_up(&w, &pool).await;
+    f.catch_up(a.b.seq).await.unwrap();
     let streamed = streamed.unwrap();
     assert!(ok, "the stream did not catch up");
     assert!(
