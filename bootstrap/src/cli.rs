@@ -58,6 +58,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Record a start command for a job; `serve` runs it (the process may be down now).
     Start(crate::serve_cli::StartArgs),
+    /// Record a cancel command (CANCELING); `serve` stops the job at its next boundary,
+    /// writes K and records CANCELLED(K). The partial target is kept, never deleted.
+    Cancel(crate::cancel::CancelArgs),
     /// Run every started job: one capture reader per source server, one task per job.
     Serve(crate::serve_cli::ServeArgs),
     /// The activation audit (DESIGN §7), read-only: J, range chain, materials, T

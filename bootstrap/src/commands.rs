@@ -33,14 +33,19 @@ pub async fn start(pool: &MySqlPool, job: JobId) -> Result<Generation> {
     Ok(rec.generation)
 }
 
-/// Every live job with a `start` command, oldest first (bounded).
+/// The command that cancels a job (DESIGN §8): CANCELING, then CANCELLED(K).
+pub const CANCEL: &str = "cancel";
+
+/// Every live job with a `start` or `cancel` command, oldest first (bounded). A job
+/// cancelled without ever being started is run too: its task only completes the cancel.
 pub async fn started(pool: &MySqlPool) -> Result<Vec<(JobId, Generation)>> {
     let rows: Vec<(u64, u64)> = sqlx::query_as(
-        "SELECT c.job_id, c.generation FROM job_commands c \
+        "SELECT DISTINCT c.job_id, c.generation FROM job_commands c \
          JOIN jobs j ON j.job_id = c.job_id AND j.generation = c.generation \
-         WHERE c.command = ? AND j.state <> ? ORDER BY c.job_id LIMIT 10000",
+         WHERE c.command IN (?, ?) AND j.state <> ? ORDER BY c.job_id LIMIT 10000",
     )
     .bind(START)
+    .bind(CANCEL)
     .bind(STATE_CANCELLED)
     .fetch_all(pool)
     .await
@@ -63,4 +68,58 @@ pub async fn is_started(pool: &MySqlPool, job: JobId, generation: Generation) ->
     .await
     .map_err(|e| from_sqlx("reading start commands", &e))?;
     Ok(n > 0)
+}
+
+/// Records `cancel` for the live generation of `job` (CANCELING: the job's task completes
+/// it). Returns the generation; a job already cancelled is reported as such, not an error.
+pub async fn cancel(pool: &MySqlPool, job: JobId) -> Result<(Generation, bool)> {
+    let rec = jobs::load_job(pool, job).await?;
+    if rec.state == STATE_CANCELLED {
+        return Ok((rec.generation, true));
+    }
+    sqlx::query("INSERT IGNORE INTO job_commands (job_id, generation, command) VALUES (?, ?, ?)")
+        .bind(job.0)
+        .bind(rec.generation.0)
+        .bind(CANCEL)
+        .execute(pool)
+        .await
+        .map_err(|e| from_sqlx("recording the cancel command", &e))?;
+    Ok((rec.generation, false))
+}
+
+/// True when `job` has `command` for `generation`.
+pub async fn has(
+    pool: &MySqlPool,
+    job: JobId,
+    generation: Generation,
+    command: &str,
+) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM job_commands WHERE job_id = ? AND generation = ? AND command = ?",
+    )
+    .bind(job.0)
+    .bind(generation.0)
+    .bind(command)
+    .fetch_one(pool)
+    .await
+    .map_err(|e| from_sqlx("reading job commands", &e))?;
+    Ok(n > 0)
+}
+
+/// Live jobs (job, generation) with a `cancel` command (bounded).
+pub async fn canceling(pool: &MySqlPool) -> Result<Vec<(JobId, Generation)>> {
+    let rows: Vec<(u64, u64)> = sqlx::query_as(
+        "SELECT c.job_id, c.generation FROM job_commands c \
+         JOIN jobs j ON j.job_id = c.job_id AND j.generation = c.generation \
+         WHERE c.command = ? AND j.state <> ? ORDER BY c.job_id LIMIT 10000",
+    )
+    .bind(CANCEL)
+    .bind(STATE_CANCELLED)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading cancel commands", &e))?;
+    Ok(rows
+        .into_iter()
+        .map(|(j, g)| (JobId(j), Generation(g)))
+        .collect())
 }

@@ -101,7 +101,7 @@ pub async fn run(ctx: &JobCtx) -> Result<Reached> {
 }
 
 /// The J head, created (INSTALLED) on the first run; the material registry row too.
-async fn ensure_journal(ctx: &JobCtx) -> Result<Head> {
+pub async fn ensure_journal(ctx: &JobCtx) -> Result<Head> {
     ctx.registry.open_table(ctx.id(), None).await?;
     if let Some(h) = ctx.journal.head(ctx.id(), ctx.generation()).await? {
         return Ok(h);

@@ -5,12 +5,13 @@
 //! * [`jobs`]: the jobs store (jobs, generations, sealed schemas, lineage, range plans).
 //! * [`reconcile`]: the window's reconcile fold; [`restart`]: the window restart rules.
 //! * [`cli`], [`run`]: the command line and its exit codes; [`status`]: `backfill status`.
-//! * [`commands`]: persisted `start`; [`serve`]: the long-running process (one capture
+//! * [`commands`]: persisted `start` and `cancel`; [`cancel`]: CANCELING to CANCELLED(K); [`serve`]: the long-running process (one capture
 //!   reader per source, one [`job`] task per started job); [`window`]: the window protocol.
 //! * [`demo`]: `backfill demo`, the whole protocol on throwaway local servers.
 //! * [`fence`], [`replay`], [`audit`], [`finish`]: F, replay of (B, F], the activation
 //!   audit and activation, continuous replay after STREAMING (DESIGN §6, §7).
 pub mod audit;
+pub mod cancel;
 pub mod check_cli;
 pub mod cli;
 pub mod commands;

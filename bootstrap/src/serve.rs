@@ -155,6 +155,7 @@ impl Serve {
             for (job, g) in &started {
                 self.maybe_spawn(*job, *g).await;
             }
+            self.signal_cancels().await;
             self.reap().await;
             self.watch_readers().await;
             let idle = started.iter().all(|(j, _)| self.outcomes.contains_key(j));
@@ -165,6 +166,21 @@ impl Serve {
                 _ = cancel.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(self.cfg.poll) => {}
             }
+        }
+    }
+
+    /// Tells the task of every job with a persisted `cancel` to stop at its next boundary
+    /// (it then completes the cancel itself, `crate::cancel`).
+    async fn signal_cancels(&mut self) {
+        match commands::canceling(&self.pool).await {
+            Ok(list) => {
+                for (job, _) in list {
+                    if let Some(r) = self.running.get(&job) {
+                        r.cancel.cancel();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read cancel commands; retrying"),
         }
     }
 
@@ -217,12 +233,27 @@ impl Serve {
         let idle = self.cfg.exit_when_idle;
         let handle = tokio::spawn(
             async move {
-                prepare_target(&ctx).await?;
-                let reached = job::run(&ctx).await?;
-                match &finish {
-                    Some(f) => crate::finish::after_windows(&ctx, reached, f, idle).await,
-                    None => Ok(reached),
+                let pool = ctx.pool.clone();
+                let r = async {
+                    prepare_target(&ctx).await?;
+                    if commands::has(&pool, job, g, commands::CANCEL).await? {
+                        return Ok(Reached::Beyond(ledger::record::Phase::Canceling));
+                    }
+                    let reached = job::run(&ctx).await?;
+                    match &finish {
+                        Some(f) => crate::finish::after_windows(&ctx, reached, f, idle).await,
+                        None => Ok(reached),
+                    }
                 }
+                .await;
+                // Cancellation (DESIGN §8) once the task stopped at a boundary, whatever
+                // it reached: operations taken before have finished and been released.
+                if commands::has(&pool, job, g, commands::CANCEL).await? {
+                    let cfg = finish.clone().unwrap_or_default();
+                    crate::cancel::complete(&ctx, &cfg).await?;
+                    return Ok(Reached::Beyond(ledger::record::Phase::Cancelled));
+                }
+                r
             }
             .instrument(span),
         );
@@ -359,6 +390,9 @@ impl Serve {
                 }
                 Ok(Reached::Paused(d)) => {
                     self.outcomes.insert(job, format!("paused: {d}"));
+                }
+                Ok(Reached::Beyond(ledger::record::Phase::Cancelled)) => {
+                    self.outcomes.insert(job, "cancelled".into());
                 }
                 Ok(Reached::Beyond(p)) => {
                     self.outcomes.insert(job, format!("beyond windows: {p:?}"));
