@@ -12,7 +12,7 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Parses a `mysql://` URL given by `flag`.
 pub fn opts(url: &str, flag: &str) -> Result<mysql_async::Opts> {
-    mysql_async::Opts::from_url(url).map_err(|e| {
+    kernel::tls::mysql_opts(url).map_err(|e| {
         Error::definite(
             DefiniteCode::Usage,
             format!(
@@ -29,7 +29,12 @@ pub async fn connect(opts: mysql_async::Opts, what: &str, url: &str) -> Result<m
     let doing = format!("connecting to the {what} {}", redact_url(url));
     match tokio::time::timeout(CONNECT_TIMEOUT, mysql_async::Conn::new(opts)).await {
         Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(from_mysql(&doing, &e)),
+        Ok(Err(e)) => Err(kernel::tls::with_plain_hint(
+            url,
+            kernel::error::mysql_server_code(&e),
+            true,
+            from_mysql(&doing, &e),
+        )),
         Err(_) => Err(Error::transient(format!(
             "{doing}: no answer within {CONNECT_TIMEOUT:?}"
         ))),

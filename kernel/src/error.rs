@@ -184,7 +184,16 @@ pub fn mysql_server_code(e: &mysql_async::Error) -> Option<u16> {
     }
 }
 
+/// The server refuses a connection without TLS (MariaDB 4036, MySQL 3159).
+pub const SECURE_TRANSPORT_REQUIRED: [u16; 2] = [4036, 3159];
+
 fn from_code(code: Option<u16>, what: &str, text: String) -> Error {
+    if code.is_some_and(|c| SECURE_TRANSPORT_REQUIRED.contains(&c)) {
+        return Error::definite(
+            DefiniteCode::Usage,
+            format!("{what}: {text}: {}", crate::tls::REQUIRE_TLS_FIX),
+        );
+    }
     match code.map(classify_server_code) {
         None | Some(ServerClass::Transient) => Error::transient(format!("{what}: {text}")),
         Some(ServerClass::Privilege) => Error::definite(

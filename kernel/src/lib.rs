@@ -28,6 +28,7 @@ pub mod range;
 pub mod redact;
 pub mod schema;
 pub mod state;
+pub mod tls;
 pub mod value;
 
 pub use error::{Definite, Error, Result};

@@ -44,7 +44,7 @@ pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
             ),
         ));
     };
-    ensure_schema(connect.clone().database(""), &db, opts).await?;
+    ensure_schema(url, connect.clone().database(""), &db, opts).await?;
     let pool = MySqlPoolOptions::new()
         .max_connections(opts.max_connections)
         .acquire_timeout(opts.connect_timeout)
@@ -63,7 +63,12 @@ pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
     Ok(pool)
 }
 
-async fn ensure_schema(opts: MySqlConnectOptions, db: &str, o: &StateOptions) -> Result<()> {
+async fn ensure_schema(
+    url: &str,
+    opts: MySqlConnectOptions,
+    db: &str,
+    o: &StateOptions,
+) -> Result<()> {
     use sqlx::ConnectOptions;
     let mut conn = tokio::time::timeout(o.connect_timeout, opts.connect())
         .await
@@ -72,7 +77,10 @@ async fn ensure_schema(opts: MySqlConnectOptions, db: &str, o: &StateOptions) ->
                 "connecting to state store server for `{db}`: timed out"
             ))
         })?
-        .map_err(|e| from_sqlx(&format!("connecting to state store server for `{db}`"), &e))?;
+        .map_err(|e| {
+            let err = from_sqlx(&format!("connecting to state store server for `{db}`"), &e);
+            crate::tls::with_plain_hint(url, crate::error::sqlx_server_code(&e), false, err)
+        })?;
     let sql = format!(
         "CREATE DATABASE IF NOT EXISTS {}",
         crate::schema::quote_ident(db)

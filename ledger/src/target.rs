@@ -35,7 +35,7 @@ pub fn session_init() -> Vec<String> {
 
 /// Connection options for the target: `url` plus [`session_init`].
 pub fn target_opts(url: &str) -> Result<Opts> {
-    let o = Opts::from_url(url).map_err(|e| {
+    let o = kernel::tls::mysql_opts(url).map_err(|e| {
         Error::definite(
             DefiniteCode::Usage,
             format!(

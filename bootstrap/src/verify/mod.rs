@@ -113,7 +113,7 @@ impl Endpoint {
 
     /// An endpoint on a new pool for `url` (`mysql://user:pass@host:port[/db]`).
     pub fn from_url(url: &str, database: &str, table: &str) -> Result<Endpoint> {
-        let opts = mysql_async::Opts::from_url(url).map_err(|e| {
+        let opts = kernel::tls::mysql_opts(url).map_err(|e| {
             Error::definite(
                 DefiniteCode::Usage,
                 format!("invalid server URL {}: {e}", redact_url(url)),

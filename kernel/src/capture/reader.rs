@@ -146,7 +146,7 @@ pub async fn run(
 }
 
 async fn connect(cfg: &ReaderConfig) -> Result<mysql_async::Conn> {
-    let opts = mysql_async::Opts::from_url(&cfg.source_url).map_err(|e| {
+    let opts = crate::tls::mysql_opts(&cfg.source_url).map_err(|e| {
         Error::definite(
             DefiniteCode::Usage,
             format!(
