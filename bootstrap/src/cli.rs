@@ -61,6 +61,9 @@ pub enum Command {
     /// Record a cancel command (CANCELING); `serve` stops the job at its next boundary,
     /// writes K and records CANCELLED(K). The partial target is kept, never deleted.
     Cancel(crate::cancel::CancelArgs),
+    /// Record a resume command for a paused job (fix the cause first); `serve` clears the
+    /// pause and continues from the persisted context.
+    Resume(crate::pause::ResumeArgs),
     /// Run every started job: one capture reader per source server, one task per job.
     Serve(crate::serve_cli::ServeArgs),
     /// The activation audit (DESIGN §7), read-only: J, range chain, materials, T

@@ -24,6 +24,7 @@ pub mod install;
 pub mod job;
 pub mod jobs;
 pub mod metrics;
+pub mod pause;
 pub mod reconcile;
 pub mod replay;
 pub mod restart;

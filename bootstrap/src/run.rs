@@ -39,6 +39,7 @@ pub async fn run(cli: Cli) -> Result<String> {
         Command::Demo(a) => crate::demo::run(a).await,
         Command::Start(a) => crate::serve_cli::start(a).await,
         Command::Cancel(a) => crate::cancel::command(a).await,
+        Command::Resume(a) => crate::pause::command(a).await,
         Command::Serve(a) => crate::serve_cli::serve(a).await,
         Command::Audit(a) => crate::check_cli::audit(a).await,
         Command::Verify(a) => crate::check_cli::verify(a).await,

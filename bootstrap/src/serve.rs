@@ -156,6 +156,7 @@ impl Serve {
                 self.maybe_spawn(*job, *g).await;
             }
             self.signal_cancels().await;
+            self.take_resumes().await;
             self.reap().await;
             self.watch_readers().await;
             let idle = started.iter().all(|(j, _)| self.outcomes.contains_key(j));
@@ -181,6 +182,21 @@ impl Serve {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read cancel commands; retrying"),
+        }
+    }
+
+    /// A job that ended paused (or stopped) in this process runs again once a `resume`
+    /// is recorded for it; its task clears the pause and consumes the command.
+    async fn take_resumes(&mut self) {
+        match crate::pause::requested(&self.pool).await {
+            Ok(list) => {
+                for job in list {
+                    if !self.running.contains_key(&job) && self.outcomes.remove(&job).is_some() {
+                        tracing::info!(%job, "resume recorded: running the job again");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read resume commands; retrying"),
         }
     }
 
@@ -239,6 +255,7 @@ impl Serve {
                     if commands::has(&pool, job, g, commands::CANCEL).await? {
                         return Ok(Reached::Beyond(ledger::record::Phase::Canceling));
                     }
+                    crate::pause::apply_resume(&ctx).await?;
                     let reached = job::run(&ctx).await?;
                     match &finish {
                         Some(f) => crate::finish::after_windows(&ctx, reached, f, idle).await,
