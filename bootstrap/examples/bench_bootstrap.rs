@@ -4,7 +4,8 @@
 //! table between the same two servers, in the same run. Reports times, the ratio and the
 //! peak RSS of the `backfill serve` process (measured by /usr/bin/time).
 //!
-//! `scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]`
+//! `scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]` (`BENCH_LOG=info` shows the
+//! serve log: per window, read and seal times).
 //!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
@@ -52,6 +53,9 @@ fn timed(cmd: &mut Command) -> (f64, f64) {
     let secs = t0.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{cmd:?} failed: {err}");
+    if std::env::var("BENCH_LOG").is_ok() {
+        eprintln!("{}", err.trim_end());
+    }
     let rss_kb: f64 = err
         .lines()
         .rev()
@@ -112,7 +116,11 @@ async fn main() {
                 &state,
             ])
             .arg("--data-dir")
-            .arg(data.path()),
+            .arg(data.path())
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            ),
     );
     let copied = tgt.sql_in("bench_t", "SELECT COUNT(*) FROM t");
     assert_eq!(copied, rows.to_string(), "backfill copied every row");

@@ -206,8 +206,10 @@ async fn attempt(ctx: &JobCtx, head: &Head, w: WindowId, a: Attempt) -> Result<(
     failpoint::hit(fp::AFTER_LOW_IN_L);
     seal::check_capture_pause(ctx, low.seq).await?;
     ctx.hooks.after_low(id, w, a).await;
+    let t0 = std::time::Instant::now();
     let view = read::read_window(ctx, w, a, range).await?;
     let rows_read = view.rows.len() as u64;
+    tracing::info!(%w, %a, rows_read, ms = t0.elapsed().as_millis() as u64, snapshot = ?view.snapshot, "read view closed");
     failpoint::hit(fp::AFTER_READ_CLOSED);
     ctx.hooks.after_read_closed(id, w, a).await;
     let high = Intent::new(id, g, IntentKind::High, Some(w), Some(a));
@@ -217,6 +219,7 @@ async fn attempt(ctx: &JobCtx, head: &Head, w: WindowId, a: Attempt) -> Result<(
     seal::check_snapshot(&low, &high, &view)?;
     let sealed = seal::seal(ctx, w, a, range, &low, &high, view).await?;
     let fin = sealed.manifest.final_rows();
+    tracing::info!(%w, %a, final_rows = fin, folded = sealed.manifest.folded_changes, ms = t0.elapsed().as_millis() as u64, manifest = %sealed.manifest_hash, "window sealed");
     progress::record(
         &ctx.pool,
         id,
