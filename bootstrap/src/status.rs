@@ -152,10 +152,6 @@ pub fn job_text(s: &JobStatus) -> String {
     let j = &s.job;
     let mut rows: Vec<(&str, String)> = vec![
         (
-            "state",
-            format!("{}  (generation {})", s.state(), j.generation),
-        ),
-        (
             "source",
             format!("{} on {}", j.source.qualified(), j.source_url),
         ),
@@ -216,7 +212,12 @@ pub fn job_text(s: &JobStatus) -> String {
             ),
         ));
     }
-    let mut out = format!("job {}\n", j.job_id);
+    let mut out = format!(
+        "job {}  {}  generation {}\n",
+        j.job_id,
+        s.state(),
+        j.generation
+    );
     for (k, v) in rows {
         out.push_str(&format!("  {k:<16} {v}\n"));
     }

@@ -72,7 +72,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
     assert!(!all["jobs"].as_array().unwrap().is_empty());
     let text = status(&["--state", &state, &job]);
     for want in &[
-        "state            STREAMING",
+        &format!("job {job}  STREAMING  generation g1"),
         &format!("windows          {n}/{n} done"),
         "read 3000, sealed 3000, applied 3000",
         "replay           cursor ",
