@@ -32,5 +32,6 @@ pub mod run;
 pub mod serve;
 pub mod serve_cli;
 pub mod status;
+pub mod uncertain;
 pub mod verify;
 pub mod window;

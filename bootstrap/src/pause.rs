@@ -72,6 +72,7 @@ pub async fn apply_resume(ctx: &JobCtx) -> Result<bool> {
             let mut next = head.record.clone();
             next.paused = None;
             ctx.journal.append(&ctx.lease, &head, next).await?;
+            crate::uncertain::reset(ctx).await?;
             cleared = true;
         }
     }

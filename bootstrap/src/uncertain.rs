@@ -1,0 +1,151 @@
+//! Bounded recovery of uncertain target commits during the bootstrap (DESIGN §8).
+//!
+//! Why it is safe: a COMMIT whose answer was lost is never taken for a success nor retried
+//! blindly. It is resolved by reading T on a new connection (`ledger::apply::resolve_page`:
+//! the page credential is in T or it is not; a different credential is an evidence
+//! conflict). Each resolution first consumes one unit of a budget persisted in the state
+//! store (migration 0060) for the table-generation's execution, so neither a restart nor a
+//! new window refunds it: at most [`BOOTSTRAP_BUDGET`] are recovered automatically, the
+//! next one pauses the table (`release_unconfirmed`) with the context in J. `resume`
+//! starts a new execution ([`reset`]). Streaming has its own in-a-row budget in replay.
+use crate::job::JobCtx;
+use admission::RetryBudget;
+use kernel::error::{from_sqlx, DefiniteCode};
+use kernel::{Error, Result};
+use ledger::apply::{self, Applied, ApplyError, Resolution};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Automatic recoveries of uncertain commits per execution during the bootstrap.
+pub const BOOTSTRAP_BUDGET: u32 = 3;
+const SCOPE: &str = "bootstrap";
+static CONSUME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Test seam (compiled in with fault points only): the next N committed pages report
+/// their COMMIT answer as lost, as a connection dropped right after COMMIT reached the
+/// server would. The recovery must then find the page in T.
+static INJECT_LOST_ANSWERS: AtomicU32 = AtomicU32::new(0);
+
+/// Arms the test seam (no effect without the `failpoints` feature).
+pub fn inject_lost_commit_answers(n: u32) {
+    INJECT_LOST_ANSWERS.store(n, Ordering::SeqCst);
+}
+
+fn injected() -> bool {
+    kernel::failpoint::ENABLED
+        && INJECT_LOST_ANSWERS
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+}
+
+/// Applies one FINAL page through T; an unknown outcome is resolved from T within the
+/// persisted budget, and beyond it the table pauses.
+pub async fn apply_page(ctx: &JobCtx, bytes: &[u8]) -> Result<Applied> {
+    let mut conn = apply::connect(&ctx.target).await?;
+    let r = apply::apply_page(&mut conn, &ctx.tctx, bytes, ctx.cfg.limits).await;
+    let _ = conn.disconnect().await;
+    let m = match r {
+        Ok(Applied::Committed) if injected() => "COMMIT answer lost (injected)".to_string(),
+        Ok(a) => return Ok(a),
+        Err(ApplyError::Failed(e)) => return Err(e),
+        Err(ApplyError::Unknown(m)) => m,
+    };
+    let used = consume(ctx).await.map_err(|e| match e {
+        Error::Definite(d) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+            Error::Definite(kernel::Definite {
+                code: d.code,
+                message: format!("{m}: {}", d.message),
+            })
+        }
+        other => other,
+    })?;
+    tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, "{m}: resolving from T");
+    let mut c2 = apply::connect(&ctx.target).await?;
+    let res = apply::resolve_page(&mut c2, &ctx.tctx, bytes).await;
+    let _ = c2.disconnect().await;
+    match res? {
+        Resolution::Committed => Ok(Applied::Committed),
+        Resolution::NotCommitted => Err(Error::transient(format!(
+            "{m}; T shows it was not committed: retry"
+        ))),
+    }
+}
+
+/// Persists one more use of the execution's budget, or fails definitely when exhausted.
+async fn consume(ctx: &JobCtx) -> Result<u32> {
+    let (job, g) = (ctx.id(), ctx.generation());
+    let map = |e: sqlx::Error| from_sqlx("updating the uncertain-commit budget", &e);
+    // Two pages of one window resolve concurrently: serialise the read-modify-write here
+    // (one process owns the job under its lease) so InnoDB's insert locks cannot deadlock.
+    let _one = CONSUME.lock().await;
+    let mut tx = ctx.pool.begin().await.map_err(map)?;
+    sqlx::query(
+        "INSERT IGNORE INTO uncertain_budget (job_id, generation, scope, used) VALUES (?, ?, ?, 0)",
+    )
+    .bind(job.0)
+    .bind(g.0)
+    .bind(SCOPE)
+    .execute(&mut *tx)
+    .await
+    .map_err(map)?;
+    let used: u32 = sqlx::query_scalar(
+        "SELECT used FROM uncertain_budget WHERE job_id = ? AND generation = ? AND scope = ? \
+         FOR UPDATE",
+    )
+    .bind(job.0)
+    .bind(g.0)
+    .bind(SCOPE)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(map)?;
+    let mut budget = RetryBudget::new(BOOTSTRAP_BUDGET, used);
+    let n = budget.try_consume().map_err(|e| {
+        Error::definite(
+            DefiniteCode::ReleaseUnconfirmed,
+            format!(
+                "job {job} {g}: uncertain target commit not recovered automatically ({e} in this \
+                 execution); check the target, then `backfill resume {job}`"
+            ),
+        )
+    })?;
+    sqlx::query(
+        "UPDATE uncertain_budget SET used = ? WHERE job_id = ? AND generation = ? AND scope = ?",
+    )
+    .bind(n)
+    .bind(job.0)
+    .bind(g.0)
+    .bind(SCOPE)
+    .execute(&mut *tx)
+    .await
+    .map_err(map)?;
+    tx.commit().await.map_err(map)?;
+    Ok(n)
+}
+
+/// Uses of the execution's budget so far.
+pub async fn used(
+    pool: &sqlx::MySqlPool,
+    job: kernel::ids::JobId,
+    g: kernel::ids::Generation,
+) -> Result<u32> {
+    let n: Option<u32> = sqlx::query_scalar(
+        "SELECT used FROM uncertain_budget WHERE job_id = ? AND generation = ? AND scope = ?",
+    )
+    .bind(job.0)
+    .bind(g.0)
+    .bind(SCOPE)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| from_sqlx("reading the uncertain-commit budget", &e))?;
+    Ok(n.unwrap_or(0))
+}
+
+/// A new execution (`resume`): the budget starts again.
+pub async fn reset(ctx: &JobCtx) -> Result<()> {
+    sqlx::query("DELETE FROM uncertain_budget WHERE job_id = ? AND generation = ?")
+        .bind(ctx.id().0)
+        .bind(ctx.generation().0)
+        .execute(&ctx.pool)
+        .await
+        .map_err(|e| from_sqlx("resetting the uncertain-commit budget", &e))?;
+    Ok(())
+}
