@@ -60,3 +60,54 @@ fn demo_json_summary_names_the_evidence() {
     assert_eq!(v["verify"]["missing"], 0);
     assert_eq!(v["rows"], 3000);
 }
+
+#[test]
+fn ctrl_c_stops_the_demo_and_removes_its_servers() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(["demo", "--rows", "50000"])
+        .env_remove("BACKFILL_FORMAT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Interrupt while the copy runs: after install, before STREAMING.
+    for l in lines.by_ref() {
+        if l.unwrap().contains("installed job") {
+            break;
+        }
+    }
+    let root = std::env::temp_dir().join("backfill-harness");
+    let ours = || {
+        std::fs::read_dir(&root)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with(&format!("{pid}-"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(ours(), 2, "two server directories while the demo runs");
+    let _ = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_ne!(
+        status.code(),
+        Some(0),
+        "an interrupted demo is not a success"
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("removing the servers")),
+        "{rest:?}"
+    );
+    assert_eq!(ours(), 0, "the servers' directories are removed");
+}
