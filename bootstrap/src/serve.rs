@@ -235,8 +235,23 @@ impl Serve {
             ));
         }
         let schema = jobs::load_schema(&self.pool, job).await?;
-        let stream = self.ensure_source(&rec, &schema)?;
-        let ctx = self.context(rec, schema, stream).await?;
+        let session = self.session(job)?;
+        // Nothing runs on the session until the task starts: an error before is a
+        // confirmed release.
+        let stream = match self.ensure_source(&rec, &schema) {
+            Ok(s) => s,
+            Err(e) => {
+                session.release_confirmed();
+                return Err(e);
+            }
+        };
+        let ctx = match self.context(rec, schema, stream).await {
+            Ok(c) => c,
+            Err(e) => {
+                session.release_confirmed();
+                return Err(e);
+            }
+        };
         let cancel = ctx.cancel.clone();
         let renew = spawn_renewal(
             self.pool.clone(),
@@ -265,12 +280,20 @@ impl Serve {
                 .await;
                 // Cancellation (DESIGN §8) once the task stopped at a boundary, whatever
                 // it reached: operations taken before have finished and been released.
-                if commands::has(&pool, job, g, commands::CANCEL).await? {
-                    let cfg = finish.clone().unwrap_or_default();
-                    crate::cancel::complete(&ctx, &cfg).await?;
-                    return Ok(Reached::Beyond(ledger::record::Phase::Cancelled));
+                let out = async {
+                    if commands::has(&pool, job, g, commands::CANCEL).await? {
+                        let cfg = finish.clone().unwrap_or_default();
+                        crate::cancel::complete(&ctx, &cfg).await?;
+                        return Ok(Reached::Beyond(ledger::record::Phase::Cancelled));
+                    }
+                    r
                 }
-                r
+                .await;
+                // Every operation of the task has ended (connections closed, commits
+                // resolved): the session is free. A panic never gets here and keeps it
+                // counted as a hold (release unknown).
+                session.release_confirmed();
+                out
             }
             .instrument(span),
         );
@@ -279,6 +302,24 @@ impl Serve {
             cancel,
             renew,
         })
+    }
+
+    /// An execution session for the job's task, or a refusal that says how to raise the
+    /// limit (DESIGN §8: a streaming tail holds its session, so never an endless wait).
+    fn session(&self, job: JobId) -> Result<admission::Permit> {
+        self.admission
+            .try_acquire_session(&format!("job {job}"))
+            .map_err(|e| {
+                Error::definite(
+                    DefiniteCode::CapacityExhausted,
+                    format!(
+                        "job {job} refused: {e}; every running table holds one execution \
+                         session. Raise the limit with `serve --max-sessions N` \
+                         (BACKFILL_MAX_SESSIONS, or max_sessions in --config) and restart \
+                         serve, or cancel a job (`backfill cancel JOB`)"
+                    ),
+                )
+            })
     }
 
     /// Adds the job's table to its source's capture set (starting that source's reader on

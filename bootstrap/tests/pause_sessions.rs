@@ -1,0 +1,58 @@
+//! Admission of execution sessions in serve (issue 7, DESIGN §8) against real MariaDB:
+//! every running table holds one session; beyond the limit a job is refused at once with
+//! a message saying how to raise the limit (never an endless wait); with the limit raised
+//! the refused job runs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod window_support;
+use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::serve;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use window_support::*;
+
+async fn serve_all(c: &Case, sessions: u32) -> serve::Outcomes {
+    let mut cfg = c.serve_cfg();
+    cfg.limits.sessions = sessions;
+    tokio::time::timeout(
+        Duration::from_secs(300),
+        serve::serve(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("serve did not become idle")
+    .unwrap_or_else(|e| panic!("serve: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_beyond_the_session_limit_is_refused_with_how_to_raise_it() {
+    let c = Case::new("sess", 200, 100, 50).await;
+    // A second table of the same source in the same state store.
+    c.source
+        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
+    c.source
+        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 100");
+    c.target
+        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
+    let mut req = InstallRequest::new(
+        c.state_url(),
+        c.source.url(),
+        TableName::new(&c.sdb, "t2"),
+        c.target.url(),
+        TableName::new(&c.tdb, "t2"),
+    );
+    req.control_schema = c.ctl.clone();
+    let second = install(&req).await.unwrap().job_id;
+    bootstrap::commands::start(&c.pool, second).await.unwrap();
+    let out = serve_all(&c, 1).await;
+    assert_eq!(out.get(&c.job).map(String::as_str), Some("windows_done"));
+    let refused = out.get(&second).cloned().unwrap_or_default();
+    assert!(
+        refused.starts_with("refused: capacity_exhausted"),
+        "{refused}"
+    );
+    assert!(refused.contains("--max-sessions"), "{refused}");
+    assert!(refused.contains("BACKFILL_MAX_SESSIONS"), "{refused}");
+    let out = serve_all(&c, 2).await;
+    assert_eq!(out.get(&second).map(String::as_str), Some("windows_done"));
+    let n: String = c.target.sql_in(&c.tdb, "SELECT COUNT(*) FROM t2");
+    assert_eq!(n, "100");
+}
