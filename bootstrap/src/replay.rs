@@ -710,6 +710,23 @@ impl Replayer<'_> {
                         cursor = self.cursor(conn).await?;
                         continue;
                     }
+                    // DESIGN §8: while STREAMING at most `max_retries` in a row (reset by
+                    // each confirmed commit), then the table pauses: a restarted task
+                    // would otherwise retry forever.
+                    Err(e) if e.is_transient() && cancel.is_some() => {
+                        return Err(Error::definite(
+                            DefiniteCode::ReleaseUnconfirmed,
+                            format!(
+                                "job {} {}: {} target batches in a row failed or ended \
+                                 uncertain while STREAMING (last: {e}); check the target, \
+                                 then `backfill resume {}`",
+                                self.scope.job,
+                                self.scope.generation,
+                                retries + 1,
+                                self.scope.job
+                            ),
+                        ))
+                    }
                     Err(e) => return Err(e),
                 }
                 out.batches += 1;
