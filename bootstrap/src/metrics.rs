@@ -44,6 +44,15 @@ pub fn observe_admission(a: &Admission) {
     *admission_slot().lock().unwrap_or_else(|p| p.into_inner()) = Some(a.clone());
 }
 
+/// The admission state of the last `serve` of this process (tests: no permit leaked).
+pub fn admission_snapshot() -> Option<admission::AdmissionSnapshot> {
+    admission_slot()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(Admission::snapshot)
+}
+
 /// A tracing layer counting WARN and ERROR events per module (crate::module, no text).
 pub struct EventCounter;
 

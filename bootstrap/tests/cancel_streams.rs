@@ -139,4 +139,11 @@ async fn a_late_low_after_k_is_obsolete_and_the_other_table_keeps_streaming() {
     let out = task.await.unwrap().unwrap();
     assert_eq!(out.get(&c.job).map(String::as_str), Some("cancelled"));
     assert!(!out.contains_key(&other) || !out[&other].starts_with("paused"));
+    // No permit leaked: every pool is back to its capacity, nothing held or waiting.
+    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
+    for kind in admission::PoolKind::ALL {
+        let p = snap.pool(kind);
+        assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
+        assert!(p.in_use.is_empty() && p.holds.is_empty() && p.waiting.is_empty());
+    }
 }
