@@ -113,7 +113,10 @@ async fn streaming_apply_versus_a_native_replica() {
         with_replica.then(|| Server::start_private(durable(ServerOpts::target().server_id(3))));
     let w = world(&src, &tgt, "bench", 9900, 1000).await;
     // No audit triggers on the benchmark's target: they would add a row write per change.
-    tgt.sql_in(&w.tdb, "DROP TRIGGER t_bi; DROP TRIGGER t_bu; DROP TRIGGER t_bd");
+    tgt.sql_in(
+        &w.tdb,
+        "DROP TRIGGER t_bi; DROP TRIGGER t_bu; DROP TRIGGER t_bd",
+    );
     // The workload's procedures exist before B: a DDL naming the table after B pauses it.
     let pdb = src.fresh_db("benchproc");
     let mut sc = w.src_conn().await;
