@@ -117,14 +117,7 @@ impl Finish<'_> {
         let replayed = if fenced.head.record.phase == Phase::Streaming {
             Outcome::default()
         } else {
-            let r = Replayer {
-                pool: self.pool,
-                scope: &self.scope,
-                target: self.target,
-                ctx: self.ctx,
-                cfg: &self.replay,
-            };
-            replay::replay_to(&r, b.seq, fenced.f.seq).await?
+            replay::replay_to(&self.replayer(), b.seq, fenced.f.seq).await?
         };
         let activated = audit::activate(
             &mut Sources {
@@ -148,15 +141,20 @@ impl Finish<'_> {
         })
     }
 
-    /// Continuous replay after activation, until `cancel`.
-    pub async fn stream(&self, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
-        let r = Replayer {
+    /// The replayer of this table, with this finish's target and batch sizes.
+    fn replayer(&self) -> Replayer<'_> {
+        Replayer {
             pool: self.pool,
             scope: &self.scope,
             target: self.target,
             ctx: self.ctx,
             cfg: &self.replay,
-        };
+        }
+    }
+
+    /// Continuous replay after activation, until `cancel`.
+    pub async fn stream(&self, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
+        let r = self.replayer();
         replay::follow(&r, b_seq, cancel).await
     }
 
@@ -168,13 +166,7 @@ impl Finish<'_> {
         crate::connect::close(c).await;
         let deadline = tokio::time::Instant::now() + self.marker_wait;
         kernel::log::wait_for_position(self.pool, &self.scope.stream, &end?, deadline).await?;
-        let r = Replayer {
-            pool: self.pool,
-            scope: &self.scope,
-            target: self.target,
-            ctx: self.ctx,
-            cfg: &self.replay,
-        };
+        let r = self.replayer();
         replay::catch_up(&r, b_seq).await
     }
 
@@ -316,13 +308,7 @@ impl Finish<'_> {
                 ));
             }
         }
-        let r = Replayer {
-            pool: self.pool,
-            scope: &self.scope,
-            target: self.target,
-            ctx: self.ctx,
-            cfg: &self.replay,
-        };
+        let r = self.replayer();
         r.run(b_seq, replay::Until::CatchUp { upto }).await?;
         let mut vc = crate::verify::VerifyCursor::start();
         pinned.compare(target, &mut vc).await

@@ -96,6 +96,21 @@ async fn rollback_quietly(tx: Transaction<'_>) {
     let _ = tx.rollback().await;
 }
 
+/// Commits an apply transaction between its two fault points. A failed COMMIT leaves the
+/// outcome unknown: only reading T can tell (DESIGN §3.5).
+async fn commit_between(
+    tx: Transaction<'_>,
+    what: &str,
+    [before, after]: [&'static str; 2],
+) -> Result<(), ApplyError> {
+    failpoint::hit(before);
+    tx.commit()
+        .await
+        .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
+    failpoint::hit(after);
+    Ok(())
+}
+
 /// Applies one FINAL page (its persisted bytes) with its T credential in one transaction.
 ///
 /// Into a still-empty InnoDB table, parallel first inserts can deadlock (1213, transient,
@@ -183,11 +198,12 @@ pub async fn apply_page(
         rollback_quietly(tx).await;
         return Err(e.into());
     }
-    failpoint::hit("ledger.page.before_commit");
-    tx.commit()
-        .await
-        .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
-    failpoint::hit("ledger.page.after_commit");
+    commit_between(
+        tx,
+        &what,
+        ["ledger.page.before_commit", "ledger.page.after_commit"],
+    )
+    .await?;
     Ok(Applied::Committed)
 }
 
@@ -497,11 +513,8 @@ pub async fn apply_groups(
                 rollback_quietly(tx).await;
                 return Err(e.into());
             }
-            failpoint::hit("ledger.groups.before_commit");
-            tx.commit()
-                .await
-                .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
-            failpoint::hit("ledger.groups.after_commit");
+            let points = ["ledger.groups.before_commit", "ledger.groups.after_commit"];
+            commit_between(tx, &what, points).await?;
             committed = true;
         }
         if !moved {
