@@ -31,6 +31,7 @@ pub mod restart;
 pub mod run;
 pub mod serve;
 pub mod serve_cli;
+pub mod serve_state;
 pub mod status;
 pub mod uncertain;
 pub mod verify;

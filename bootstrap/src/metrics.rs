@@ -8,7 +8,10 @@
 //! * the admission pools of this process (capacity, in use, held by unconfirmed
 //!   releases, waiting), published by `serve` through [`observe_admission`];
 //! * warning and error events of this process per module (`_total`), counted by a tracing
-//!   layer: every retry and every pause is logged at one of these levels.
+//!   layer: every retry and every pause is logged at one of these levels;
+//! * automatic retries and recoveries per kind (`backfill_retries_total`): the same layer
+//!   counts every event that carries a `retry = "kind"` field (serve's job task and
+//!   capture reader restarts, recoveries of uncertain target commits, ...).
 //!
 //! Labels are low-cardinality: job id, pool, phase, pause code, module; never error text.
 use crate::status::{self, JobStatus};
@@ -34,6 +37,57 @@ fn admission_slot() -> &'static Mutex<Option<Admission>> {
     SLOT.get_or_init(|| Mutex::new(None))
 }
 
+/// Kinds of automatic retry or recovery: every one is listed (at 0) before it happens.
+pub const RETRY_KINDS: [&str; 5] = [
+    "job_task",
+    "job_start",
+    "capture_reader",
+    "uncertain_commit",
+    "lease_renewal",
+];
+
+fn retries() -> &'static Mutex<BTreeMap<String, u64>> {
+    static RETRIES: OnceLock<Mutex<BTreeMap<String, u64>>> = OnceLock::new();
+    RETRIES.get_or_init(|| {
+        Mutex::new(
+            RETRY_KINDS
+                .iter()
+                .map(|k| ((*k).to_string(), 0))
+                .collect(),
+        )
+    })
+}
+
+/// The retry kind an event carries in its `retry` field, if any.
+struct RetryField(Option<String>);
+
+impl tracing::field::Visit for RetryField {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "retry" {
+            self.0 = Some(value.to_string());
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "retry" {
+            self.0 = Some(format!("{value:?}").trim_matches('"').to_string());
+        }
+    }
+}
+
+/// Kinds beyond this many are counted as `other` (the label set stays small).
+const MAX_RETRY_KINDS: usize = 32;
+
+fn count_retry(kind: String) {
+    let mut m = retries().lock().unwrap_or_else(|p| p.into_inner());
+    let kind = if m.contains_key(&kind) || m.len() < MAX_RETRY_KINDS {
+        kind
+    } else {
+        "other".to_string()
+    };
+    *m.entry(kind).or_insert(0) += 1;
+}
+
 fn events() -> &'static Mutex<BTreeMap<(&'static str, String), u64>> {
     static EVENTS: OnceLock<Mutex<BTreeMap<(&'static str, String), u64>>> = OnceLock::new();
     EVENTS.get_or_init(|| Mutex::new(BTreeMap::new()))
@@ -42,6 +96,14 @@ fn events() -> &'static Mutex<BTreeMap<(&'static str, String), u64>> {
 /// Makes this process's admission pools visible to the metrics endpoint.
 pub fn observe_admission(a: &Admission) {
     *admission_slot().lock().unwrap_or_else(|p| p.into_inner()) = Some(a.clone());
+}
+
+/// The admission pools of the last `serve` of this process (tests take permits from it).
+pub fn observed_admission() -> Option<Admission> {
+    admission_slot()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 /// The admission state of the last `serve` of this process (tests: no permit leaked).
@@ -53,7 +115,8 @@ pub fn admission_snapshot() -> Option<admission::AdmissionSnapshot> {
         .map(Admission::snapshot)
 }
 
-/// A tracing layer counting WARN and ERROR events per module (crate::module, no text).
+/// A tracing layer counting WARN and ERROR events per module (crate::module, no text),
+/// and every event with a `retry = "kind"` field as one automatic retry or recovery.
 pub struct EventCounter;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for EventCounter {
@@ -62,6 +125,11 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for EventCounter {
         event: &tracing::Event<'_>,
         _ctx: tracing_subscriber::layer::Context<'_, S>,
     ) {
+        let mut retry = RetryField(None);
+        event.record(&mut retry);
+        if let Some(kind) = retry.0 {
+            count_retry(kind);
+        }
         let level = *event.metadata().level();
         let kind = if level == tracing::Level::ERROR {
             "error"
@@ -218,7 +286,21 @@ pub async fn render(pool: &MySqlPool) -> String {
         ev.add(&[("level", level), ("module", target)], *n as f64);
     }
     ev.write(&mut out);
+    retries_family().write(&mut out);
     out
+}
+
+fn retries_family() -> Family {
+    let mut f = Family::new(
+        "backfill_retries_total",
+        "counter",
+        "automatic retries and recoveries of this process (job task restarts, capture reader \
+         restarts, uncertain target commits resolved from T, ...) per kind",
+    );
+    for (kind, n) in retries().lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        f.add(&[("kind", kind)], *n as f64);
+    }
+    f
 }
 
 async fn jobs_status(pool: &MySqlPool) -> Result<Vec<JobStatus>> {

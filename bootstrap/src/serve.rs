@@ -143,7 +143,9 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         retry_at: HashMap::new(),
         outcomes: BTreeMap::new(),
     };
+    let publisher = crate::serve_state::publish(s.pool.clone(), &s.admission, &s.cfg.owner);
     let r = s.main_loop(&cancel).await;
+    publisher.stop().await;
     s.shutdown().await;
     r.map(|()| s.outcomes)
 }
@@ -212,7 +214,7 @@ impl Serve {
                 self.running.insert(job, r);
             }
             Err(e) if e.is_transient() => {
-                tracing::warn!(%job, error = %e, "cannot start the job yet; retrying");
+                tracing::warn!(%job, error = %e, retry = "job_start", "cannot start the job yet; retrying");
                 self.retry_at
                     .insert(job, Instant::now() + Duration::from_secs(1));
             }
@@ -456,7 +458,7 @@ impl Serve {
                     self.outcomes.insert(job, format!("beyond windows: {p:?}"));
                 }
                 Err(e) if e.is_transient() => {
-                    tracing::warn!(%job, error = %e, "job task failed transiently; restarting it");
+                    tracing::warn!(%job, error = %e, retry = "job_task", "job task failed transiently; restarting it");
                     self.retry_at
                         .insert(job, Instant::now() + Duration::from_secs(1));
                 }
@@ -475,7 +477,7 @@ impl Serve {
             if src.reader.as_ref().is_some_and(Reader::is_finished) {
                 if let Some(r) = src.reader.take() {
                     let res = r.join().await;
-                    tracing::error!(stream = %src.cfg.stream, result = ?res, "capture reader ended; restarting it");
+                    tracing::error!(stream = %src.cfg.stream, result = ?res, retry = "capture_reader", "capture reader ended; restarting it");
                 }
                 src.restart_at = Some(Instant::now() + Duration::from_secs(2));
             }
@@ -529,7 +531,7 @@ fn spawn_renewal(
             match ledger::lease::renew(&pool, &lease, ttl).await {
                 Ok(()) => {}
                 Err(e) if e.is_transient() => {
-                    tracing::warn!(job = %lease.job, error = %e, "lease renewal failed; retrying")
+                    tracing::warn!(job = %lease.job, error = %e, retry = "lease_renewal", "lease renewal failed; retrying")
                 }
                 Err(e) => {
                     tracing::error!(job = %lease.job, error = %e, "lease lost: stopping the job task");

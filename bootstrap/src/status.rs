@@ -5,12 +5,17 @@
 //! * rows known (the server's estimate at install) versus rows read, sealed and applied
 //!   (`window_progress`, counters written by the window runner);
 //! * replay cursor, groups applied and lag (`replay_progress`, written by the replayer);
-//! * the capture position D of the job's source stream.
+//! * the capture position D of the job's source stream;
+//! * commands recorded but not yet carried out by `serve` (`start`, `cancel`, `resume`);
+//! * the admission state each `serve` persisted (`crate::serve_state`): permits in use,
+//!   holds whose release is unknown and queues, with the jobs they belong to, marked stale
+//!   when that serve's heartbeat is old (it is not running).
 //!
 //! Everything here is a report, never evidence: `audit` is the check. The same snapshot
 //! feeds the live display of `backfill demo`.
 use crate::jobs::{self, JobRecord};
 use crate::replay;
+use crate::serve_state::{self, ServeRow};
 use crate::window::progress;
 use kernel::error::{Definite, DefiniteCode};
 use kernel::ids::JobId;
@@ -47,6 +52,50 @@ pub struct JobStatus {
     /// D: where the capture reader restarts, and L's tail seq.
     pub capture: Option<(String, u64)>,
     pub replay: Option<replay::Progress>,
+    /// Commands recorded for this generation that serve has not carried out yet.
+    pub pending: Vec<Pending>,
+}
+
+/// A persisted command not yet carried out by `serve`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub command: String,
+    /// Age of the record (state store clock).
+    pub age_ms: u64,
+    pub meaning: &'static str,
+}
+
+/// The commands of `job` that serve has not carried out: `start` before J has a head,
+/// `cancel` until CANCELLED, `resume` until consumed.
+async fn pending(pool: &MySqlPool, job: &JobRecord, has_head: bool) -> Result<Vec<Pending>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT command, TIMESTAMPDIFF(MICROSECOND, issued_at, CURRENT_TIMESTAMP(6)) \
+         FROM job_commands WHERE job_id = ? AND generation = ? ORDER BY issued_at LIMIT 16",
+    )
+    .bind(job.job_id.0)
+    .bind(job.generation.0)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| kernel::error::from_sqlx("reading job commands", &e))?;
+    let cancelled = job.state == jobs::STATE_CANCELLED;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(command, age)| {
+            let meaning = match command.as_str() {
+                crate::commands::START if !has_head => "recorded; no serve has run the job yet",
+                crate::commands::CANCEL if !cancelled => {
+                    "CANCELING: serve stops the job at its next boundary, then writes K"
+                }
+                crate::pause::RESUME => "recorded; serve clears the pause when it runs the job",
+                _ => return None,
+            };
+            Some(Pending {
+                command,
+                age_ms: u64::try_from(age / 1000).unwrap_or(0),
+                meaning,
+            })
+        })
+        .collect())
 }
 
 /// Reads the execution status of `job`.
@@ -63,6 +112,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         None => None,
     };
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
+    let pending = pending(pool, &job, head.is_some()).await?;
     let (phase, paused, windows_done) = match head {
         Some(h) => (
             Some(format!("{:?}", h.record.phase).to_uppercase()),
@@ -82,6 +132,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         stream,
         capture,
         replay,
+        pending,
     })
 }
 
@@ -110,7 +161,7 @@ pub fn runbook(code: DefiniteCode) -> &'static str {
 }
 
 /// One job as JSON.
-pub fn job_json(s: &JobStatus) -> Value {
+pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
     let j = &s.job;
     json!({
         "job_id": j.job_id.0,
@@ -143,12 +194,169 @@ pub fn job_json(s: &JobStatus) -> Value {
             "message": kernel::redact::redact_text(&p.message),
             "runbook": runbook(p.code),
         })),
-        "admission_holds": Value::Null,
+        "pending_commands": s.pending.iter().map(|p| json!({
+            "command": p.command, "age_ms": p.age_ms, "meaning": p.meaning,
+        })).collect::<Vec<_>>(),
+        "admission": admission_json(s, serves),
     })
 }
 
+/// What the job holds and waits for in each serve's persisted admission state.
+fn admission_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
+    let mut out = Vec::new();
+    for r in serves {
+        let mine = serve_state::for_job(&r.admission, s.job.job_id.0);
+        if mine.is_empty() {
+            continue;
+        }
+        let blocked = |pool: &str| -> Vec<Value> {
+            serve_state::pool(&r.admission, pool)
+                .map(|p| {
+                    p.holds
+                        .iter()
+                        .map(|h| json!({ "owner": h.owner, "reason": h.reason }))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        out.push(json!({
+            "serve": r.owner,
+            "serve_state": r.liveness(),
+            "heartbeat_age_ms": r.heartbeat_age_ms,
+            "in_use": mine.in_use.iter().map(|(p, u)| json!({ "pool": p, "owner": u.owner, "age_ms": u.age_ms })).collect::<Vec<_>>(),
+            "holds": mine.holds.iter().map(|(p, h)| json!({ "pool": p, "owner": h.owner, "reason": h.reason, "age_ms": h.age_ms, "release": "unknown" })).collect::<Vec<_>>(),
+            "waiting": mine.waiting.iter().map(|(p, w)| json!({
+                "pool": p, "owner": w.owner, "waited_ms": w.waited_ms,
+                "blocked_by_holds": w.blocked_by_holds,
+                "holds": if w.blocked_by_holds { blocked(p) } else { Vec::new() },
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    Value::Array(out)
+}
+
+/// Every serve process and its pools, as JSON.
+pub fn serves_json(serves: &[ServeRow]) -> Value {
+    Value::Array(
+        serves
+            .iter()
+            .map(|r| {
+                json!({
+                    "owner": r.owner,
+                    "pid": r.pid,
+                    "state": r.liveness(),
+                    "stale": !r.stopped && !r.live(),
+                    "heartbeat_age_ms": r.heartbeat_age_ms,
+                    "up_ms": r.up_ms,
+                    "pools": r.admission.pools,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// Text lines on the job's admission state in every serve.
+fn admission_text(s: &JobStatus, serves: &[ServeRow]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for r in serves {
+        let mine = serve_state::for_job(&r.admission, s.job.job_id.0);
+        let tag = match r.liveness() {
+            "running" => String::new(),
+            other => format!(
+                " [{other}: {} heartbeat {} ago, serve not running]",
+                r.owner,
+                secs(r.heartbeat_age_ms)
+            ),
+        };
+        for (p, u) in &mine.in_use {
+            lines.push(format!(
+                "{p} permit in use by `{}` for {}{tag}",
+                u.owner,
+                secs(u.age_ms)
+            ));
+        }
+        for (p, h) in &mine.holds {
+            lines.push(format!(
+                "{p} permit HELD, release unknown, by `{}` for {}: {}{tag}",
+                h.owner,
+                secs(h.age_ms),
+                h.reason
+            ));
+        }
+        for (p, w) in &mine.waiting {
+            let why = match serve_state::pool(&r.admission, p) {
+                Some(pool) if w.blocked_by_holds => format!(
+                    ": blocked by {} hold(s) with release unknown ({})",
+                    pool.holds.len(),
+                    pool.holds
+                        .iter()
+                        .map(|h| format!("`{}`: {}", h.owner, h.reason))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                _ => String::new(),
+            };
+            lines.push(format!(
+                "`{}` waiting for a {p} permit for {}{why}{tag}",
+                w.owner,
+                secs(w.waited_ms)
+            ));
+        }
+    }
+    if lines.is_empty() {
+        lines.push(match serves.iter().find(|r| r.live()) {
+            Some(r) => format!("no permit in use or awaited ({} running)", r.owner),
+            None => "no serve running".into(),
+        });
+    }
+    lines
+}
+
+/// Text lines on every serve process and its pools.
+pub fn serves_text(serves: &[ServeRow]) -> String {
+    let mut out = String::new();
+    for r in serves {
+        out.push_str(&format!(
+            "serve {}  pid {}  {}  heartbeat {} ago{}\n",
+            r.owner,
+            r.pid,
+            r.liveness().to_uppercase(),
+            secs(r.heartbeat_age_ms),
+            if r.live() {
+                ""
+            } else {
+                " (the pools below are as they were then)"
+            }
+        ));
+        for p in &r.admission.pools {
+            out.push_str(&format!(
+                "  {:<16} {}/{} in use, {} held (release unknown), {} waiting\n",
+                p.pool,
+                p.in_use.len(),
+                p.capacity,
+                p.holds.len(),
+                p.waiting.len()
+            ));
+            for h in &p.holds {
+                out.push_str(&format!(
+                    "  {:<16} HELD by `{}` for {}: {}\n",
+                    "",
+                    h.owner,
+                    secs(h.age_ms),
+                    h.reason
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// One job as a small text table.
-pub fn job_text(s: &JobStatus) -> String {
+pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
     let j = &s.job;
     let mut rows: Vec<(&str, String)> = vec![
         (
@@ -197,10 +405,20 @@ pub fn job_text(s: &JobStatus) -> String {
             None => "not started".into(),
         },
     ));
-    rows.push((
-        "admission holds",
-        "in the serve process: see its metrics (backfill_admission_*)".into(),
-    ));
+    for (i, l) in admission_text(s, serves).into_iter().enumerate() {
+        rows.push((if i == 0 { "admission" } else { "" }, l));
+    }
+    for (i, p) in s.pending.iter().enumerate() {
+        rows.push((
+            if i == 0 { "pending" } else { "" },
+            format!(
+                "{} recorded {} ago: {}",
+                p.command,
+                secs(p.age_ms),
+                p.meaning
+            ),
+        ));
+    }
     if let Some(p) = &s.paused {
         rows.push((
             "paused",
@@ -258,13 +476,29 @@ async fn render(pool: &MySqlPool, a: &crate::cli::StatusArgs) -> Result<String> 
     for j in read(pool, a.job.map(JobId)).await? {
         all.push(gather(pool, j).await?);
     }
+    let serves = serve_state::read(pool).await?;
     Ok(match (a.format, a.job) {
-        (Format::Json, Some(_)) => format!("{}\n", all.first().map(job_json).unwrap_or_default()),
+        (Format::Json, Some(_)) => {
+            let mut v = all
+                .first()
+                .map(|s| job_json(s, &serves))
+                .unwrap_or_default();
+            v["serve"] = serves_json(&serves);
+            format!("{v}\n")
+        }
         (Format::Json, None) => format!(
             "{}\n",
-            json!({ "jobs": all.iter().map(job_json).collect::<Vec<_>>() })
+            json!({
+                "jobs": all.iter().map(|s| job_json(s, &serves)).collect::<Vec<_>>(),
+                "serve": serves_json(&serves),
+            })
         ),
-        (Format::Text, _) if all.is_empty() => "no jobs installed\n".to_string(),
-        (Format::Text, _) => all.iter().map(job_text).collect(),
+        (Format::Text, _) if all.is_empty() => {
+            format!("no jobs installed\n{}", serves_text(&serves))
+        }
+        (Format::Text, _) => {
+            let jobs: String = all.iter().map(|s| job_text(s, &serves)).collect();
+            format!("{jobs}{}", serves_text(&serves))
+        }
     })
 }

@@ -1,6 +1,8 @@
 //! `backfill status` against a real job (issue 8): before serve (installed, nothing read),
 //! then after serve took it to STREAMING: windows done/total, rows known/read/applied, the
 //! capture position, the replay cursor and lag, in text and JSON, and `--watch` redraws.
+//! Commands recorded but not yet carried out (`start`, `resume`) are listed until serve
+//! consumes them; the serve row says it stopped.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
 use std::process::{Command, Stdio};
@@ -36,6 +38,25 @@ async fn status_shows_windows_rows_capture_and_replay() {
     assert_eq!(before["windows_done"], 0);
     assert_eq!(before["rows"]["applied"], 0);
     assert!(before["replay"].is_null());
+    // Recorded commands that no serve carried out yet are listed.
+    bootstrap::pause::request(&c.pool, c.job).await.unwrap();
+    let pending: serde_json::Value =
+        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+            .unwrap();
+    let cmds: Vec<&str> = pending["pending_commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(cmds, ["start", "resume"], "{pending}");
+    let text = status(&["--state", &state, &job]);
+    assert!(
+        text.contains("pending          start recorded ")
+            && text.contains("resume recorded ")
+            && text.contains("no serve running"),
+        "{text}"
+    );
     let mut cfg = c.serve_cfg();
     cfg.finish = Some(bootstrap::replay::ReplayConfig::default());
     let out = tokio::time::timeout(
@@ -67,6 +88,8 @@ async fn status_shows_windows_rows_capture_and_replay() {
     assert!(v["replay"]["cursor"].is_string(), "{v}");
     assert!(v["replay"]["groups_applied"].as_u64().unwrap() >= 1, "{v}");
     assert!(v["paused"].is_null(), "{v}");
+    assert_eq!(v["pending_commands"], serde_json::json!([]), "{v}");
+    assert_eq!(v["serve"][0]["state"], "stopped", "{v}");
     let all: serde_json::Value =
         serde_json::from_str(status(&["--state", &state, "--format", "json"]).trim()).unwrap();
     assert!(!all["jobs"].as_array().unwrap().is_empty());
