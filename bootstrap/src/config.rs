@@ -35,6 +35,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("read_windows", "BACKFILL_READ_WINDOWS"),
     ("target_writes", "BACKFILL_TARGET_WRITES"),
     ("max_sessions", "BACKFILL_MAX_SESSIONS"),
+    (
+        "target_write_timeout_secs",
+        "BACKFILL_TARGET_WRITE_TIMEOUT_SECS",
+    ),
     ("owner", "BACKFILL_OWNER"),
     ("exit_when_idle", "BACKFILL_EXIT_WHEN_IDLE"),
     ("replay_batch_rows", "BACKFILL_REPLAY_BATCH_ROWS"),

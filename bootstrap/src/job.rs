@@ -52,6 +52,8 @@ pub struct JobCtx {
     pub target: mysql_async::Opts,
     pub tctx: TargetCtx,
     pub admission: Admission,
+    /// Client deadlines of target writes (a timed-out statement is KILLed and confirmed).
+    pub deadlines: crate::bounded::Deadlines,
     pub cfg: RunConfig,
     pub hooks: Arc<dyn WindowHooks>,
     pub cancel: CancellationToken,

@@ -11,6 +11,7 @@
 //! * [`fence`], [`replay`], [`audit`], [`finish`]: F, replay of (B, F], the activation
 //!   audit and activation, continuous replay after STREAMING (DESIGN §6, §7).
 pub mod audit;
+pub mod bounded;
 pub mod cancel;
 pub mod check_cli;
 pub mod cli;

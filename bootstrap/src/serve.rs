@@ -48,6 +48,8 @@ pub struct ServeConfig {
     /// Overrides the jobs' page size for windows sealed from now on.
     pub page_rows: Option<u64>,
     pub limits: admission::Limits,
+    /// Client deadlines of target writes (`crate::bounded`).
+    pub deadlines: crate::bounded::Deadlines,
     pub run: RunConfig,
     /// How often the state store is polled for new start commands.
     pub poll: Duration,
@@ -76,6 +78,7 @@ impl ServeConfig {
             targets: Vec::new(),
             page_rows: None,
             limits: admission::Limits::default(),
+            deadlines: Default::default(),
             run: RunConfig::default(),
             poll: Duration::from_millis(500),
             lease_ttl: Duration::from_secs(30),
@@ -420,6 +423,7 @@ impl Serve {
             target,
             tctx,
             admission: self.admission.clone(),
+            deadlines: self.cfg.deadlines,
             cfg: run,
             hooks,
             cancel: CancellationToken::new(),

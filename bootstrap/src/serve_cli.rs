@@ -57,6 +57,14 @@ pub struct ServeArgs {
     /// Execution sessions (running tables) in this process.
     #[arg(long, env = "BACKFILL_MAX_SESSIONS", default_value_t = 8)]
     pub max_sessions: u32,
+    /// Seconds one target write (a page's transaction) may take before it is KILLed; its
+    /// permit stays held until the target shows the connection gone.
+    #[arg(
+        long,
+        env = "BACKFILL_TARGET_WRITE_TIMEOUT_SECS",
+        default_value_t = 300
+    )]
+    pub target_write_timeout_secs: u64,
     /// Lease owner name; keep it stable so a restarted process takes over at once.
     #[arg(long, env = "BACKFILL_OWNER")]
     pub owner: Option<String>,
@@ -111,6 +119,7 @@ pub async fn serve(a: ServeArgs) -> Result<String> {
         target_writes: a.target_writes,
         sessions: a.max_sessions,
     };
+    cfg.deadlines.target_write = std::time::Duration::from_secs(a.target_write_timeout_secs.max(1));
     if let Some(o) = a.owner {
         cfg.owner = o;
     }

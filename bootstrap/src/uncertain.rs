@@ -9,7 +9,7 @@
 //! next one pauses the table (`release_unconfirmed`) with the context in J. `resume`
 //! starts a new execution ([`reset`]). Streaming has its own in-a-row budget in replay.
 use crate::job::JobCtx;
-use admission::RetryBudget;
+use admission::{Permit, RetryBudget};
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::{Error, Result};
 use ledger::apply::{self, Applied, ApplyError, Resolution};
@@ -37,17 +37,16 @@ fn injected() -> bool {
             .is_ok()
 }
 
-/// Applies one FINAL page through T; an unknown outcome is resolved from T within the
-/// persisted budget, and beyond it the table pauses.
-pub async fn apply_page(ctx: &JobCtx, bytes: &[u8]) -> Result<Applied> {
-    let mut conn = apply::connect(&ctx.target).await?;
-    let r = apply::apply_page(&mut conn, &ctx.tctx, bytes, ctx.cfg.limits).await;
-    let _ = conn.disconnect().await;
-    let m = match r {
+/// Applies one FINAL page through T under `permit`, within the target-write deadline; an
+/// unknown outcome (lost COMMIT answer, deadline passed) is resolved from T within the
+/// persisted budget, and beyond it the table pauses. The permit is settled here: released
+/// once the connection is confirmed closed, or kept as a hold while a timed-out statement
+/// may still run on the target (`crate::bounded`).
+pub async fn apply_page(ctx: &JobCtx, bytes: &[u8], permit: Permit) -> Result<Applied> {
+    let m = match apply_bounded(ctx, bytes, permit).await? {
         Ok(Applied::Committed) if injected() => "COMMIT answer lost (injected)".to_string(),
         Ok(a) => return Ok(a),
-        Err(ApplyError::Failed(e)) => return Err(e),
-        Err(ApplyError::Unknown(m)) => m,
+        Err(m) => m,
     };
     let used = consume(ctx).await.map_err(|e| match e {
         Error::Definite(d) if d.code == DefiniteCode::ReleaseUnconfirmed => {
@@ -61,12 +60,72 @@ pub async fn apply_page(ctx: &JobCtx, bytes: &[u8]) -> Result<Applied> {
     tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, "{m}: resolving from T");
     let mut c2 = apply::connect(&ctx.target).await?;
     let res = apply::resolve_page(&mut c2, &ctx.tctx, bytes).await;
-    let _ = c2.disconnect().await;
+    crate::connect::close(c2).await;
     match res? {
         Resolution::Committed => Ok(Applied::Committed),
         Resolution::NotCommitted => Err(Error::transient(format!(
             "{m}; T shows it was not committed: retry"
         ))),
+    }
+}
+
+/// One apply attempt on its own connection. The outer error is a failure with nothing
+/// committed (or a release that could not be confirmed); the inner one an unknown outcome.
+async fn apply_bounded(
+    ctx: &JobCtx,
+    bytes: &[u8],
+    permit: Permit,
+) -> Result<std::result::Result<Applied, String>> {
+    let mut conn = match apply::connect(&ctx.target).await {
+        Ok(c) => c,
+        Err(e) => {
+            permit.release_confirmed(); // nothing was sent
+            return Err(e);
+        }
+    };
+    let id = conn.id();
+    let deadline = ctx.deadlines.target_write;
+    let limits = ctx.cfg.limits;
+    let timed = tokio::time::timeout(
+        deadline,
+        apply::apply_page(&mut conn, &ctx.tctx, bytes, limits),
+    )
+    .await;
+    let Ok(r) = timed else {
+        // The statement may still run on the target: the connection stays open (a closed
+        // socket is no proof the server stopped) and the permit stays counted as a hold
+        // until the server shows the connection gone after KILL.
+        let reason = format!(
+            "target write timed out after {deadline:?}; target connection {id} may still \
+             run its statement"
+        );
+        let hold = permit.mark_release_unknown(reason.clone());
+        let killed = crate::bounded::kill_confirmed(&ctx.target, "target", id).await;
+        drop(conn);
+        killed?;
+        ctx.admission
+            .confirm_hold(hold)
+            .map_err(|e| Error::transient(e.to_string()))?;
+        return Ok(Err(format!(
+            "{reason} (KILLed and confirmed gone: outcome unknown)"
+        )));
+    };
+    if let Err(e) = crate::bounded::close_confirmed(&ctx.target, "target", conn, id).await {
+        let _hold = permit.mark_release_unknown(e.to_string());
+        let done = match &r {
+            Ok(a) => format!("after the apply answered {a:?}"),
+            Err(_) => "after the apply failed".to_string(),
+        };
+        return Err(Error::definite(
+            DefiniteCode::ReleaseUnconfirmed,
+            format!("job {} {}: {done}: {e}", ctx.id(), ctx.generation()),
+        ));
+    }
+    permit.release_confirmed();
+    match r {
+        Ok(a) => Ok(Ok(a)),
+        Err(ApplyError::Failed(e)) => Err(e),
+        Err(ApplyError::Unknown(m)) => Ok(Err(m)),
     }
 }
 

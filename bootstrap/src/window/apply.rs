@@ -78,10 +78,8 @@ async fn apply_one(ctx: &JobCtx, w: WindowId, a: Attempt, page: &(PageNo, Vec<u8
         .acquire_write(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
         .await
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
-    let r = crate::uncertain::apply_page(ctx, bytes).await;
-    // apply_page_resolved returns only once the outcome is known (committed, rolled back,
-    // or resolved from T): the operation has ended.
-    permit.release_confirmed();
+    // Settles the permit: released once the operation is confirmed ended, else a hold.
+    let r = crate::uncertain::apply_page(ctx, bytes, permit).await;
     let n = match r? {
         Applied::Committed => page_rows(bytes),
         Applied::AlreadyCommitted => {
