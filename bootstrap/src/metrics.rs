@@ -48,14 +48,7 @@ pub const RETRY_KINDS: [&str; 5] = [
 
 fn retries() -> &'static Mutex<BTreeMap<String, u64>> {
     static RETRIES: OnceLock<Mutex<BTreeMap<String, u64>>> = OnceLock::new();
-    RETRIES.get_or_init(|| {
-        Mutex::new(
-            RETRY_KINDS
-                .iter()
-                .map(|k| ((*k).to_string(), 0))
-                .collect(),
-        )
-    })
+    RETRIES.get_or_init(|| Mutex::new(RETRY_KINDS.iter().map(|k| ((*k).to_string(), 0)).collect()))
 }
 
 /// The retry kind an event carries in its `retry` field, if any.
@@ -451,5 +444,38 @@ mod tests {
         );
         assert!(parse_addr("127.0.0.1:9187").is_ok());
         assert!(parse_addr("nope").is_err());
+    }
+
+    fn retries_of(kind: &str) -> u64 {
+        retries()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(kind)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn events_with_a_retry_field_count_as_retries() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let before = retries_of("job_task");
+        let sub = tracing_subscriber::registry().with(EventCounter);
+        tracing::subscriber::with_default(sub, || {
+            tracing::warn!(
+                retry = "job_task",
+                "job task failed transiently; restarting it"
+            );
+            tracing::info!(retry = "job_task", "counted whatever the level");
+            tracing::warn!("no retry field: not a retry");
+        });
+        assert_eq!(retries_of("job_task"), before + 2);
+        let mut out = String::new();
+        retries_family().write(&mut out);
+        for kind in RETRY_KINDS {
+            assert!(
+                out.contains(&format!("backfill_retries_total{{kind=\"{kind}\"}}")),
+                "{out}"
+            );
+        }
     }
 }

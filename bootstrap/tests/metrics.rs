@@ -1,7 +1,9 @@
 //! The metrics endpoint during a real run (issue 8): `backfill demo --metrics-addr` is
 //! scraped while it copies; the exposition names rows, windows, replay, phase and the
 //! admission pools in Prometheus text format. The same run logs JSON lines
-//! (`--log-format json`): every stderr line parses as a JSON object.
+//! (`--log-format json`): every stderr line parses as a JSON object. `backfill serve
+//! --metrics-addr` is scraped while it copies and replays: the counters move; killed, its
+//! admission state is shown stale by `status`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -81,4 +83,140 @@ fn metrics_are_scraped_during_a_demo_run_and_logs_are_json_lines() {
             serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
         assert!(v["level"].is_string(), "{l}");
     }
+}
+
+mod window_support;
+
+/// The value of `series` in a scrape, -1 when absent.
+fn series_value(body: &str, series: &str) -> f64 {
+    value(body, series).unwrap_or(-1.0)
+}
+
+fn status_json(state: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(["status", "--state", state, "--format", "json"])
+        .env_remove("BACKFILL_FORMAT")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "status JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `backfill serve --metrics-addr` as the real binary: the counters of the job move while
+/// it copies and replays (rows, windows, groups), the admission pools and the retries
+/// family are exposed; after `kill -9` status marks the serve's admission state stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
+    let c = window_support::Case::new("msrv", 20_000, 2_000, 1_000).await;
+    let state = c.state_url();
+    let job = c.job.0.to_string();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(["serve", "--state", &state, "--data-dir"])
+        .arg(c.data.path())
+        .args(["--source", &c.source.url(), "--target", &c.target.url()])
+        .args(["--read-windows", "1", "--metrics-addr", &addr])
+        .args(["--owner", &format!("metrics-test-{}", std::process::id())])
+        .env("RUST_LOG", "warn")
+        .env_remove("BACKFILL_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let applied = format!("backfill_rows_applied_total{{job=\"{job}\"}}");
+    let windows = format!("backfill_windows_completed_total{{job=\"{job}\"}}");
+    let groups = format!("backfill_replay_groups_total{{job=\"{job}\"}}");
+    let streaming = format!("backfill_job_phase{{job=\"{job}\",phase=\"STREAMING\"}} 1");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut seen_applied: Vec<f64> = Vec::new();
+    let body = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no STREAMING scrape: {seen_applied:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(body) = scrape(&addr) else { continue };
+        let a = series_value(&body, &applied);
+        if a >= 0.0 && seen_applied.last() != Some(&a) {
+            seen_applied.push(a);
+        }
+        if body.contains(&streaming) {
+            break body;
+        }
+    };
+    assert!(
+        seen_applied.windows(2).all(|w| w[0] <= w[1]) && seen_applied.len() >= 2,
+        "rows applied did not move monotonically: {seen_applied:?}"
+    );
+    assert_eq!(seen_applied.last(), Some(&20_000.0), "{body}");
+    let planned = format!("backfill_windows_planned{{job=\"{job}\"}}");
+    assert!(series_value(&body, &windows) >= 10.0, "{body}");
+    assert_eq!(
+        series_value(&body, &windows),
+        series_value(&body, &planned),
+        "{body}"
+    );
+    for want in [
+        "backfill_admission_capacity{pool=\"read-window\"} 1",
+        "backfill_admission_holds{pool=\"read-window\"} 0",
+        "# TYPE backfill_retries_total counter",
+        "backfill_retries_total{kind=\"job_task\"}",
+        "backfill_retries_total{kind=\"capture_reader\"}",
+        "backfill_job_paused{job=",
+    ] {
+        assert!(body.contains(want), "missing `{want}` in\n{body}");
+    }
+    // A source change after activation: the replayed-groups counter moves.
+    let before = series_value(&body, &groups).max(0.0);
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET k = k + 1 WHERE id <= 10");
+    loop {
+        assert!(Instant::now() < deadline, "replay groups did not move");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match scrape(&addr) {
+            Some(b) if series_value(&b, &groups) > before => {
+                assert!(b.contains("backfill_replay_lag_seconds{job="), "{b}");
+                break;
+            }
+            _ => {}
+        }
+    }
+    let live = status_json(&state);
+    assert_eq!(live["serve"][0]["state"], "running", "{live}");
+    // kill -9: no stop is recorded; the heartbeat ages until status calls the row stale.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stale = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the killed serve never shown stale"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let v = status_json(&state);
+        if v["serve"][0]["state"] == "stale" {
+            break v;
+        }
+        assert_eq!(v["serve"][0]["state"], "running", "{v}");
+    };
+    assert_eq!(stale["serve"][0]["stale"], true, "{stale}");
+    let text = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(["status", "--state", &state, &job])
+        .env_remove("BACKFILL_FORMAT")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("STALE") && text.contains("as they were then"),
+        "{text}"
+    );
 }
