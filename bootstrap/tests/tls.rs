@@ -2,7 +2,8 @@
 //! (made with the `openssl` CLI) and `require_secure_transport=ON`. A connection with
 //! `ssl-mode=VERIFY_CA&ssl-ca=...` passes on both planes (sqlx: the state store through
 //! `backfill status`; mysql_async: the connection of install/serve/verify, encrypted); a
-//! plain one fails with a usage error (exit 2) that names the URL parameter to add.
+//! plain one fails with a usage error (exit 2) that names the URL parameter to add. With
+//! a password in those TLS URLs, no output of the binary at debug level contains it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use harness::{Server, ServerOpts};
 use mysql_async::prelude::Queryable;
@@ -177,4 +178,91 @@ async fn tls_connections_pass_and_a_plain_one_is_refused_with_the_fix() {
     assert!(bootstrap::connect::connect(opts, "target", &wrong)
         .await
         .is_err());
+    no_password_in_tls_outputs(
+        &server,
+        &verify,
+        &other.path().join("ca.pem").display().to_string(),
+    );
+}
+
+const PW: &str = "Tls9sEcReTpw55q";
+
+/// TLS URLs that carry a password, at debug log level, through the real binary: a status
+/// that succeeds, a plain connection refused, a CA that did not sign the certificate, and
+/// install's data-plane connection with the wrong CA; no output holds the password.
+fn no_password_in_tls_outputs(server: &Server, verify: &str, wrong_ca: &str) {
+    server.sql(&format!(
+        "CREATE USER IF NOT EXISTS 'bf_tls_user'@'%' IDENTIFIED BY '{PW}'; \
+         GRANT ALL PRIVILEGES ON *.* TO 'bf_tls_user'@'%'"
+    ));
+    let port = server.port();
+    let base = format!("mysql://bf_tls_user:{PW}@127.0.0.1:{port}");
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_backfill"))
+            .args(args)
+            .env("RUST_LOG", "debug")
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("BACKFILL_STATE")
+            .env_remove("BACKFILL_FORMAT")
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code().unwrap_or(-1), out)
+    };
+    let state = format!("{base}/tls_state?{verify}");
+    let mut all = String::new();
+    let mut expect = |args: &[&str], ok: bool| {
+        let (code, out) = run(args);
+        assert_eq!(code == 0, ok, "exit {code}: {}", out.replace(PW, "<PW>"));
+        all.push_str(&out);
+    };
+    expect(&["status", "--state", &state], true);
+    expect(&["status", "--state", &state, "--format", "json"], true);
+    expect(
+        &[
+            "status",
+            "--state",
+            &format!("{base}/tls_state?ssl-mode=DISABLED"),
+        ],
+        false,
+    );
+    expect(
+        &[
+            "status",
+            "--state",
+            &format!("{base}/tls_state?ssl-mode=VERIFY_CA&ssl-ca={wrong_ca}"),
+        ],
+        false,
+    );
+    expect(
+        &[
+            "install",
+            "--state",
+            &state,
+            "--source",
+            &format!("{base}?ssl-mode=VERIFY_CA&ssl-ca={wrong_ca}"),
+            "--source-table",
+            "tls_db.t",
+            "--target",
+            &format!("{base}?ssl-mode=REQUIRED"),
+            "--target-table",
+            "tls_db.t2",
+        ],
+        false,
+    );
+    assert!(
+        all.contains("***"),
+        "redacted URLs are expected somewhere:\n{all}"
+    );
+    let hits: Vec<&str> = all.lines().filter(|l| l.contains(PW)).collect();
+    assert!(
+        hits.is_empty(),
+        "the password leaked in {} line(s):\n{}",
+        hits.len(),
+        hits.join("\n").replace(PW, "<PW>")
+    );
 }
