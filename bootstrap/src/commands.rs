@@ -33,6 +33,47 @@ pub async fn start(pool: &MySqlPool, job: JobId) -> Result<Generation> {
     Ok(rec.generation)
 }
 
+/// Records `start` unless the started live jobs already fill `max_sessions` (DESIGN §8):
+/// every running table holds one execution session in `serve`, a streaming tail for as long
+/// as it runs, so a start beyond the limit is refused now with how to raise it, never left
+/// to wait. Starting a job that is already started is not a new session.
+pub async fn start_within(pool: &MySqlPool, job: JobId, max_sessions: u32) -> Result<Generation> {
+    let rec = jobs::load_job(pool, job).await?;
+    if rec.state != STATE_CANCELLED && !is_started(pool, job, rec.generation).await? {
+        let others: Vec<JobId> = started(pool)
+            .await?
+            .into_iter()
+            .map(|(j, _)| j)
+            .filter(|j| *j != job)
+            .collect();
+        if others.len() >= max_sessions as usize {
+            return Err(session_refusal(job, max_sessions, &others));
+        }
+    }
+    start(pool, job).await
+}
+
+fn session_refusal(job: JobId, limit: u32, others: &[JobId]) -> Error {
+    let shown: Vec<String> = others.iter().take(20).map(ToString::to_string).collect();
+    let more = if others.len() > shown.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    Error::definite(
+        DefiniteCode::Precondition,
+        format!(
+            "job {job} refused: {} started jobs ({}{more}) already use all {limit} execution \
+             sessions (each running table holds one; a streaming table keeps it). Raise the \
+             limit with --max-sessions N (BACKFILL_MAX_SESSIONS, or max_sessions in --config) \
+             on both `backfill start` and `backfill serve`, or cancel a job (`backfill cancel \
+             JOB`)",
+            others.len(),
+            shown.join(", ")
+        ),
+    )
+}
+
 /// The command that cancels a job (DESIGN §8): CANCELING, then CANCELLED(K).
 pub const CANCEL: &str = "cancel";
 

@@ -16,6 +16,10 @@ pub struct StartArgs {
     pub state: StateArgs,
     /// The job to start (as printed by install).
     pub job: u64,
+    /// Execution sessions of serve (same flag as serve's): a start beyond the jobs already
+    /// started is refused.
+    #[arg(long, env = "BACKFILL_MAX_SESSIONS", default_value_t = 8)]
+    pub max_sessions: u32,
     /// Output format.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -93,7 +97,7 @@ pub struct ServeArgs {
 /// Persists `start` for a job.
 pub async fn start(a: StartArgs) -> Result<String> {
     let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
-    let r = crate::commands::start(&pool, JobId(a.job)).await;
+    let r = crate::commands::start_within(&pool, JobId(a.job), a.max_sessions).await;
     pool.close().await;
     let g = r?;
     Ok(match a.format {

@@ -76,7 +76,7 @@ async fn apply_bounded(
     bytes: &[u8],
     permit: Permit,
 ) -> Result<std::result::Result<Applied, String>> {
-    let mut conn = match apply::connect(&ctx.target).await {
+    let mut conn = match apply::connect(&writer_opts(ctx)).await {
         Ok(c) => c,
         Err(e) => {
             permit.release_confirmed(); // nothing was sent
@@ -127,6 +127,15 @@ async fn apply_bounded(
         Err(ApplyError::Failed(e)) => Err(e),
         Err(ApplyError::Unknown(m)) => Ok(Err(m)),
     }
+}
+
+/// The page writer's connection: the target schema is its default database, so page-write
+/// sessions can be told apart in the target's PROCESSLIST (its DB column) from the state
+/// store's and replay's (statements name every table fully, so nothing else changes).
+fn writer_opts(ctx: &JobCtx) -> mysql_async::Opts {
+    mysql_async::OptsBuilder::from_opts(ctx.target.clone())
+        .db_name(Some(ctx.tctx.schema.database.clone()))
+        .into()
 }
 
 /// Persists one more use of the execution's budget, or fails definitely when exhausted.
