@@ -7,9 +7,12 @@
 //! up to K (T decides, not J).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
+use bootstrap::install::{install, InstallRequest, TableName};
 use bootstrap::replay::ReplayConfig;
 use bootstrap::window::fp;
+use bootstrap::window::hooks::SQL_ENV;
 use ledger::record::Phase;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -20,9 +23,13 @@ fn checksum(server: &harness::Server, db: &str) -> String {
     out.split('\t').nth(1).unwrap_or("").trim().to_string()
 }
 
-/// Runs `backfill serve` until it exits; returns its exit code.
-fn serve_bin(c: &Case, windows_only: bool, failpoints: &str) -> Option<i32> {
+/// Runs `backfill serve` until it exits; returns its exit code. With `hook`, every
+/// window's LOW is followed by that SQL file on the source (changes inside (B, F]).
+fn serve_bin(c: &Case, windows_only: bool, failpoints: &str, hook: Option<&Path>) -> Option<i32> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_backfill"));
+    if let Some(h) = hook {
+        cmd.env(SQL_ENV, format!("after_low={}", h.display()));
+    }
     cmd.args(["serve", "--exit-when-idle", "--owner", "cancel-crash"])
         .arg("--state")
         .arg(c.state_url())
@@ -46,7 +53,14 @@ fn serve_bin(c: &Case, windows_only: bool, failpoints: &str) -> Option<i32> {
     }
 }
 
+/// In-process serves of this binary's tests run one at a time, so the admission snapshot
+/// read after one is that serve's.
+static IN_PROCESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs serve in-process until idle; asserts no permit of it is left in use, held or
+/// waited for; returns the job's outcome.
 async fn serve_in_process(c: &Case) -> String {
+    let _one = IN_PROCESS.lock().await;
     let mut cfg = c.serve_cfg();
     cfg.owner = "cancel-crash".into();
     cfg.finish = Some(ReplayConfig::default());
@@ -57,20 +71,70 @@ async fn serve_in_process(c: &Case) -> String {
     .await
     .expect("serve did not become idle")
     .unwrap_or_else(|e| panic!("serve: {e}"));
+    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
+    for kind in admission::PoolKind::ALL {
+        let p = snap.pool(kind);
+        assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
+        assert!(p.in_use.is_empty() && p.holds.is_empty() && p.waiting.is_empty());
+    }
     out.get(&c.job).cloned().unwrap_or_default()
 }
 
+/// A SQL file that changes rows of the case's table (run after each window's LOW, so the
+/// changes lie in (B, F] and replay has groups to apply).
+fn hook_file(c: &Case) -> PathBuf {
+    let p = c.data.path().join("after_low.sql");
+    std::fs::write(
+        &p,
+        format!("UPDATE `{}`.t SET k = k + 1 WHERE id <= 300", c.sdb),
+    )
+    .unwrap();
+    p
+}
+
+/// Re-adding the table needs a new generation and a new empty target.
+async fn assert_readd(c: &Case) {
+    let tdb2 = c.target.fresh_db("cancel_crash_readd_t");
+    c.target.sql_in(&tdb2, DDL);
+    let mut req = InstallRequest::new(
+        c.state_url(),
+        c.source.url(),
+        TableName::new(&c.sdb, "t"),
+        c.target.url(),
+        TableName::new(&tdb2, "t"),
+    );
+    req.control_schema = c.ctl.clone();
+    let done = install(&req)
+        .await
+        .unwrap_or_else(|e| panic!("re-add: {e}"));
+    assert!(done.generation > c.generation, "a new generation");
+}
+
 async fn crash_then_cancel(prefix: &str, windows_only: bool, failpoint: &str, activated: bool) {
+    crash_then_cancel_with(prefix, windows_only, failpoint, activated, false).await;
+}
+
+async fn crash_then_cancel_with(
+    prefix: &str,
+    windows_only: bool,
+    failpoint: &str,
+    activated: bool,
+    changes_in_copy: bool,
+) -> Case {
     let c = Case::new(prefix, 600, 200, 100).await;
     // Changes during the copy give replay something to do.
     c.source
         .sql_in(&c.sdb, "UPDATE t SET k = k + 1 WHERE id <= 300");
-    let code = serve_bin(&c, windows_only, failpoint);
+    let hook = changes_in_copy.then(|| hook_file(&c));
+    let code = serve_bin(&c, windows_only, failpoint, hook.as_deref());
     assert_eq!(
         code,
         Some(kernel::failpoint::EXIT_CODE),
         "{failpoint} was hit"
     );
+    if changes_in_copy {
+        assert_eq!(c.head().await.phase, Phase::Replaying, "killed in replay");
+    }
     if activated {
         // T holds the credential, J does not say STREAMING yet: T decides, so this change
         // (before K) must be drained into the published target.
@@ -79,7 +143,7 @@ async fn crash_then_cancel(prefix: &str, windows_only: bool, failpoint: &str, ac
     let at_crash = checksum(c.target, &c.tdb);
     bootstrap::commands::cancel(&c.pool, c.job).await.unwrap();
     // The cancel itself is killed once right after CANCELING, then completes.
-    let code = serve_bin(&c, windows_only, "cancel.after_canceling");
+    let code = serve_bin(&c, windows_only, "cancel.after_canceling", None);
     assert_eq!(code, Some(kernel::failpoint::EXIT_CODE));
     assert_eq!(c.head().await.phase, Phase::Canceling);
     let out = serve_in_process(&c).await;
@@ -104,6 +168,23 @@ async fn crash_then_cancel(prefix: &str, windows_only: bool, failpoint: &str, ac
     c.source.sql_in(&c.sdb, "UPDATE t SET v = 'after-k'");
     assert_eq!(serve_in_process(&c).await, "");
     assert_eq!(checksum(c.target, &c.tdb), at_k, "untouched after K");
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancel_during_replay_of_b_to_f_with_process_down_keeps_the_partial_target() {
+    // Killed right after the first replay batch of (B, F] committed in T: J says
+    // REPLAYING, T holds no activation credential, so the partial target is kept at K.
+    let c = crash_then_cancel_with("cancel_rep", false, "replay.after_batch_t", false, true).await;
+    let t = |table: &str| {
+        c.target.sql_in(
+            &c.tdb,
+            &format!("SELECT COUNT(*) FROM {table} WHERE job_id = {}", c.job.0),
+        )
+    };
+    assert_eq!(t(ledger::target::CURSOR), "1", "replay had reached T");
+    assert_eq!(t(ledger::target::ACTIVATION), "0", "never activated");
+    assert_readd(&c).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
