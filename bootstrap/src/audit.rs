@@ -166,6 +166,29 @@ pub enum Require {
     Activated,
 }
 
+/// T's replay cursor against L (DESIGN §6). After activation, continuous replay moves the
+/// cursor past F even when (B, F] held no change of the table ("continuous replay then
+/// resumes after the later of F and T's cursor"): such a cursor is accepted when it is at
+/// or past F. Before activation a cursor with no change up to F would be invented.
+fn cursor_findings(
+    cursor: Option<&ReplayCursor>,
+    last_before_f: Option<(&kernel::change::GroupEnd, kernel::ids::Digest)>,
+    f: Option<&kernel::position::BinlogPos>,
+    require: Require,
+) -> Vec<String> {
+    match (cursor, last_before_f, f, require) {
+        (Some(c), None, Some(f), Require::Activated) => match c.end.pos.try_cmp(f) {
+            Ok(std::cmp::Ordering::Less) => vec![format!(
+                "T's cursor {} is before F {f} although L has no change of the table up to F",
+                c.end.pos
+            )],
+            Ok(_) => vec![],
+            Err(e) => vec![format!("T's cursor {} against F {f}: {e}", c.end.pos)],
+        },
+        _ => ledger::check::replay_reached(cursor, last_before_f),
+    }
+}
+
 /// The audit's verdict.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AuditReport {
@@ -437,9 +460,11 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
                     &mut out,
                     Check::Replay,
                     "T cursor",
-                    ledger::check::replay_reached(
+                    cursor_findings(
                         c.as_ref(),
                         l.last_group.as_ref().map(|(g, d)| (g, *d)),
+                        l.f.as_ref().map(|f| &f.end.pos),
+                        require,
                     ),
                 ),
                 Err(m) => push(&mut out, Check::Replay, "T cursor", vec![m.clone()]),
@@ -841,6 +866,29 @@ mod tests {
             .findings
             .iter()
             .any(|f| f.check == Check::Activation && f.subject == "T activation"));
+    }
+
+    #[test]
+    fn a_streaming_cursor_past_f_is_accepted_without_changes_up_to_f() {
+        let f = BinlogPos::new("mysql-bin.000001", 500);
+        let at = |pos| ReplayCursor {
+            end: kernel::change::GroupEnd {
+                pos: BinlogPos::new("mysql-bin.000001", pos),
+                gtid: None,
+            },
+            rows_done: 0,
+            group_digest: kernel::ids::Digest::of(b"g"),
+        };
+        let (past, before) = (at(900), at(400));
+        assert!(cursor_findings(Some(&past), None, Some(&f), Require::Activated).is_empty());
+        let m = cursor_findings(Some(&before), None, Some(&f), Require::Activated);
+        assert!(m[0].contains("before F"), "{m:?}");
+        // Before activation a cursor with no change up to F is invented.
+        assert_eq!(
+            cursor_findings(Some(&past), None, Some(&f), Require::Gate).len(),
+            1
+        );
+        assert!(cursor_findings(None, None, Some(&f), Require::Activated).is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::cli::{Format, StateArgs};
 use crate::jobs;
 use crate::replay::{self, Scope};
 use crate::serve::{resolve_url, stream_name};
-use crate::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
+use crate::verify::{self, pinned, Endpoint, VerifyCursor, VerifyOptions};
 use clap::Args;
 use kernel::error::DefiniteCode;
 use kernel::ids::JobId;
@@ -68,6 +68,18 @@ pub struct VerifyArgs {
     /// Keys compared per chunk.
     #[arg(long, env = "BACKFILL_VERIFY_CHUNK", default_value_t = 10_000)]
     pub chunk_size: usize,
+    /// Compare at one binlog position P while the source keeps writing: the source's
+    /// consistent snapshot at P, the target replayed to exactly P by this command (serve
+    /// must be stopped; a STREAMING job). Without it: a quiescent comparison.
+    #[arg(long, env = "BACKFILL_VERIFY_PINNED")]
+    pub pinned: bool,
+    /// Stop after this many chunks and store the walk's cursor (continue with --resume).
+    #[arg(long, env = "BACKFILL_VERIFY_MAX_CHUNKS", value_name = "N")]
+    pub max_chunks: Option<u64>,
+    /// Continue the stored walk of an earlier run split with --max-chunks or interrupted
+    /// (same mode, pinned or not); counts accumulate.
+    #[arg(long, env = "BACKFILL_VERIFY_RESUME")]
+    pub resume: bool,
     /// Output format.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -163,38 +175,14 @@ pub async fn audit_in(pool: &sqlx::MySqlPool, a: &AuditArgs) -> Result<audit::Au
     Ok(audit::audit(&ev, require))
 }
 
-/// Compares the job's source and target row by row and field by field (quiescent mode:
-/// stop writes to the source, or accept differences still in flight).
+/// Compares the job's source and target row by row and field by field: quiescent (stop
+/// writes to the source, or accept differences still in flight) or `--pinned` at one
+/// binlog position. A walk split with `--max-chunks` stores its cursor for `--resume`.
 pub async fn verify(a: VerifyArgs) -> Result<String> {
     let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
-    let r = async {
-        let rec = jobs::load_job(&pool, JobId(a.job)).await?;
-        let schema = jobs::load_schema(&pool, JobId(a.job)).await?;
-        Ok::<_, Error>((rec, schema))
-    }
-    .await;
+    let r = verify_in(&pool, &a).await;
     pool.close().await;
-    let (rec, schema) = r?;
-    let key = schema.pk_column().name.clone();
-    let src = Endpoint::from_url(
-        &resolve_url(&rec.source_url, &a.source),
-        &rec.source.db,
-        &rec.source.table,
-    )?;
-    let tgt = Endpoint::from_url(
-        &resolve_url(&rec.target_url, &a.target),
-        &rec.target.db,
-        &rec.target.table,
-    )?;
-    let opts = VerifyOptions {
-        chunk_size: a.chunk_size.max(1),
-        ..VerifyOptions::default()
-    };
-    let mut cursor = VerifyCursor::start();
-    let report = verify::verify(&src, &tgt, &key, &opts, &mut cursor).await;
-    let _ = src.pool.disconnect().await;
-    let _ = tgt.pool.disconnect().await;
-    let report = report?;
+    let report = r?;
     let out = match a.format {
         Format::Text => format!("{report}\n"),
         Format::Json => format!(
@@ -202,11 +190,12 @@ pub async fn verify(a: VerifyArgs) -> Result<String> {
             serde_json::to_string(&report).map_err(|e| Error::transient(e.to_string()))?
         ),
     };
-    if report.is_clean() {
+    let t = &report.cursor.tally;
+    let differs = !t.is_clean() || !report.schema_differences.is_empty();
+    if !differs {
         return Ok(out);
     }
     print_now(&out);
-    let t = &report.cursor.tally;
     Err(Error::definite(
         DefiniteCode::EvidenceConflict,
         format!(
@@ -215,7 +204,66 @@ pub async fn verify(a: VerifyArgs) -> Result<String> {
             t.missing.count,
             t.extra.count,
             t.differing_fields.count,
-            if report.complete { "" } else { "; walk incomplete" }
+            if report.complete { "" } else { "; walk incomplete, continue with --resume" }
         ),
     ))
+}
+
+async fn verify_in(pool: &sqlx::MySqlPool, a: &VerifyArgs) -> Result<verify::Report> {
+    let job = JobId(a.job);
+    let rec = jobs::load_job(pool, job).await?;
+    let mode = if a.pinned { "pinned" } else { "quiescent" };
+    let mut cursor =
+        match a.resume {
+            true => pinned::load_cursor(pool, &rec, mode)
+                .await?
+                .ok_or_else(|| {
+                    Error::definite(
+                DefiniteCode::Usage,
+                format!("job {job}: no stored {mode} verify walk to resume; run without --resume"),
+            )
+                })?,
+            false => VerifyCursor::start(),
+        };
+    let opts = VerifyOptions {
+        chunk_size: a.chunk_size.max(1),
+        max_chunks: a.max_chunks,
+        ..VerifyOptions::default()
+    };
+    let source_url = resolve_url(&rec.source_url, &a.source);
+    let target_url = resolve_url(&rec.target_url, &a.target);
+    let report = if a.pinned {
+        let req = pinned::PinnedRequest {
+            job,
+            source_url: &source_url,
+            target_url: &target_url,
+            options: opts,
+        };
+        pinned::run(pool, &req, &mut cursor).await
+    } else {
+        quiescent(pool, &rec, &source_url, &target_url, &opts, &mut cursor).await
+    };
+    // The cursor only advances over whole steps: after an error it is still a resume point.
+    if report.is_ok() || cursor.last_key.is_some() {
+        pinned::store_cursor(pool, &rec, mode, &cursor).await?;
+    }
+    report
+}
+
+async fn quiescent(
+    pool: &sqlx::MySqlPool,
+    rec: &jobs::JobRecord,
+    source_url: &str,
+    target_url: &str,
+    opts: &VerifyOptions,
+    cursor: &mut VerifyCursor,
+) -> Result<verify::Report> {
+    let schema = jobs::load_schema(pool, rec.job_id).await?;
+    let key = schema.pk_column().name.clone();
+    let src = Endpoint::from_url(source_url, &rec.source.db, &rec.source.table)?;
+    let tgt = Endpoint::from_url(target_url, &rec.target.db, &rec.target.table)?;
+    let report = verify::verify(&src, &tgt, &key, opts, cursor).await;
+    let _ = src.pool.disconnect().await;
+    let _ = tgt.pool.disconnect().await;
+    report
 }

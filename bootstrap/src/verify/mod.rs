@@ -70,6 +70,7 @@
 //! Persist it (serde; `VCUR` v1 with [`kernel::codec::encode`]) and pass it back to
 //! continue after its key.
 mod diff;
+pub mod pinned;
 mod read;
 mod report;
 mod sql;

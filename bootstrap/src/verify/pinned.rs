@@ -1,0 +1,429 @@
+//! `backfill verify JOB --pinned` (DESIGN §13, issue 6 item 5): compare source and target
+//! at one known binlog position P while the source keeps taking writes.
+//!
+//! # Why the comparison is exact at P
+//!
+//! 1. The source side is a consistent snapshot whose binlog position P the server reports
+//!    (MariaDB `binlog_snapshot_file/position`, [`super::pin_source`]): it shows exactly
+//!    the transactions before P.
+//! 2. The target is brought to exactly P by the pipeline's own [`Replayer`]: the reader
+//!    captures the binlog into L until D is at or past P, then every group of the table in
+//!    L up to the last one ending at or before P is replayed (catch-up, whole groups, each
+//!    with its cursor in T), and nothing after it. T's cursor is checked not to be past P
+//!    first. Groups end at transaction boundaries and P is a transaction boundary, so the
+//!    target then holds exactly the table's state at P, and its own snapshot is compared.
+//!
+//! # Why it never races `serve`
+//!
+//! Replaying and capturing are `serve`'s work; two of them would interleave T writes and
+//! L appends. So the command refuses (exit 3, the message says how to proceed) while any
+//! serve's heartbeat is live (`crate::serve_state`), and it takes the job's lease (a
+//! fresh fencing token, renewed while it runs): every T write of the replay checks that
+//! token, so a serve that took the job after all (lease expired) fences this run out,
+//! never the other way around. The lease is given up at the end, so the next serve takes
+//! the job at once. The capture reader it runs captures every started table of the
+//! source (the capture set serve would build), under a replica id distinct from serve's.
+//!
+//! # Resuming
+//!
+//! A walk split with `--max-chunks` (or interrupted) stores its [`VerifyCursor`] in the
+//! state store (`verify_cursors`, migration 0071, `VCUR` bytes); `--resume` continues
+//! after its last key. Each run pins its own P: the chunks of one run are compared at
+//! that run's P, which is what a resumed VDiff does too.
+use super::{pin_source, Endpoint, Report, VerifyCursor, VerifyOptions};
+use crate::jobs::{self, JobRecord};
+use crate::replay::{self, ReplayConfig, Replayer, Scope, Until};
+use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
+use kernel::control::IntentKind;
+use kernel::error::{from_sqlx, DefiniteCode};
+use kernel::ids::JobId;
+use kernel::position::BinlogPos;
+use kernel::{Error, Result};
+use ledger::journal::Journal;
+use ledger::lease::Lease;
+use ledger::record::Phase;
+use ledger::target::TargetCtx;
+use sqlx::MySqlPool;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Lease time of a pinned run; renewed every third of it.
+const LEASE_TTL: Duration = Duration::from_secs(30);
+/// Bound on waiting for L to hold P.
+const CAPTURE_WAIT: Duration = Duration::from_secs(300);
+
+/// What a pinned run needs besides the state store.
+pub struct PinnedRequest<'a> {
+    pub job: JobId,
+    /// Full URLs (with passwords) of the job's source and target.
+    pub source_url: &'a str,
+    pub target_url: &'a str,
+    pub options: VerifyOptions,
+}
+
+/// Refuses a pinned run on a job that is not STREAMING or is paused.
+pub fn check_phase(job: JobId, phase: Option<Phase>, paused: bool) -> Result<()> {
+    let refuse = |why: String| Err(Error::definite(DefiniteCode::Precondition, why));
+    match phase {
+        _ if paused => refuse(format!(
+            "job {job} is paused: a pinned verify replays the table and would meet the same \
+             cause; fix it and `backfill resume {job}` first (`backfill status {job}` names it)"
+        )),
+        Some(Phase::Streaming) => Ok(()),
+        other => refuse(format!(
+            "job {job} is {}: a pinned verify needs a STREAMING table (the replay up to P \
+             continues the stream); before that run `backfill verify` at a quiescent point",
+            other.map_or_else(|| "not started".to_string(), |p| format!("{p:?}"))
+        )),
+    }
+}
+
+/// Refuses while any serve is live.
+async fn check_no_serve(pool: &MySqlPool, job: JobId) -> Result<()> {
+    let live: Vec<String> = crate::serve_state::read(pool)
+        .await?
+        .into_iter()
+        .filter(|r| r.live())
+        .map(|r| format!("`{}` (pid {})", r.owner, r.pid))
+        .collect();
+    if live.is_empty() {
+        return Ok(());
+    }
+    Err(Error::definite(
+        DefiniteCode::Precondition,
+        format!(
+            "serve {} is running: a pinned verify captures and replays job {job} itself and \
+             must not race it. Stop serve (SIGTERM or Ctrl-C), run `backfill verify {job} \
+             --pinned`, then start serve again; or run `backfill verify {job}` without \
+             --pinned while serve keeps the target streaming",
+            live.join(", ")
+        ),
+    ))
+}
+
+async fn take_lease(pool: &MySqlPool, job: JobId) -> Result<Lease> {
+    let owner = format!("verify-pinned@{}", std::process::id());
+    ledger::lease::acquire(pool, job, &owner, LEASE_TTL)
+        .await
+        .map_err(|e| match e.as_definite() {
+            Some(d) if d.code == DefiniteCode::Fenced => Error::definite(
+                DefiniteCode::Precondition,
+                format!(
+                    "{}. A pinned verify needs the job to itself: stop that serve (or wait \
+                     {} s after it stopped) and run it again",
+                    d.message,
+                    LEASE_TTL.as_secs()
+                ),
+            ),
+            _ => e,
+        })
+}
+
+fn spawn_renewal(
+    pool: MySqlPool,
+    lease: Lease,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(LEASE_TTL / 3) => {}
+            }
+            if let Err(e) = ledger::lease::renew(&pool, &lease, LEASE_TTL).await {
+                tracing::error!(job = %lease.job, error = %e, "pinned verify lost its lease: stopping");
+                stop.cancel();
+                return;
+            }
+        }
+    })
+}
+
+/// The capture set serve would build for the job's source: every started, live job of
+/// that source server.
+async fn capture_set(pool: &MySqlPool, rec: &JobRecord) -> Result<CaptureSet> {
+    let mut set = CaptureSet::default();
+    for (job, generation) in crate::commands::started(pool).await? {
+        let other = jobs::load_job(pool, job).await?;
+        if other.source.identity != rec.source.identity || other.generation != generation {
+            continue;
+        }
+        set.add(CaptureTable {
+            job,
+            generation,
+            sealed: jobs::load_schema(pool, job).await?,
+        });
+    }
+    Ok(set)
+}
+
+/// A replica server id for the pinned run's reader, in a range serve never uses.
+fn replica_id(stream: &str) -> u32 {
+    let d = kernel::ids::Digest::of(format!("verify-pinned\n{stream}").as_bytes());
+    0x5000_0000 | (u32::from_le_bytes([d.0[0], d.0[1], d.0[2], d.0[3]]) & 0x0fff_ffff)
+}
+
+/// L's last record of the stream whose group ends at or before `p`.
+async fn l_seq_at(pool: &MySqlPool, stream: &str, p: &BinlogPos) -> Result<u64> {
+    let seq: Option<u64> = sqlx::query_scalar(
+        "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL \
+         AND (end_file < ? OR (end_file = ? AND end_pos <= ?))",
+    )
+    .bind(stream)
+    .bind(&p.file)
+    .bind(&p.file)
+    .bind(p.pos)
+    .fetch_one(pool)
+    .await
+    .map_err(|e| from_sqlx("finding L's record at a binlog position", &e))?;
+    Ok(seq.unwrap_or(0))
+}
+
+/// Runs a pinned verify of `req.job`, continuing `cursor`.
+pub async fn run(
+    pool: &MySqlPool,
+    req: &PinnedRequest<'_>,
+    cursor: &mut VerifyCursor,
+) -> Result<Report> {
+    let rec = jobs::load_job(pool, req.job).await?;
+    let head = Journal::new(pool.clone())
+        .head(req.job, rec.generation)
+        .await?;
+    let b = head.as_ref().and_then(|h| h.record.b.clone());
+    check_phase(
+        req.job,
+        head.as_ref().map(|h| h.record.phase),
+        head.as_ref().is_some_and(|h| h.record.paused.is_some()),
+    )?;
+    check_no_serve(pool, req.job).await?;
+    let lease = take_lease(pool, req.job).await?;
+    let stop = req.options.cancel.child_token();
+    let renew = spawn_renewal(pool.clone(), lease.clone(), stop.clone());
+    let r = with_lease(pool, req, &rec, b, &lease, cursor).await;
+    stop.cancel();
+    let _ = renew.await;
+    if let Err(e) = ledger::lease::release(pool, &lease).await {
+        tracing::warn!(job = %req.job, error = %e, "cannot give the lease up; it expires by itself");
+    }
+    r
+}
+
+async fn with_lease(
+    pool: &MySqlPool,
+    req: &PinnedRequest<'_>,
+    rec: &JobRecord,
+    b: Option<BinlogPos>,
+    lease: &Lease,
+    cursor: &mut VerifyCursor,
+) -> Result<Report> {
+    let schema = jobs::load_schema(pool, req.job).await?;
+    let stream = replay::stream_of(pool, req.job, rec.generation)
+        .await?
+        .ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::Precondition,
+                format!("job {}: no capture stream recorded (no B yet)", req.job),
+            )
+        })?;
+    let scope = Scope {
+        job: req.job,
+        generation: rec.generation,
+        stream: stream.clone(),
+        source_db: rec.source.db.clone(),
+        source_table: rec.source.table.clone(),
+    };
+    let mut tschema = schema.clone();
+    tschema.database = rec.target.db.clone();
+    tschema.table = rec.target.table.clone();
+    let ctx = TargetCtx {
+        job: req.job,
+        generation: rec.generation,
+        schema: tschema,
+        token: lease.token,
+    };
+    let topts = ledger::target::target_opts(req.target_url)?;
+    claim_target(&topts, &ctx).await?;
+    let b_seq = replay::find_marker(pool, &scope, IntentKind::B, b.as_ref())
+        .await?
+        .ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::EvidenceCorrupt,
+                format!("job {}: J records B but L holds no B marker", req.job),
+            )
+        })?
+        .seq;
+    let mut rcfg = ReaderConfig::new(&stream, req.source_url, replica_id(&stream));
+    rcfg.control_schema = rec.control_schema.clone();
+    let reader = Reader::start(pool.clone(), rcfg, capture_set(pool, rec).await?.shared());
+    let out = compare_at_p(pool, req, rec, &scope, &topts, &ctx, b_seq, cursor).await;
+    if let Err(e) = reader.stop().await {
+        tracing::warn!(job = %req.job, error = %e, "the pinned verify's capture reader ended with an error");
+    }
+    out
+}
+
+/// T's ledger tables exist and this run's fencing token is the target's claim.
+async fn claim_target(topts: &mysql_async::Opts, ctx: &TargetCtx) -> Result<()> {
+    let mut conn = ledger::apply::connect(topts).await?;
+    let r = async {
+        ledger::target::ensure_ledger_tables(&mut conn, &ctx.schema.database).await?;
+        ledger::target::claim(&mut conn, ctx).await
+    }
+    .await;
+    crate::connect::close(conn).await;
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn compare_at_p(
+    pool: &MySqlPool,
+    req: &PinnedRequest<'_>,
+    rec: &JobRecord,
+    scope: &Scope,
+    topts: &mysql_async::Opts,
+    ctx: &TargetCtx,
+    b_seq: u64,
+    cursor: &mut VerifyCursor,
+) -> Result<Report> {
+    let key = jobs::load_schema(pool, req.job)
+        .await?
+        .pk_column()
+        .name
+        .clone();
+    let src = Endpoint::from_url(req.source_url, &rec.source.db, &rec.source.table)?;
+    let tgt = Endpoint::from_url(req.target_url, &rec.target.db, &rec.target.table)?;
+    let r = async {
+        let pinned = pin_source(&src, &key, &req.options).await?;
+        let p = pinned.snapshot_position().cloned().ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::Usage,
+                "the source reports no read-view binlog position (MySQL): a pinned verify needs MariaDB",
+            )
+        })?;
+        let deadline = tokio::time::Instant::now() + CAPTURE_WAIT;
+        kernel::log::wait_for_position(pool, &scope.stream, &p, deadline).await?;
+        let upto = l_seq_at(pool, &scope.stream, &p).await?;
+        check_cursor_not_past(topts, ctx, &p).await?;
+        let cfg = ReplayConfig::default();
+        let replayer = Replayer {
+            pool,
+            scope,
+            target: topts,
+            ctx,
+            cfg: &cfg,
+        };
+        let done = replayer.run(b_seq, Until::CatchUp { upto }).await?;
+        tracing::info!(job = %req.job, %p, groups = done.groups_applied, "target replayed to the source snapshot P");
+        pinned.compare(&tgt, cursor).await
+    }
+    .await;
+    let _ = src.pool.disconnect().await;
+    let _ = tgt.pool.disconnect().await;
+    r
+}
+
+async fn check_cursor_not_past(
+    topts: &mysql_async::Opts,
+    ctx: &TargetCtx,
+    p: &BinlogPos,
+) -> Result<()> {
+    let mut tc = ledger::apply::connect(topts).await?;
+    let cursor = ledger::target::replay_cursor(&mut tc, ctx, false).await;
+    crate::connect::close(tc).await;
+    let Some(c) = cursor? else { return Ok(()) };
+    let at_p = kernel::change::GroupEnd {
+        pos: p.clone(),
+        gtid: None,
+    };
+    if replay::cmp_end(&c.end, &at_p).map_err(Error::Definite)? == std::cmp::Ordering::Greater {
+        return Err(Error::definite(
+            DefiniteCode::Precondition,
+            format!(
+                "T's cursor {} is past the source snapshot {p}: another process replayed \
+                 meanwhile; run the pinned verify again",
+                c.end.pos
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The stored cursor of an interrupted verify of the job's live generation.
+pub async fn load_cursor(
+    pool: &MySqlPool,
+    rec: &JobRecord,
+    mode: &str,
+) -> Result<Option<VerifyCursor>> {
+    let bytes: Option<Vec<u8>> = sqlx::query_scalar(
+        "SELECT cursor_bytes FROM verify_cursors WHERE job_id = ? AND generation = ? AND mode = ?",
+    )
+    .bind(rec.job_id.0)
+    .bind(rec.generation.0)
+    .bind(mode)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| from_sqlx("reading verify_cursors", &e))?;
+    bytes
+        .map(|b| {
+            kernel::codec::decode::<VerifyCursor>(&b).map_err(|e| {
+                Error::definite(
+                    DefiniteCode::EvidenceCorrupt,
+                    format!("verify cursor of job {}: {e}", rec.job_id),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Stores `cursor` (an incomplete walk) or deletes it (a finished one).
+pub async fn store_cursor(
+    pool: &MySqlPool,
+    rec: &JobRecord,
+    mode: &str,
+    cursor: &VerifyCursor,
+) -> Result<()> {
+    let q = if cursor.finished {
+        sqlx::query("DELETE FROM verify_cursors WHERE job_id = ? AND generation = ? AND mode = ?")
+            .bind(rec.job_id.0)
+            .bind(rec.generation.0)
+            .bind(mode)
+    } else {
+        sqlx::query(
+            "INSERT INTO verify_cursors (job_id, generation, mode, cursor_bytes) VALUES (?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE cursor_bytes = VALUES(cursor_bytes)",
+        )
+        .bind(rec.job_id.0)
+        .bind(rec.generation.0)
+        .bind(mode)
+        .bind(kernel::codec::encode(cursor))
+    };
+    q.execute(pool)
+        .await
+        .map_err(|e| from_sqlx("writing verify_cursors", &e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_streaming_unpaused_table_is_verified_pinned() {
+        let j = JobId(4);
+        assert!(check_phase(j, Some(Phase::Streaming), false).is_ok());
+        for (phase, paused) in [
+            (Some(Phase::Streaming), true),
+            (Some(Phase::Windows), false),
+            (None, false),
+        ] {
+            let e = check_phase(j, phase, paused).expect_err("refused");
+            assert_eq!(
+                e.as_definite().map(|d| d.code),
+                Some(DefiniteCode::Precondition),
+                "{e}"
+            );
+            assert!(e.to_string().contains("job 4"), "{e}");
+        }
+        assert_ne!(replica_id("s") & 0xf000_0000, 0x4000_0000);
+    }
+}
