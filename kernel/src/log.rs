@@ -57,6 +57,49 @@ pub enum RecordBody {
     Chunk(GroupChunk),
     /// No captured change: D moved past groups of other tables (heartbeat, DESIGN §4).
     Progress,
+    /// A chunk of a prepared XA group touching a captured table, held until its
+    /// `XA COMMIT` (DESIGN §3.8). Not a change of any table yet: consumers skip it. The
+    /// record that ends the prepared group registers the hold in `capture_xa_hold`.
+    Held(XaHeld),
+    /// The held group of `xid` was dropped at its `XA ROLLBACK` (this record's end).
+    Dropped { xid: String },
+}
+
+/// One chunk of a held (prepared) XA group. At the group's `XA COMMIT` each held chunk is
+/// appended again, unchanged, as a [`RecordBody::Chunk`] of the commit's group: the
+/// changes keep their identities (original event positions), the group ends at the commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct XaHeld {
+    /// The xid as the server logs it (`X'7831',X'',1`).
+    pub xid: String,
+    pub chunk: GroupChunk,
+}
+
+/// A record to append, and the XA hold its storing releases (set on the last chunk of a
+/// group released at its `XA COMMIT`, so the hold goes in the same transaction as D
+/// moves past the commit).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub record: LogRecord,
+    pub releases: Option<String>,
+}
+
+impl From<LogRecord> for Entry {
+    fn from(record: LogRecord) -> Entry {
+        Entry {
+            record,
+            releases: None,
+        }
+    }
+}
+
+/// A registered hold: the L records (`first_seq..=last_seq`, body [`RecordBody::Held`])
+/// of a prepared XA group that waits for its `XA COMMIT` or `XA ROLLBACK`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub xid: String,
+    pub first_seq: u64,
+    pub last_seq: u64,
 }
 
 /// The captured content of one chunk of a group, in binlog order.
@@ -231,8 +274,10 @@ impl LogRecord {
     /// Number of changes and raw rows events held (a measure of the record's size).
     pub fn size(&self) -> usize {
         match &self.body {
-            RecordBody::Chunk(c) => c.changes.len() + c.raw.len(),
-            RecordBody::Progress => 0,
+            RecordBody::Chunk(c) | RecordBody::Held(XaHeld { chunk: c, .. }) => {
+                c.changes.len() + c.raw.len()
+            }
+            RecordBody::Progress | RecordBody::Dropped { .. } => 0,
         }
     }
 
@@ -245,6 +290,8 @@ impl LogRecord {
         match self.body {
             RecordBody::Chunk(_) => 1,
             RecordBody::Progress => 2,
+            RecordBody::Held(_) => 3,
+            RecordBody::Dropped { .. } => 4,
         }
     }
 
@@ -412,15 +459,16 @@ pub async fn init_position(
 
 /// Appends `records` after `expected` and moves D, in one state-store transaction.
 /// Returns the new D. Fails (and changes nothing) if L's tail is not `expected`.
-pub async fn append(pool: &MySqlPool, pos: &Position, records: &[LogRecord]) -> Result<Position> {
+pub async fn append(pool: &MySqlPool, pos: &Position, entries: &[Entry]) -> Result<Position> {
     let mut next = pos.clone();
-    if records.is_empty() {
+    if entries.is_empty() {
         return Ok(next);
     }
     let mut tx = pool.begin().await.map_err(st("beginning L append"))?;
     let mut chain = pos.tail.chain;
     let mut seq = pos.tail.seq;
-    for rec in records {
+    for entry in entries {
+        let rec = &entry.record;
         seq += 1;
         let body = codec::encode(rec);
         let body_digest = Digest::of(&body);
@@ -462,6 +510,9 @@ pub async fn append(pool: &MySqlPool, pos: &Position, records: &[LogRecord]) -> 
             .map_err(st("indexing L"))?;
         }
         index_side_rows(&mut tx, &pos.stream, seq, rec).await?;
+        if let Some(xid) = &entry.releases {
+            release_hold(&mut tx, &pos.stream, xid).await?;
+        }
         if let Some(end) = &rec.end {
             next.restart = end.clone();
             next.restart_seq = seq;
@@ -504,8 +555,16 @@ async fn index_side_rows(
     seq: u64,
     rec: &LogRecord,
 ) -> Result<()> {
-    let RecordBody::Chunk(c) = &rec.body else {
-        return Ok(());
+    let c = match &rec.body {
+        RecordBody::Chunk(c) => c,
+        RecordBody::Held(h) => {
+            if rec.end.is_some() {
+                register_hold(tx, stream, seq, rec.chunk, &h.xid).await?;
+            }
+            return index_pauses(tx, stream, seq, &h.chunk.pauses).await;
+        }
+        RecordBody::Dropped { xid } => return release_hold(tx, stream, xid).await,
+        RecordBody::Progress => return Ok(()),
     };
     // A marker's position is the end of its group; a marker in a non-final chunk is
     // recorded when the group ends (see capture), so `end` is known here.
@@ -536,7 +595,16 @@ async fn index_side_rows(
         .await
         .map_err(st("recording an intent marker"))?;
     }
-    for p in &c.pauses {
+    index_pauses(tx, stream, seq, &c.pauses).await
+}
+
+async fn index_pauses(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    stream: &str,
+    seq: u64,
+    pauses: &[PauseSeen],
+) -> Result<()> {
+    for p in pauses {
         sqlx::query(
             "INSERT IGNORE INTO capture_pause (stream, job_id, generation, schema_name, \
              table_name, code, message, seq, at_file, at_pos) \
@@ -557,6 +625,84 @@ async fn index_side_rows(
         .map_err(st("recording a pause"))?;
     }
     Ok(())
+}
+
+/// Registers the hold of a prepared XA group whose last held chunk is L record `seq`
+/// (chunk number `chunk`: its chunks are the records `seq - chunk ..= seq`).
+async fn register_hold(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    stream: &str,
+    seq: u64,
+    chunk: u32,
+    xid: &str,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO capture_xa_hold (stream, xid, first_seq, last_seq) VALUES (?, ?, ?, ?)",
+    )
+    .bind(stream)
+    .bind(xid.as_bytes())
+    .bind(seq - u64::from(chunk))
+    .bind(seq)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| {
+        let dup = crate::error::sqlx_server_code(&e).map(crate::error::classify_server_code)
+            == Some(crate::error::ServerClass::Duplicate);
+        if dup {
+            corrupt(format!(
+                "stream `{stream}`: XA {xid} is prepared again at L record {seq} while L \
+                 already holds a prepared group of it"
+            ))
+        } else {
+            from_sqlx("registering an XA hold", &e)
+        }
+    })?;
+    Ok(())
+}
+
+/// Drops the hold of `xid` (its group was released at XA COMMIT or dropped at XA
+/// ROLLBACK). A missing hold means L and the holds disagree: definite.
+async fn release_hold(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    stream: &str,
+    xid: &str,
+) -> Result<()> {
+    let done = sqlx::query("DELETE FROM capture_xa_hold WHERE stream = ? AND xid = ?")
+        .bind(stream)
+        .bind(xid.as_bytes())
+        .execute(&mut **tx)
+        .await
+        .map_err(st("releasing an XA hold"))?;
+    if done.rows_affected() != 1 {
+        return Err(corrupt(format!(
+            "stream `{stream}`: L holds no prepared group of XA {xid} to release"
+        )));
+    }
+    Ok(())
+}
+
+/// The XA holds of `stream` (prepared groups waiting for their XA COMMIT or ROLLBACK).
+pub async fn holds(pool: &MySqlPool, stream: &str) -> Result<Vec<Hold>> {
+    let rows = sqlx::query(
+        "SELECT xid, first_seq, last_seq FROM capture_xa_hold WHERE stream = ? \
+         ORDER BY first_seq",
+    )
+    .bind(stream)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading XA holds"))?;
+    let g = |e| from_sqlx("reading XA holds", &e);
+    let mut out = Vec::new();
+    for r in rows {
+        let xid: Vec<u8> = r.try_get("xid").map_err(g)?;
+        out.push(Hold {
+            xid: String::from_utf8(xid)
+                .map_err(|_| corrupt(format!("stream `{stream}`: an XA hold's xid is not text")))?,
+            first_seq: r.try_get("first_seq").map_err(g)?,
+            last_seq: r.try_get("last_seq").map_err(g)?,
+        });
+    }
+    Ok(out)
 }
 
 fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
@@ -1050,6 +1196,48 @@ mod tests {
         );
     }
 
+    /// Golden bytes of the XA bodies (appended variants of LREC v1: older records keep
+    /// their variant numbers and bytes).
+    #[test]
+    fn xa_bodies_are_pinned() {
+        let RecordBody::Chunk(chunk) = sample().body else {
+            unreachable!()
+        };
+        let held = LogRecord {
+            body: RecordBody::Held(XaHeld {
+                xid: "X'7831',X'',1".into(),
+                chunk: GroupChunk {
+                    changes: chunk.changes,
+                    ..GroupChunk::default()
+                },
+            }),
+            end: None,
+            ..sample()
+        };
+        let dropped = LogRecord {
+            body: RecordBody::Dropped {
+                xid: "X'7831',X'',1".into(),
+            },
+            ..sample()
+        };
+        for (rec, golden) in [(&held, LREC_V1_HELD), (&dropped, LREC_V1_DROPPED)] {
+            let bytes = codec::encode(rec);
+            assert_eq!(hex::encode(&bytes), golden, "LREC v1 XA bytes changed");
+            let back: LogRecord = codec::decode(&bytes).expect("decodes");
+            assert_eq!(&back, rec);
+        }
+        assert_eq!(held.size(), 1);
+        assert!(
+            held.tables().is_empty(),
+            "held chunks are no table's changes"
+        );
+    }
+
+    const LREC_V1_HELD: &str =
+        "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a00020d582737383331272c5827272c310107070707070707070707070707070707070707070707070707070707070707070264620174106d7973716c2d62696e2e303030303032d2090103010102026400010202ac0206e80f021d173b3bc0c40700000000";
+    const LREC_V1_DROPPED: &str =
+        "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a01106d7973716c2d62696e2e303030303032d00f010000012a030d582737383331272c5827272c31";
+
     #[test]
     fn chain_is_pinned_and_order_sensitive() {
         let a = chain_next(&GENESIS, 1, &Digest::of(b"a"));
@@ -1066,7 +1254,7 @@ mod tests {
     fn rows_of_one_event_share_a_header_and_round_trip() {
         let base = match sample().body {
             RecordBody::Chunk(c) => c.changes[0].clone(),
-            RecordBody::Progress => unreachable!(),
+            _ => unreachable!(),
         };
         let mut changes = Vec::new();
         for (row, pos) in [(0, 10), (1, 10), (2, 10), (0, 20), (5, 20)] {

@@ -255,7 +255,7 @@ async fn capture_runs_from_b_to_k_and_late_intents_are_obsolete() {
         .iter()
         .flat_map(|r| match &r.record.body {
             RecordBody::Chunk(c) => c.changes.clone(),
-            RecordBody::Progress => Vec::new(),
+            _ => Vec::new(),
         })
         .map(|c| c.after.unwrap()[0].as_key().unwrap())
         .collect();

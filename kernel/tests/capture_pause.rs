@@ -19,7 +19,7 @@ fn changes_of(recs: &[log::StoredRecord], table: &str) -> usize {
     recs.iter()
         .map(|r| match &r.record.body {
             RecordBody::Chunk(c) => c.changes.iter().filter(|c| c.id.table == table).count(),
-            RecordBody::Progress => 0,
+            _ => 0,
         })
         .sum()
 }
@@ -28,7 +28,7 @@ fn raw_of(recs: &[log::StoredRecord], table: &str) -> usize {
     recs.iter()
         .map(|r| match &r.record.body {
             RecordBody::Chunk(c) => c.raw.iter().filter(|c| c.table == table).count(),
-            RecordBody::Progress => 0,
+            _ => 0,
         })
         .sum()
 }

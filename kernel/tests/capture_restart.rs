@@ -1,6 +1,6 @@
 //! The source shutting down or the state store dying mid-capture: the reader resumes from
-//! the stored D and L ends up exactly as an uninterrupted capture (DESIGN §3.6); XA
-//! PREPARE on a captured table is refused with a pause (§3.8).
+//! the stored D and L ends up exactly as an uninterrupted capture (DESIGN §3.6). XA
+//! transactions: see capture_xa.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod capture_common;
@@ -9,7 +9,6 @@ use capture_common::*;
 use harness::{Server, ServerOpts};
 use kernel::capture::Reader;
 use kernel::control::IntentKind;
-use kernel::error::DefiniteCode;
 use kernel::log;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -82,25 +81,4 @@ async fn source_restart_and_state_store_crash_resume_from_d() {
         as_text(&folded),
         cli_rows(e.src, &e.db, "SELECT id, s, n FROM t")
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn xa_prepare_on_a_captured_table_is_refused_with_a_pause() {
-    let e = env("cap_xa").await;
-    e.src.sql_in(&e.db, T);
-    e.init_stream(1000).await;
-    let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "t")]).await);
-    e.intent(1, IntentKind::B).await;
-    e.src.sql_in(
-        &e.db,
-        "XA START 'x1'; INSERT INTO t VALUES (1, 'xa', 0); XA END 'x1'; XA PREPARE 'x1'; \
-         XA COMMIT 'x1'",
-    );
-    let f = e.intent(1, IntentKind::F).await;
-    e.wait_marker(&f, 30).await;
-    reader.stop().await.unwrap();
-    let p = log::pauses(&e.pool, &e.stream).await.unwrap();
-    assert_eq!(p.len(), 1, "{p:?}");
-    assert_eq!(p[0].error.code, DefiniteCode::Uncapturable);
-    assert!(p[0].error.message.contains("XA"), "{}", p[0].error.message);
 }

@@ -12,6 +12,20 @@
 //! * Before the first chunk of a multi-chunk group is emitted, a progress record moves
 //!   the last recorded end to the group's start, so D (the end of the last record that
 //!   closes a group) is exactly where a re-read of the open group begins.
+//!
+//! XA (DESIGN §3.8; MariaDB 10.11 and MySQL 8 log a prepared transaction as its own group
+//! `XA START xid`, rows, `XA END xid`, XA_PREPARE event, and its outcome later as a group
+//! holding only `XA COMMIT xid` or `XA ROLLBACK xid`; MariaDB logs `XA COMMIT ... ONE
+//! PHASE` as an ordinary transaction):
+//! * A prepared group touching a captured table is emitted as Held records (not changes of
+//!   any table); the record ending it registers the hold with D past the XA PREPARE.
+//! * At the `XA COMMIT` the capturer emits [`Emit::Release`]: the reader appends every
+//!   held chunk again, unchanged, as the chunks of the commit's group (start and end are
+//!   the commit group's, the change identities keep their original event positions), and
+//!   the last one drops the hold. Chunk bytes depend on the prepared group only, so the
+//!   released group is identical however the stream was batched or restarted.
+//! * At the `XA ROLLBACK` a Dropped record drops the hold; its changes never take effect.
+//! * Which xids are held is restored from the holds at D on restart.
 use super::decode::{check_table_map, to_sql_value, ValueProblem};
 use super::events::{self, types, QueryKind};
 use super::{CaptureSet, SharedCaptureSet};
@@ -19,7 +33,9 @@ use crate::change::{Change, ChangeId, GroupEnd, Op};
 use crate::control::{Intent, IntentKind, IntentSeen};
 use crate::error::{Definite, DefiniteCode, Error, Result};
 use crate::ids::{Digest, Generation, JobId};
-use crate::log::{GroupChunk, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen};
+use crate::log::{
+    Entry, GroupChunk, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld,
+};
 use crate::position::{BinlogPos, Gtid};
 use crate::value::SqlValue;
 use mysql_async::binlog::events::{
@@ -53,6 +69,55 @@ struct OpenGroup {
     chunk_no: u32,
     chunk: GroupChunk,
     count: usize,
+    /// The xid of an XA transaction (from its XA START): its chunks are held.
+    xa: Option<String>,
+}
+
+/// What the capturer asks the reader to store.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Emit {
+    /// An L record (with the hold its storing releases, if any).
+    Record(Entry),
+    /// Append the held chunks of `xid` again as the group `start`..`end` of its XA COMMIT;
+    /// the last one releases the hold.
+    Release(Release),
+}
+
+/// A held XA group taking effect at its XA COMMIT.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Release {
+    pub xid: String,
+    pub start: BinlogPos,
+    pub gtid: Option<Gtid>,
+    pub end: GroupEnd,
+}
+
+impl Release {
+    /// The record of the commit's group for held chunk `held` (chunk `n` of `last`).
+    pub fn record(&self, held: XaHeld, n: u32, last: bool) -> Entry {
+        Entry {
+            record: LogRecord {
+                start: self.start.clone(),
+                chunk: n,
+                gtid: self.gtid.clone(),
+                end: last.then(|| self.end.clone()),
+                body: RecordBody::Chunk(held.chunk),
+            },
+            releases: last.then(|| self.xid.clone()),
+        }
+    }
+}
+
+/// How a group ends.
+enum Closing {
+    /// XID, COMMIT, ROLLBACK, a standalone statement.
+    Normal,
+    /// The XA_PREPARE event of an XA group.
+    XaPrepare,
+    /// `XA COMMIT xid` (two-phase, its own group).
+    XaCommit(String),
+    /// `XA ROLLBACK xid`.
+    XaRollback(String),
 }
 
 /// The state restored from L up to D.
@@ -61,6 +126,8 @@ pub struct Restored {
     pub active: BTreeSet<Key>,
     pub cancelled: BTreeSet<Key>,
     pub paused: BTreeSet<Key>,
+    /// xids of the prepared groups held at D.
+    pub held: BTreeSet<String>,
 }
 
 /// Turns events into L records.
@@ -79,7 +146,7 @@ pub struct Capturer {
     /// Table-map checks against a sealed schema, per table id and generation; a table map
     /// arriving again for the id (every statement sends one) clears them.
     checked: HashMap<(u64, Key), Vec<String>>,
-    out: Vec<LogRecord>,
+    out: Vec<Emit>,
 }
 
 fn pos_of(ev: &Event) -> (u64, u64) {
@@ -116,7 +183,7 @@ impl Capturer {
     }
 
     /// Records emitted since the last call.
-    pub fn take(&mut self) -> Vec<LogRecord> {
+    pub fn take(&mut self) -> Vec<Emit> {
         std::mem::take(&mut self.out)
     }
 
@@ -151,7 +218,7 @@ impl Capturer {
     }
 
     fn emit_progress(&mut self, end: GroupEnd) {
-        self.out.push(LogRecord {
+        self.push(LogRecord {
             start: self.last_recorded_end.pos.clone(),
             chunk: 0,
             gtid: end.gtid.clone(),
@@ -159,6 +226,10 @@ impl Capturer {
             body: RecordBody::Progress,
         });
         self.last_recorded_end = end;
+    }
+
+    fn push(&mut self, record: LogRecord) {
+        self.out.push(Emit::Record(record.into()));
     }
 
     /// Processes one event.
@@ -173,6 +244,12 @@ impl Capturer {
                 let g = events::parse_mariadb_gtid(ev.data(), ev.header().server_id())
                     .ok_or_else(|| malformed("MariaDB GTID", &at))?;
                 self.open(Some(g.gtid.clone()), g.standalone(), false, &at)?;
+                if g.prepared_xa() {
+                    // MariaDB logs the XA START of a prepared group inside its GTID event.
+                    if let Some(open) = &mut self.group {
+                        open.xa = g.xid.clone();
+                    }
+                }
             }
             t if t == EventType::GTID_EVENT as u8 || t == EventType::ANONYMOUS_GTID_EVENT as u8 => {
                 let gtid = match ev.read_data() {
@@ -201,11 +278,14 @@ impl Capturer {
                     ev.read_event().map_err(|e| io("TABLE_MAP", &at, e))?;
                 self.on_table_map(tme.into_owned(), ev.data());
             }
-            t if t == EventType::XID_EVENT as u8 || t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
-                if t == EventType::XA_PREPARE_LOG_EVENT as u8 {
+            t if t == EventType::XID_EVENT as u8 => self.close(end, Closing::Normal),
+            t if t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
+                if self.group.as_ref().is_some_and(|g| g.xa.is_some()) {
+                    self.close(end, Closing::XaPrepare);
+                } else {
                     self.refuse_xa(&at);
+                    self.close(end, Closing::Normal);
                 }
-                self.close(end);
             }
             t if is_rows(t) => self.on_rows(ev, &at)?,
             types::QUERY_COMPRESSED => {
@@ -275,6 +355,7 @@ impl Capturer {
             chunk_no: 0,
             chunk: GroupChunk::default(),
             count: 0,
+            xa: None,
         });
         Ok(())
     }
@@ -297,9 +378,22 @@ impl Capturer {
                     g.standalone = false;
                 }
             }
-            QueryKind::Commit | QueryKind::Rollback | QueryKind::XaEnd => {
+            QueryKind::Commit | QueryKind::Rollback => {
                 self.ensure_open(at)?;
-                self.close(end);
+                self.close(end, Closing::Normal);
+            }
+            QueryKind::XaStart => {
+                self.ensure_open(at)?;
+                if let Some(g) = &mut self.group {
+                    g.undecided = false;
+                    g.standalone = false;
+                    g.xa = events::xa_xid(&sql);
+                }
+            }
+            QueryKind::XaCommit | QueryKind::XaRollback => {
+                self.ensure_open(at)?;
+                let closing = self.xa_outcome(&sql, kind, at);
+                self.close(end, closing);
             }
             QueryKind::Savepoint | QueryKind::XaInner => {}
             QueryKind::CreateIfNotExists => {
@@ -309,7 +403,7 @@ impl Capturer {
                     .as_ref()
                     .is_some_and(|g| g.standalone || g.undecided);
                 if ends {
-                    self.close(end);
+                    self.close(end, Closing::Normal);
                 }
             }
             QueryKind::Dml | QueryKind::Ddl => {
@@ -321,11 +415,43 @@ impl Capturer {
                     .as_ref()
                     .is_some_and(|g| g.standalone || g.undecided);
                 if ends {
-                    self.close(end);
+                    self.close(end, Closing::Normal);
                 }
             }
         }
         Ok(())
+    }
+
+    /// How an `XA COMMIT|ROLLBACK xid` statement closes the open group.
+    fn xa_outcome(&mut self, sql: &str, kind: QueryKind, at: &BinlogPos) -> Closing {
+        let inside = self.group.as_ref().and_then(|g| g.xa.clone());
+        if let Some(xid) = inside {
+            // MySQL's `XA COMMIT xid ONE PHASE` ends the XA transaction it closes: its
+            // changes commit here, like any transaction. Chunks already emitted as held
+            // cannot be turned back into changes: pause rather than lose them.
+            let cut = self.group.as_ref().is_some_and(|g| g.chunk_no > 0);
+            if let Some(g) = &mut self.group {
+                g.xa = None;
+            }
+            if cut {
+                self.pause_all_active(
+                    at,
+                    &format!("a one-phase XA transaction {xid} larger than one L chunk"),
+                );
+            }
+            return Closing::Normal;
+        }
+        match events::xa_xid(sql) {
+            Some(xid) if self.state.held.contains(&xid) => {
+                if kind == QueryKind::XaCommit {
+                    Closing::XaCommit(xid)
+                } else {
+                    Closing::XaRollback(xid)
+                }
+            }
+            // A prepared group that touched no captured table (nothing held).
+            _ => Closing::Normal,
+        }
     }
 
     fn on_statement(&mut self, sql: &str, default_schema: &str, at: &BinlogPos, kind: QueryKind) {
@@ -460,6 +586,12 @@ impl Capturer {
     }
 
     fn on_intent(&mut self, intent: Intent, at: &BinlogPos) {
+        if self.group.as_ref().is_some_and(|g| g.xa.is_some()) {
+            // The service never writes intents in an XA transaction; one that does cannot
+            // be placed in binlog order before its outcome is known.
+            self.pause_all_active(at, "an XA transaction writing the control table");
+            return;
+        }
         let key = (intent.job, intent.generation);
         let obsolete = self.state.cancelled.contains(&key);
         if !obsolete {
@@ -598,24 +730,59 @@ impl Capturer {
         }
         if let Some(g) = &mut self.group {
             let chunk = std::mem::take(&mut g.chunk);
-            self.out.push(LogRecord {
+            let rec = LogRecord {
                 start: g.start.pos.clone(),
                 chunk: g.chunk_no,
                 gtid: g.gtid.clone(),
                 end: None,
-                body: RecordBody::Chunk(chunk),
-            });
+                body: body_of(&g.xa, chunk),
+            };
             g.chunk_no += 1;
             g.count = 0;
+            self.push(rec);
         }
     }
 
-    fn close(&mut self, end: u64) {
-        let Some(g) = self.group.take() else { return };
+    fn close(&mut self, end: u64, closing: Closing) {
+        let Some(mut g) = self.group.take() else {
+            return;
+        };
         let end = GroupEnd {
             pos: BinlogPos::new(self.file.clone(), end),
             gtid: g.gtid.clone(),
         };
+        match closing {
+            Closing::XaCommit(xid) => {
+                self.state.held.remove(&xid);
+                if g.start != self.last_recorded_end {
+                    self.emit_progress(g.start.clone());
+                }
+                self.out.push(Emit::Release(Release {
+                    xid,
+                    start: g.start.pos.clone(),
+                    gtid: g.gtid.clone(),
+                    end: end.clone(),
+                }));
+                self.last_recorded_end = end.clone();
+                self.last_end = end;
+                return;
+            }
+            Closing::XaRollback(xid) => {
+                self.state.held.remove(&xid);
+                self.push(LogRecord {
+                    start: g.start.pos.clone(),
+                    chunk: 0,
+                    gtid: g.gtid.clone(),
+                    end: Some(end.clone()),
+                    body: RecordBody::Dropped { xid },
+                });
+                self.last_recorded_end = end.clone();
+                self.last_end = end;
+                return;
+            }
+            Closing::XaPrepare => {}
+            Closing::Normal => g.xa = None,
+        }
         let c = &g.chunk;
         let has = !c.changes.is_empty()
             || !c.intents.is_empty()
@@ -623,12 +790,15 @@ impl Capturer {
             || !c.statements.is_empty()
             || !c.raw.is_empty();
         if has || g.chunk_no > 0 {
-            self.out.push(LogRecord {
+            if let Some(xid) = &g.xa {
+                self.state.held.insert(xid.clone());
+            }
+            self.push(LogRecord {
                 start: g.start.pos.clone(),
                 chunk: g.chunk_no,
                 gtid: g.gtid.clone(),
                 end: Some(end.clone()),
-                body: RecordBody::Chunk(g.chunk),
+                body: body_of(&g.xa, g.chunk),
             });
             self.last_recorded_end = end.clone();
         }
@@ -710,6 +880,7 @@ impl Capturer {
                     chunk_no: 0,
                     chunk: GroupChunk::default(),
                     count: 0,
+                    xa: None,
                 });
             }
             if let Some(g) = &mut self.group {
@@ -723,6 +894,17 @@ impl Capturer {
                 });
             }
         }
+    }
+}
+
+/// A chunk's body: held while its group is an XA transaction.
+fn body_of(xa: &Option<String>, chunk: GroupChunk) -> RecordBody {
+    match xa {
+        Some(xid) => RecordBody::Held(XaHeld {
+            xid: xid.clone(),
+            chunk,
+        }),
+        None => RecordBody::Chunk(chunk),
     }
 }
 

@@ -29,6 +29,9 @@ pub mod gtid_flags {
 pub struct MariadbGtid {
     pub gtid: Gtid,
     pub flags: u8,
+    /// The xid of an XA group (PREPARED_XA or COMPLETED_XA), rendered as the server
+    /// logs it in XA statements ([`xid_text`]).
+    pub xid: Option<String>,
 }
 
 impl MariadbGtid {
@@ -36,15 +39,42 @@ impl MariadbGtid {
     pub fn standalone(&self) -> bool {
         self.flags & gtid_flags::STANDALONE != 0
     }
+
+    /// True for the group of an `XA PREPARE` (its `XA START` is in this event).
+    pub fn prepared_xa(&self) -> bool {
+        self.flags & gtid_flags::PREPARED_XA != 0
+    }
+}
+
+/// An xid as the server writes it in XA statements: `X'gtrid',X'bqual',formatID`, hex in
+/// lower case.
+pub fn xid_text(format_id: i32, gtrid: &[u8], bqual: &[u8]) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("X'{}',X'{}',{format_id}", hex(gtrid), hex(bqual))
 }
 
 /// Parses a MariaDB GTID event body: seq u64 LE, domain u32 LE, flags u8 (server id comes
-/// from the event header).
+/// from the event header); with GROUP_COMMIT_ID a commit id u64; with PREPARED_XA or
+/// COMPLETED_XA the xid: formatID i32 LE, gtrid length u8, bqual length u8, the bytes.
 pub fn parse_mariadb_gtid(data: &[u8], server_id: u32) -> Option<MariadbGtid> {
     let seq = u64::from_le_bytes(data.get(0..8)?.try_into().ok()?);
     let domain = u32::from_le_bytes(data.get(8..12)?.try_into().ok()?);
     let flags = *data.get(12)?;
+    let mut at = 13;
+    if flags & gtid_flags::GROUP_COMMIT_ID != 0 {
+        at += 8;
+    }
+    let xid = if flags & (gtid_flags::PREPARED_XA | gtid_flags::COMPLETED_XA) != 0 {
+        let format_id = i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?);
+        let g = usize::from(*data.get(at + 4)?);
+        let b = usize::from(*data.get(at + 5)?);
+        let bytes = data.get(at + 6..at + 6 + g + b)?;
+        Some(xid_text(format_id, &bytes[..g], &bytes[g..]))
+    } else {
+        None
+    };
     Some(MariadbGtid {
+        xid,
         gtid: Gtid::Mariadb {
             domain,
             server: server_id,
@@ -92,9 +122,14 @@ pub enum QueryKind {
     Rollback,
     /// SAVEPOINT / ROLLBACK TO: inside a transaction, no effect on rows events.
     Savepoint,
-    /// XA COMMIT / XA ROLLBACK of a prepared transaction (its own group).
-    XaEnd,
-    /// XA START / XA END inside an XA transaction.
+    /// `XA START xid`: opens an XA transaction (its group is held if it is prepared).
+    XaStart,
+    /// `XA COMMIT xid`: ends a prepared transaction (its own group), or, with ONE PHASE
+    /// (MySQL), the XA transaction it closes.
+    XaCommit,
+    /// `XA ROLLBACK xid` of a prepared transaction (its own group).
+    XaRollback,
+    /// XA END (and any other XA statement) inside an XA transaction.
     XaInner,
     /// DML logged as a statement (STATEMENT or MIXED format).
     Dml,
@@ -140,7 +175,9 @@ pub fn classify_query(sql: &str) -> QueryKind {
         ("COMMIT", _) => QueryKind::Commit,
         ("ROLLBACK", "TO") | ("SAVEPOINT", _) | ("RELEASE", _) => QueryKind::Savepoint,
         ("ROLLBACK", _) => QueryKind::Rollback,
-        ("XA", "COMMIT") | ("XA", "ROLLBACK") => QueryKind::XaEnd,
+        ("XA", "START") | ("XA", "BEGIN") => QueryKind::XaStart,
+        ("XA", "COMMIT") => QueryKind::XaCommit,
+        ("XA", "ROLLBACK") => QueryKind::XaRollback,
         ("XA", _) => QueryKind::XaInner,
         ("INSERT", _) | ("UPDATE", _) | ("DELETE", _) | ("REPLACE", _) | ("LOAD", _) => {
             QueryKind::Dml
@@ -148,6 +185,38 @@ pub fn classify_query(sql: &str) -> QueryKind {
         ("CREATE", _) if is_create_if_not_exists(sql) => QueryKind::CreateIfNotExists,
         _ => QueryKind::Ddl,
     }
+}
+
+/// The xid of an `XA START|COMMIT|ROLLBACK xid [ONE PHASE]` statement as the server logs
+/// it (`X'7831',X'',1`), without blanks, so that the XA START of a prepared group and
+/// the later XA COMMIT/ROLLBACK give the same key. None when the text has no xid.
+pub fn xa_xid(sql: &str) -> Option<String> {
+    let s = sql.trim_start();
+    let rest = s.get(2..)?.trim_start();
+    let verb_end = rest.find(|c: char| c.is_whitespace())?;
+    let mut xid = rest[verb_end..].trim();
+    let upper = xid.to_ascii_uppercase();
+    if upper.ends_with("ONE PHASE") {
+        xid = xid[..xid.len() - "ONE PHASE".len()].trim_end();
+    }
+    let key: String = xid
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| {
+            if c.is_ascii_hexdigit() {
+                c.to_ascii_lowercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    (!key.is_empty()).then_some(key)
+}
+
+/// True for `XA COMMIT xid ONE PHASE` (MySQL logs a one-phase XA transaction so).
+pub fn xa_one_phase(sql: &str) -> bool {
+    let w = first_words(sql, 16);
+    w.len() >= 2 && w[w.len() - 2] == "ONE" && w[w.len() - 1] == "PHASE"
 }
 
 fn is_create_if_not_exists(sql: &str) -> bool {
@@ -244,7 +313,19 @@ mod tests {
         let g = parse_mariadb_gtid(&data, 7).expect("parses");
         assert_eq!(g.gtid.to_string(), "0-7-42");
         assert!(g.standalone());
+        assert_eq!(g.xid, None);
         assert_eq!(parse_mariadb_gtid(&data[..12], 7), None);
+        // An XA PREPARE group's GTID as MariaDB 10.11 logs it (XA START 'zz','Q').
+        let mut xa = 11u64.to_le_bytes().to_vec();
+        xa.extend(0u32.to_le_bytes());
+        xa.push(gtid_flags::PREPARED_XA);
+        xa.extend(1i32.to_le_bytes());
+        xa.extend([2, 1, b'z', b'z', b'Q']);
+        let g = parse_mariadb_gtid(&xa, 1).expect("parses");
+        assert!(g.prepared_xa());
+        assert_eq!(g.xid.as_deref(), Some("X'7a7a',X'51',1"));
+        assert_eq!(xa_xid("XA COMMIT X'7A7A',X'51',1"), g.xid);
+        assert_eq!(parse_mariadb_gtid(&xa[..xa.len() - 1], 1), None);
     }
 
     #[test]
@@ -280,7 +361,13 @@ mod tests {
             classify_query("ROLLBACK TO SAVEPOINT a"),
             QueryKind::Savepoint
         );
-        assert_eq!(classify_query("XA COMMIT 'x'"), QueryKind::XaEnd);
+        assert_eq!(classify_query("XA COMMIT 'x'"), QueryKind::XaCommit);
+        assert_eq!(
+            classify_query("XA ROLLBACK X'78',X'',1"),
+            QueryKind::XaRollback
+        );
+        assert_eq!(classify_query("XA START X'78',X'',1"), QueryKind::XaStart);
+        assert_eq!(classify_query("XA END X'78',X'',1"), QueryKind::XaInner);
         assert_eq!(
             classify_query("/* c */ insert into t values (1)"),
             QueryKind::Dml
@@ -299,6 +386,22 @@ mod tests {
             classify_query("CREATE OR REPLACE TABLE t (a INT)"),
             QueryKind::Ddl
         );
+    }
+
+    #[test]
+    fn xa_xids_match_between_start_and_end() {
+        // As MariaDB 10.11 logs them (mariadb-binlog --verbose).
+        let start = xa_xid("XA START X'7834',X'6271',7").unwrap();
+        assert_eq!(start, "X'7834',X'6271',7");
+        assert_eq!(xa_xid("XA COMMIT X'7834',X'6271',7").unwrap(), start);
+        assert_eq!(xa_xid("XA ROLLBACK  X'7834', X'6271', 7").unwrap(), start);
+        assert_eq!(
+            xa_xid("XA COMMIT X'7834',X'6271',7 ONE PHASE").unwrap(),
+            start
+        );
+        assert!(xa_one_phase("XA COMMIT X'7834',X'6271',7 ONE PHASE"));
+        assert!(!xa_one_phase("XA COMMIT X'7834',X'6271',7"));
+        assert_eq!(xa_xid("XA COMMIT"), None);
     }
 
     #[test]

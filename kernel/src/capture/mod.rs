@@ -17,6 +17,12 @@
 //!    twice and never stored differently.
 //! 5. Anything the reader cannot decode exactly for a captured table pauses that table
 //!    with a definite error at its position and keeps its events raw; other tables go on.
+//! 6. Visibility order is binlog order except for XA (DESIGN §3.8): a prepared group
+//!    touching a captured table is held in L (not a change of any table), registered in
+//!    the same transaction that moves D past its XA PREPARE, appended again unchanged as
+//!    the group of its XA COMMIT (same change identities, the commit's start and end) and
+//!    dropped at its XA ROLLBACK; the release or drop removes the hold in the transaction
+//!    that moves D past that statement, so the holds always match D ([`assemble`]).
 pub mod assemble;
 pub mod decode;
 pub mod events;

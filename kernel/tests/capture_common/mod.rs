@@ -159,13 +159,19 @@ pub async fn all_records(pool: &MySqlPool, stream: &str) -> Vec<StoredRecord> {
     out
 }
 
-/// (start, chunk, end, digest) of every chunk record: the identity of L's content.
+/// (kind, start, chunk, end, digest) of every record but progress records (whose
+/// placement depends on timing): the identity of L's content, held XA chunks included.
 pub fn chunk_identities(recs: &[StoredRecord]) -> Vec<String> {
     recs.iter()
-        .filter(|r| matches!(r.record.body, RecordBody::Chunk(_)))
+        .filter(|r| !matches!(r.record.body, RecordBody::Progress))
         .map(|r| {
+            let kind = match r.record.body {
+                RecordBody::Chunk(_) => "",
+                RecordBody::Held(_) => "held ",
+                _ => "dropped ",
+            };
             format!(
-                "{} #{} -> {:?} {}",
+                "{kind}{} #{} -> {:?} {}",
                 r.record.start,
                 r.record.chunk,
                 r.record.end.as_ref().map(|e| e.pos.to_string()),
@@ -173,6 +179,44 @@ pub fn chunk_identities(recs: &[StoredRecord]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Runs a reader on `stream` until L holds `nonce`; with `restarts`, stops and restarts it
+/// at random moments on the way. Returns the number of sessions.
+pub async fn run_until(
+    e: &Env,
+    stream: &str,
+    set: &SharedCaptureSet,
+    batch: usize,
+    restarts: bool,
+    nonce: kernel::ids::Nonce,
+) -> u32 {
+    let mut cfg = e.cfg();
+    cfg.stream = stream.to_string();
+    cfg.batch_records = batch;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut n = 0;
+    loop {
+        cfg.replica_server_id = replica_id();
+        let reader = kernel::capture::Reader::start(e.pool.clone(), cfg.clone(), set.clone());
+        if restarts {
+            let ms = 20 + rand::random::<u64>() % 200;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        } else {
+            log::wait_for_marker(&e.pool, stream, nonce, deadline)
+                .await
+                .unwrap();
+        }
+        reader.stop().await.unwrap();
+        n += 1;
+        if log::marker(&e.pool, stream, nonce).await.unwrap().is_some() {
+            return n;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "capture did not reach the marker"
+        );
+    }
 }
 
 /// Folds every change of `table` in L onto `base` by primary key (column `pk`).
