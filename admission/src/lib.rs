@@ -62,7 +62,7 @@ pub use crate::admission::{Admission, Limits};
 pub use crate::error::{AdmissionError, Holder};
 pub use crate::ids::{HoldId, PermitId, PoolKind};
 pub use crate::permit::{Permit, DROPPED_UNCONFIRMED};
-pub use crate::rate::{RateLimits, Throttle, ThrottleCancelled};
+pub use crate::rate::{RateLimits, Throttle, ThrottleCancelled, ThrottleStats};
 pub use crate::retry::{retry, BudgetExhausted, RetryBudget, RetryError, RetryPolicy};
 pub use crate::snapshot::{
     AdmissionSnapshot, HoldSnapshot, InUseSnapshot, PoolSnapshot, WaiterSnapshot,

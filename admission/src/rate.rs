@@ -4,6 +4,7 @@
 //! sleeps with tokio timers; every wait ends on the cancel token.
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
@@ -61,18 +62,20 @@ impl Bucket {
 
     /// Takes `n` cells, in chunks no larger than the burst (a larger request
     /// could never conform at once).
+    /// Returns how many times it had to sleep.
     async fn take(
         &self,
         clock: &TokioClock,
         n: u32,
         cancel: &CancellationToken,
-    ) -> Result<(), ThrottleCancelled> {
+    ) -> Result<u64, ThrottleCancelled> {
         let mut left = n;
+        let mut waits = 0;
         while let Some(chunk) = NonZeroU32::new(left.min(self.burst.get())) {
-            self.take_chunk(clock, chunk, cancel).await?;
+            waits += self.take_chunk(clock, chunk, cancel).await?;
             left -= chunk.get();
         }
-        Ok(())
+        Ok(waits)
     }
 
     async fn take_chunk(
@@ -80,14 +83,16 @@ impl Bucket {
         clock: &TokioClock,
         chunk: NonZeroU32,
         cancel: &CancellationToken,
-    ) -> Result<(), ThrottleCancelled> {
+    ) -> Result<u64, ThrottleCancelled> {
+        let mut waits = 0;
         loop {
             let not_until = match self.limiter.check_n(chunk) {
-                Ok(Ok(())) => return Ok(()),
+                Ok(Ok(())) => return Ok(waits),
                 Ok(Err(not_until)) => not_until,
                 // chunk <= burst, so this cannot happen; never block on it.
-                Err(_insufficient) => return Ok(()),
+                Err(_insufficient) => return Ok(waits),
             };
+            waits += 1;
             let wait = not_until.wait_time_from(clock.now());
             tokio::select! {
                 biased;
@@ -104,6 +109,26 @@ pub struct Throttle {
     clock: TokioClock,
     rows: Option<Bucket>,
     bytes: Option<Bucket>,
+    stats: Counters,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    calls: AtomicU64,
+    waits: AtomicU64,
+    rows: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// What a [`Throttle`] granted so far (for status, metrics and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ThrottleStats {
+    /// Calls to [`Throttle::throttle`] that were granted.
+    pub calls: u64,
+    /// Times a call had to sleep because a rate was exceeded.
+    pub waits: u64,
+    pub rows: u64,
+    pub bytes: u64,
 }
 
 impl Throttle {
@@ -115,6 +140,18 @@ impl Throttle {
             clock,
             rows: limits.rows_per_sec.map(|r| Bucket::new(r, clock)),
             bytes: limits.bytes_per_sec.map(|r| Bucket::new(r, clock)),
+            stats: Counters::default(),
+        }
+    }
+
+    /// Totals granted so far.
+    pub fn stats(&self) -> ThrottleStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ThrottleStats {
+            calls: get(&self.stats.calls),
+            waits: get(&self.stats.waits),
+            rows: get(&self.stats.rows),
+            bytes: get(&self.stats.bytes),
         }
     }
 
@@ -129,12 +166,18 @@ impl Throttle {
         if cancel.is_cancelled() {
             return Err(ThrottleCancelled);
         }
+        let mut waits = 0;
         if let Some(bucket) = &self.rows {
-            bucket.take(&self.clock, rows, cancel).await?;
+            waits += bucket.take(&self.clock, rows, cancel).await?;
         }
         if let Some(bucket) = &self.bytes {
-            bucket.take(&self.clock, bytes, cancel).await?;
+            waits += bucket.take(&self.clock, bytes, cancel).await?;
         }
+        let s = &self.stats;
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.waits.fetch_add(waits, Ordering::Relaxed);
+        s.rows.fetch_add(u64::from(rows), Ordering::Relaxed);
+        s.bytes.fetch_add(u64::from(bytes), Ordering::Relaxed);
         Ok(())
     }
 }
@@ -164,6 +207,10 @@ mod tests {
                 .expect("not cancelled");
         }
         let took = start.elapsed();
+        let stats = throttle.stats();
+        assert_eq!((stats.calls, stats.rows), (100, 1000));
+        // 10 calls fit the burst; every later one had to wait.
+        assert!(stats.waits >= 89 && stats.waits <= 90, "{stats:?}");
         // The first second's worth is the burst; the other 900 rows take 9 s.
         assert!(took >= Duration::from_secs(9), "{took:?}");
         assert!(took <= Duration::from_secs(10), "{took:?}");
@@ -196,6 +243,7 @@ mod tests {
             .await
             .expect("ok");
         assert_eq!(start.elapsed(), Duration::ZERO);
+        assert_eq!(throttle.stats().waits, 0);
     }
 
     #[tokio::test(start_paused = true)]

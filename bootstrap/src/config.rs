@@ -16,6 +16,9 @@
 //! read_windows = 2
 //! target_writes = 2
 //! max_sessions = 8
+//! read_rows_per_sec = 50000      # 0 or absent: unlimited
+//! read_bytes_per_sec = 20000000
+//! target_write_timeout_secs = 300
 //! metrics_addr = "127.0.0.1:9187"
 //! log_format = "json"
 //! ```
@@ -39,6 +42,8 @@ pub const KEYS: &[(&str, &str)] = &[
         "target_write_timeout_secs",
         "BACKFILL_TARGET_WRITE_TIMEOUT_SECS",
     ),
+    ("read_rows_per_sec", "BACKFILL_READ_ROWS_PER_SEC"),
+    ("read_bytes_per_sec", "BACKFILL_READ_BYTES_PER_SEC"),
     ("owner", "BACKFILL_OWNER"),
     ("exit_when_idle", "BACKFILL_EXIT_WHEN_IDLE"),
     ("replay_batch_rows", "BACKFILL_REPLAY_BATCH_ROWS"),

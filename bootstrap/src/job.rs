@@ -54,6 +54,8 @@ pub struct JobCtx {
     pub admission: Admission,
     /// Client deadlines of target writes (a timed-out statement is KILLed and confirmed).
     pub deadlines: crate::bounded::Deadlines,
+    /// The source's read rate limits (rows/s, bytes/s), shared by the jobs of one source.
+    pub throttle: Arc<admission::Throttle>,
     pub cfg: RunConfig,
     pub hooks: Arc<dyn WindowHooks>,
     pub cancel: CancellationToken,
@@ -66,6 +68,31 @@ impl JobCtx {
 
     pub fn generation(&self) -> Generation {
         self.job.generation
+    }
+
+    /// Paces window page reads to the source's read rate limits (DESIGN §8): call once
+    /// per page read. Waits end when the job is asked to stop.
+    pub async fn throttle_read(&self, rows: &[kernel::value::Row]) -> Result<()> {
+        let n = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+        let bytes: u64 = rows.iter().flatten().map(value_bytes).sum();
+        let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.throttle
+            .throttle(n, bytes, &self.cancel)
+            .await
+            .map_err(|_| Error::transient("the job task was asked to stop (read rate limit wait)"))
+    }
+}
+
+/// About the bytes a value takes on the wire (for the bytes/s read limit).
+fn value_bytes(v: &kernel::value::SqlValue) -> u64 {
+    use kernel::value::SqlValue as V;
+    match v {
+        V::Null => 1,
+        V::Bytes(b) => b.len() as u64,
+        V::Int(_) | V::UInt(_) | V::Double(_) => 8,
+        V::Float(_) => 4,
+        V::Date(..) => 11,
+        V::Time(..) => 12,
     }
 }
 

@@ -15,7 +15,7 @@ use crate::commands;
 use crate::job::{self, JobCtx, Reached};
 use crate::jobs::{self, JobRecord};
 use crate::window::{hooks::SqlFileHooks, NoHooks, RunConfig, WindowHooks};
-use admission::Admission;
+use admission::{Admission, Throttle, ThrottleStats};
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig, SharedCaptureSet};
 use kernel::error::DefiniteCode;
 use kernel::ids::{Generation, JobId};
@@ -50,6 +50,8 @@ pub struct ServeConfig {
     pub limits: admission::Limits,
     /// Client deadlines of target writes (`crate::bounded`).
     pub deadlines: crate::bounded::Deadlines,
+    /// Read rate limits of each source (window page reads), one limiter per source.
+    pub rate: admission::RateLimits,
     pub run: RunConfig,
     /// How often the state store is polled for new start commands.
     pub poll: Duration,
@@ -79,6 +81,7 @@ impl ServeConfig {
             page_rows: None,
             limits: admission::Limits::default(),
             deadlines: Default::default(),
+            rate: Default::default(),
             run: RunConfig::default(),
             poll: Duration::from_millis(500),
             lease_ttl: Duration::from_secs(30),
@@ -106,6 +109,7 @@ pub type Outcomes = BTreeMap<JobId, String>;
 
 struct Source {
     reader: Option<Reader>,
+    throttle: Arc<Throttle>,
     set: SharedCaptureSet,
     cfg: ReaderConfig,
     restart_at: Option<Instant>,
@@ -128,11 +132,31 @@ struct Serve {
     outcomes: Outcomes,
 }
 
+fn throttles() -> std::sync::MutexGuard<'static, Vec<Arc<Throttle>>> {
+    static ALL: std::sync::Mutex<Vec<Arc<Throttle>>> = std::sync::Mutex::new(Vec::new());
+    ALL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the read limiters of the last `serve` of this process granted, summed over its
+/// sources (metrics, tests).
+pub fn read_throttle_stats() -> ThrottleStats {
+    throttles()
+        .iter()
+        .map(|t| t.stats())
+        .fold(ThrottleStats::default(), |a, b| ThrottleStats {
+            calls: a.calls + b.calls,
+            waits: a.waits + b.waits,
+            rows: a.rows + b.rows,
+            bytes: a.bytes + b.bytes,
+        })
+}
+
 /// Runs until `cancel` fires (or, with `exit_when_idle`, until every started job is done
 /// with its windows or paused). Returns each job's outcome in this process.
 pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcomes> {
     let pool = kernel::state::open(&cfg.state_url, &Default::default()).await?;
     let store = Arc::new(LocalDirStore::open(&cfg.data_dir)?);
+    throttles().clear();
     let admission = Admission::new(cfg.limits)
         .map_err(|e| Error::definite(DefiniteCode::Usage, e.to_string()))?;
     crate::metrics::observe_admission(&admission);
@@ -243,14 +267,14 @@ impl Serve {
         let session = self.session(job)?;
         // Nothing runs on the session until the task starts: an error before is a
         // confirmed release.
-        let stream = match self.ensure_source(&rec, &schema) {
+        let (stream, throttle) = match self.ensure_source(&rec, &schema) {
             Ok(s) => s,
             Err(e) => {
                 session.release_confirmed();
                 return Err(e);
             }
         };
-        let ctx = match self.context(rec, schema, stream).await {
+        let ctx = match self.context(rec, schema, stream, throttle).await {
             Ok(c) => c,
             Err(e) => {
                 session.release_confirmed();
@@ -328,12 +352,12 @@ impl Serve {
     }
 
     /// Adds the job's table to its source's capture set (starting that source's reader on
-    /// first use) and returns the source's L stream name.
+    /// first use) and returns the source's L stream name and read limiter.
     fn ensure_source(
         &mut self,
         rec: &JobRecord,
         schema: &kernel::schema::SealedSchema,
-    ) -> Result<String> {
+    ) -> Result<(String, Arc<Throttle>)> {
         let url = resolve_url(&rec.source_url, &self.cfg.sources);
         let stream = stream_name(&rec.source.identity);
         let table = CaptureTable {
@@ -355,7 +379,7 @@ impl Serve {
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .add(table);
-            return Ok(stream);
+            return Ok((stream, src.throttle.clone()));
         }
         let mut cfg = ReaderConfig::new(&stream, &url, replica_id(&stream, &self.cfg.state_url));
         cfg.control_schema = rec.control_schema.clone();
@@ -364,16 +388,19 @@ impl Serve {
         set.add(table);
         let set = set.shared();
         let reader = Reader::start(self.pool.clone(), cfg.clone(), set.clone());
+        let throttle = Arc::new(Throttle::new(self.cfg.rate));
+        throttles().push(throttle.clone());
         self.sources.insert(
             rec.source.identity.clone(),
             Source {
                 reader: Some(reader),
+                throttle: throttle.clone(),
                 set,
                 cfg,
                 restart_at: None,
             },
         );
-        Ok(stream)
+        Ok((stream, throttle))
     }
 
     async fn context(
@@ -381,6 +408,7 @@ impl Serve {
         rec: JobRecord,
         schema: kernel::schema::SealedSchema,
         stream: String,
+        throttle: Arc<Throttle>,
     ) -> Result<JobCtx> {
         let job = rec.job_id;
         let plan = jobs::load_plan(&self.pool, job).await?.ranges;
@@ -424,6 +452,7 @@ impl Serve {
             tctx,
             admission: self.admission.clone(),
             deadlines: self.cfg.deadlines,
+            throttle,
             cfg: run,
             hooks,
             cancel: CancellationToken::new(),

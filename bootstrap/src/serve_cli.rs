@@ -69,6 +69,12 @@ pub struct ServeArgs {
         default_value_t = 300
     )]
     pub target_write_timeout_secs: u64,
+    /// Rows per second that window page reads may take from each source (0: unlimited).
+    #[arg(long, env = "BACKFILL_READ_ROWS_PER_SEC", default_value_t = 0)]
+    pub read_rows_per_sec: u32,
+    /// Bytes per second that window page reads may take from each source (0: unlimited).
+    #[arg(long, env = "BACKFILL_READ_BYTES_PER_SEC", default_value_t = 0)]
+    pub read_bytes_per_sec: u32,
     /// Lease owner name; keep it stable so a restarted process takes over at once.
     #[arg(long, env = "BACKFILL_OWNER")]
     pub owner: Option<String>,
@@ -124,6 +130,10 @@ pub async fn serve(a: ServeArgs) -> Result<String> {
         sessions: a.max_sessions,
     };
     cfg.deadlines.target_write = std::time::Duration::from_secs(a.target_write_timeout_secs.max(1));
+    cfg.rate = admission::RateLimits {
+        rows_per_sec: std::num::NonZeroU32::new(a.read_rows_per_sec),
+        bytes_per_sec: std::num::NonZeroU32::new(a.read_bytes_per_sec),
+    };
     if let Some(o) = a.owner {
         cfg.owner = o;
     }

@@ -98,6 +98,7 @@ async fn in_view(
     let mut after = range.lower;
     loop {
         let rows = read_page(ctx, conn, after, range.upper).await?;
+        ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
             break;
