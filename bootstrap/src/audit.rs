@@ -3,14 +3,16 @@
 //! # Why it is safe
 //!
 //! * It reads the evidence, not J's word (I5). [`gather`] reads every store once into an
-//!   [`Evidence`] value (J's raw rows, the range chain, the registry and a snapshot of
-//!   every registered material's bytes as the material store returns them, T's page
-//!   credentials, cursor and activation credential, and L's records from B to F); [`audit`]
-//!   is a pure function of that value. Each check recomputes what it compares: J's hash
-//!   links, the range-chain root, every material's blake3, the manifests' page lists
-//!   against T's credentials, L's hash chain, and the replay cursor against L's last group
-//!   of the table at or before F. A tampered material, manifest, credential, J record or L
-//!   record changes a recomputed value and is reported as a named [`Finding`].
+//!   [`Evidence`] value: J's raw rows, the range chain, the registry, per registered
+//!   material what the material store answered (it recomputes each blake3 as it reads),
+//!   T's page credentials, cursor and activation credential, and L's records from B to
+//!   F. Memory stays bounded by one page: pages are read one at a time and only their
+//!   [`Facts`] are kept (size, kind tag, place, row count); manifests are kept whole.
+//!   [`audit`] is a pure function of that value. Each check recomputes what it compares:
+//!   J's hash links, the range-chain root, the manifests' page lists against the page
+//!   facts and T's credentials, L's hash chain, and the replay cursor against L's last
+//!   group of the table at or before F. A tampered material, manifest, credential, J
+//!   record or L record changes a recomputed value and is reported as a named [`Finding`].
 //! * Activation writes the deterministic credential (generation, B, F, range-chain root,
 //!   L's chain digest at F; no timestamp) in T, and only then moves J to STREAMING. A
 //!   crash between the two (fault point `activate.after_credential_before_j`) is recovered
@@ -27,15 +29,16 @@ use crate::replay::{self, MarkerAt, Scope};
 use kernel::change::GroupEnd;
 use kernel::control::IntentKind;
 use kernel::error::DefiniteCode;
-use kernel::ids::{Digest, Generation, JobId};
+use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
 use kernel::range::KeyRange;
 use kernel::{failpoint, log, Error, Result};
 use ledger::chain::ChainEntry;
 use ledger::journal::{Journal, StoredRow};
 use ledger::manifest::{Expect, WindowManifest};
 use ledger::material::MaterialStore;
+use ledger::page::{FinalPage, PageRef, RawPage};
 use ledger::record::{JournalRecord, Phase};
-use ledger::registry::{Entry, Registry, Usage};
+use ledger::registry::{Entry, Kind, Registry, Usage};
 use ledger::target::{self, Activation, PageCredential, ReplayCursor, TargetCtx};
 use serde::Serialize;
 use sqlx::mysql::MySqlPool;
@@ -46,49 +49,200 @@ use std::collections::BTreeMap;
 // ---------------------------------------------------------------------------------------
 
 /// What a store answered for one material (the store's own verification included).
+///
+/// Bounded memory: [`gather`] reads one material at a time; a page's bytes are hashed (by
+/// the store), measured and decoded as they are read, and only these facts are kept.
+/// Manifests, a few hundred bytes per window, are kept whole: the checks decode them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stored {
-    Bytes(Vec<u8>),
+    /// A manifest's bytes, verified against their digest.
+    Manifest(Vec<u8>),
+    /// A page (or any material that is not a manifest), verified against its digest.
+    Facts(Facts),
     Missing,
     /// The store refused the bytes (they do not hash to their name) or could not read them.
     Bad(String),
 }
 
-/// A snapshot of material-store answers: the audit's checks run over it without I/O.
+/// What the checks need of a verified page: its size, its kind tag, and where it says it
+/// belongs with its row count (or why it does not decode).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Facts {
+    pub bytes: u64,
+    /// The first four bytes (the envelope's kind tag), fewer for a shorter material.
+    pub tag: Vec<u8>,
+    pub page: std::result::Result<PageFacts, String>,
+}
+
+/// A decoded page's place and row count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageFacts {
+    pub window: WindowId,
+    pub attempt: Attempt,
+    pub page: PageNo,
+    pub rows: u64,
+}
+
+impl Facts {
+    /// The facts of verified bytes of a material of `kind`.
+    pub fn of(kind: Kind, b: &[u8]) -> Facts {
+        let page = match kind {
+            Kind::Raw => RawPage::decode(b).map(|x| (x.key, x.rows.len())),
+            _ => FinalPage::decode(b).map(|x| (x.key, x.rows.len())),
+        };
+        Facts {
+            bytes: b.len() as u64,
+            tag: b[..b.len().min(4)].to_vec(),
+            page: page
+                .map(|(k, n)| PageFacts {
+                    window: k.window,
+                    attempt: k.attempt,
+                    page: k.page,
+                    rows: n as u64,
+                })
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The material-store answers the audit's checks run over, without I/O.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub answers: BTreeMap<Digest, Stored>,
 }
 
-impl MaterialStore for Snapshot {
-    fn put(&self, _bytes: &[u8]) -> Result<Digest> {
-        Err(Error::definite(
-            DefiniteCode::Usage,
-            "the audit snapshot is read-only",
-        ))
-    }
-
-    fn get(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
-        match self.answers.get(digest) {
-            Some(Stored::Bytes(b)) if Digest::of(b) == *digest => Ok(Some(b.clone())),
-            Some(Stored::Bytes(_)) => Err(Error::definite(
-                DefiniteCode::EvidenceCorrupt,
-                format!("material {digest}: bytes do not hash to their name"),
+impl Snapshot {
+    /// Size and kind tag of a present material, or the finding that it is not usable.
+    fn sized(&self, e: &Entry) -> std::result::Result<(u64, &[u8]), String> {
+        match self.answers.get(&e.digest) {
+            Some(Stored::Manifest(b)) => Ok((b.len() as u64, &b[..b.len().min(4)])),
+            Some(Stored::Facts(f)) => Ok((f.bytes, &f.tag)),
+            Some(Stored::Bad(m)) => Err(format!("material {}: {m}", e.digest)),
+            Some(Stored::Missing) | None => Err(format!(
+                "material {} ({}) is registered but missing from the store",
+                e.digest,
+                e.kind.code()
             )),
-            Some(Stored::Bad(m)) => Err(Error::definite(DefiniteCode::EvidenceCorrupt, m.clone())),
-            Some(Stored::Missing) | None => Ok(None),
         }
     }
 
-    fn contains(&self, digest: &Digest) -> Result<bool> {
-        Ok(matches!(
-            self.answers.get(digest),
-            Some(Stored::Bytes(_) | Stored::Bad(_))
-        ))
+    /// One registered material: present, intact, of its size and kind.
+    pub fn material(&self, e: &Entry) -> Vec<String> {
+        let (len, tag) = match self.sized(e) {
+            Ok(x) => x,
+            Err(m) => return vec![m],
+        };
+        let mut out = Vec::new();
+        if len != e.bytes {
+            out.push(format!(
+                "material {}: {len} bytes, registry says {}",
+                e.digest, e.bytes
+            ));
+        }
+        if tag != e.kind.code().as_bytes() {
+            out.push(format!(
+                "material {}: not a {} record",
+                e.digest,
+                e.kind.code()
+            ));
+        }
+        out
     }
 
-    fn remove(&self, _digest: &Digest) -> Result<()> {
-        Ok(())
+    /// Every registered material of a table-generation, and the usage row's existence.
+    pub fn materials(&self, entries: &[Entry], usage: Option<Usage>) -> Vec<String> {
+        let mut out: Vec<String> = entries.iter().flat_map(|e| self.material(e)).collect();
+        if usage.is_none() && !entries.is_empty() {
+            out.push("materials are registered but the table has no usage row".into());
+        }
+        out
+    }
+
+    /// One window: its manifest decodes, hashes to the chain's value and verifies against
+    /// the plan; every page it names is registered and intact and names this window,
+    /// attempt, page number and row count.
+    pub fn window(
+        &self,
+        registered: &BTreeMap<Digest, Entry>,
+        entry: &ChainEntry,
+        expect: &Expect,
+    ) -> (Option<WindowManifest>, Vec<String>) {
+        let w = format!("{}", entry.window);
+        let m = match self.answers.get(&entry.manifest_hash) {
+            Some(Stored::Manifest(b)) => match WindowManifest::decode(b) {
+                Ok(m) => m,
+                Err(e) => return (None, vec![format!("manifest of {w}: {e}")]),
+            },
+            Some(Stored::Bad(e)) => return (None, vec![format!("manifest of {w}: {e}")]),
+            Some(Stored::Facts(_)) => {
+                return (None, vec![format!("manifest of {w}: registered as a page")])
+            }
+            Some(Stored::Missing) | None => {
+                return (
+                    None,
+                    vec![format!(
+                        "manifest of {w} ({}) is missing",
+                        entry.manifest_hash
+                    )],
+                )
+            }
+        };
+        let mut out = ledger::manifest::verify(&m, expect);
+        if m.attempt != entry.attempt {
+            out.push(format!(
+                "manifest of {w}: attempt {} but the range chain says {}",
+                m.attempt, entry.attempt
+            ));
+        }
+        if !registered.contains_key(&entry.manifest_hash) {
+            out.push(format!("manifest of {w} is not in the material registry"));
+        }
+        let pages = m.raw_pages.iter().map(|p| (p, Kind::Raw));
+        for (p, kind) in pages.chain(m.final_pages.iter().map(|p| (p, Kind::Final))) {
+            out.extend(self.page(registered, &m, &w, p, kind));
+        }
+        (Some(m), out)
+    }
+
+    fn page(
+        &self,
+        registered: &BTreeMap<Digest, Entry>,
+        m: &WindowManifest,
+        w: &str,
+        p: &PageRef,
+        kind: Kind,
+    ) -> Vec<String> {
+        let Some(e) = registered.get(&p.digest) else {
+            return vec![format!(
+                "{w}: {} page {} ({}) is not registered",
+                kind.code(),
+                p.page,
+                p.digest
+            )];
+        };
+        let mut out = self.material(e);
+        if e.bytes != p.bytes {
+            out.push(format!(
+                "{w}: page {} has {} bytes, manifest says {}",
+                p.page, e.bytes, p.bytes
+            ));
+        }
+        if let Some(Stored::Facts(f)) = self.answers.get(&p.digest) {
+            match &f.page {
+                Ok(x)
+                    if x.window == m.window
+                        && x.attempt == m.attempt
+                        && x.page == p.page
+                        && x.rows == u64::from(p.rows) => {}
+                Ok(_) => out.push(format!(
+                    "{w}: {} page {} names another place or row count",
+                    kind.code(),
+                    p.page
+                )),
+                Err(e) => out.push(format!("{w}: page {}: {e}", p.page)),
+            }
+        }
+        out
     }
 }
 
@@ -341,7 +495,7 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
         &mut out,
         Check::Material,
         "materials",
-        ledger::check::materials(&e.materials, &entries, usage),
+        e.materials.materials(&entries, usage),
     );
     if let Some(u) = usage {
         if u.bytes != sum {
@@ -371,7 +525,7 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
             range: *range,
             schema_fingerprint: e.schema_fingerprint,
         };
-        let (m, f) = ledger::check::window(&e.materials, &registered, entry, &expect);
+        let (m, f) = e.materials.window(&registered, entry, &expect);
         push(&mut out, Check::Window, &entry.window.to_string(), f);
         manifests.extend(m);
     }
@@ -532,9 +686,12 @@ fn err_text<T>(r: Result<T>) -> std::result::Result<T, String> {
     r.map_err(|e| e.to_string())
 }
 
-fn snap(store: &dyn MaterialStore, d: &Digest) -> Stored {
+/// One material read, verified and reduced to what the checks need; its page bytes are
+/// dropped before the next one is read.
+fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
     match store.get(d) {
-        Ok(Some(b)) => Stored::Bytes(b),
+        Ok(Some(b)) if kind == Kind::Manifest => Stored::Manifest(b),
+        Ok(Some(b)) => Stored::Facts(Facts::of(kind, &b)),
         Ok(None) => Stored::Missing,
         Err(e) => Stored::Bad(e.to_string()),
     }
@@ -635,7 +792,9 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
     let mut materials = Snapshot::default();
     if let Ok((entries, _, _)) = &registry {
         for e in entries {
-            materials.answers.insert(e.digest, snap(s.store, &e.digest));
+            materials
+                .answers
+                .insert(e.digest, snap(s.store, &e.digest, e.kind));
         }
     }
     if let Ok(c) = &chain {
@@ -643,7 +802,7 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
             materials
                 .answers
                 .entry(e.manifest_hash)
-                .or_insert_with(|| snap(s.store, &e.manifest_hash));
+                .or_insert_with(|| snap(s.store, &e.manifest_hash, Kind::Manifest));
         }
     }
     let credentials = err_text(target::page_credentials(s.target, s.ctx).await);
@@ -891,21 +1050,122 @@ mod tests {
         assert!(cursor_findings(None, None, Some(&f), Require::Activated).is_empty());
     }
 
+    fn page_bytes(window: u32, page: u32, rows: usize) -> Vec<u8> {
+        let p = ledger::page::FinalPage {
+            key: ledger::page::PageKey {
+                job: JobId(1),
+                generation: Generation(1),
+                window: WindowId(window),
+                attempt: Attempt(1),
+                page: PageNo(page),
+            },
+            rows: vec![Vec::new(); rows],
+        };
+        ledger::page::seal(&p).bytes
+    }
+
     #[test]
-    fn the_snapshot_answers_like_the_store() {
-        let good = b"WMAN-bytes".to_vec();
+    fn materials_are_checked_from_their_facts() {
+        let good = page_bytes(0, 0, 3);
+        let e = Entry {
+            digest: Digest::of(&good),
+            kind: Kind::Final,
+            bytes: good.len() as u64,
+        };
         let mut s = Snapshot::default();
         s.answers
-            .insert(Digest::of(&good), Stored::Bytes(good.clone()));
-        s.answers.insert(d(7), Stored::Bytes(b"other".to_vec()));
-        s.answers.insert(d(8), Stored::Missing);
-        assert_eq!(s.get(&Digest::of(&good)).unwrap(), Some(good));
-        assert!(
-            s.get(&d(7)).is_err(),
-            "bytes that do not hash to their name"
+            .insert(e.digest, Stored::Facts(Facts::of(Kind::Final, &good)));
+        assert!(s.material(&e).is_empty());
+        let f = s.materials(std::slice::from_ref(&e), None);
+        assert!(f[0].contains("no usage row"), "{f:?}");
+        // Registry accounts other bytes, or another kind.
+        let other = Entry {
+            bytes: 1,
+            kind: Kind::Raw,
+            ..e.clone()
+        };
+        let f = s.material(&other);
+        assert_eq!(f.len(), 2, "{f:?}");
+        // Missing and refused by the store.
+        s.answers.insert(e.digest, Stored::Missing);
+        assert!(s.material(&e)[0].contains("missing from the store"));
+        s.answers.insert(
+            e.digest,
+            Stored::Bad("bytes do not hash to their name".into()),
         );
-        assert_eq!(s.get(&d(8)).unwrap(), None);
-        assert_eq!(s.get(&d(9)).unwrap(), None);
-        assert!(s.put(b"x").is_err());
+        assert!(s.material(&e)[0].contains("do not hash"));
+        // Facts keep only a few bytes of a page, whatever its size.
+        let big = Facts::of(Kind::Final, &page_bytes(0, 0, 10_000));
+        assert_eq!((big.tag.len(), big.page.map(|p| p.rows)), (4, Ok(10_000)));
+        let junk = Facts::of(Kind::Final, b"FI");
+        assert!(junk.page.is_err());
+    }
+
+    #[test]
+    fn a_window_is_checked_from_its_manifest_and_page_facts() {
+        let page = page_bytes(0, 0, 3);
+        let pref = PageRef {
+            page: PageNo(0),
+            digest: Digest::of(&page),
+            rows: 3,
+            bytes: page.len() as u64,
+        };
+        let m = WindowManifest {
+            job: JobId(1),
+            generation: Generation(1),
+            window: WindowId(0),
+            range: KeyRange::ALL,
+            attempt: Attempt(1),
+            low: BinlogPos::new("b.000001", 4),
+            high: BinlogPos::new("b.000001", 9),
+            snapshot: None,
+            schema_fingerprint: d(0),
+            raw_pages: Vec::new(),
+            folded_digest: d(0),
+            folded_changes: 0,
+            final_pages: vec![pref],
+        };
+        let sealed = m.seal();
+        let entry = ChainEntry {
+            window: WindowId(0),
+            range: KeyRange::ALL,
+            attempt: Attempt(1),
+            manifest_hash: sealed.digest,
+        };
+        let expect = Expect {
+            job: JobId(1),
+            generation: Generation(1),
+            window: WindowId(0),
+            range: KeyRange::ALL,
+            schema_fingerprint: d(0),
+        };
+        let reg = |kind, b: &[u8]| Entry {
+            digest: Digest::of(b),
+            kind,
+            bytes: b.len() as u64,
+        };
+        let registered: BTreeMap<Digest, Entry> =
+            [reg(Kind::Manifest, &sealed.bytes), reg(Kind::Final, &page)]
+                .into_iter()
+                .map(|e| (e.digest, e))
+                .collect();
+        let mut s = Snapshot::default();
+        s.answers
+            .insert(sealed.digest, Stored::Manifest(sealed.bytes.clone()));
+        s.answers
+            .insert(pref.digest, Stored::Facts(Facts::of(Kind::Final, &page)));
+        let (got, f) = s.window(&registered, &entry, &expect);
+        assert!(got.is_some() && f.is_empty(), "{f:?}");
+        // A page that names another window (bytes of another place under this digest).
+        s.answers.insert(
+            pref.digest,
+            Stored::Facts(Facts::of(Kind::Final, &page_bytes(1, 0, 3))),
+        );
+        let (_, f) = s.window(&registered, &entry, &expect);
+        assert!(f.iter().any(|m| m.contains("names another place")), "{f:?}");
+        // A missing manifest is named.
+        s.answers.remove(&sealed.digest);
+        let (got, f) = s.window(&registered, &entry, &expect);
+        assert!(got.is_none() && f[0].contains("is missing"), "{f:?}");
     }
 }
