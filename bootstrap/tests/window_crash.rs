@@ -7,85 +7,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
 use bootstrap::window::fp;
-use mysql_async::prelude::Queryable;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use window_support::*;
 
 const ROWS: i64 = 10_000;
-
-fn serve_cmd(c: &Case, page_rows: u64, read_windows: u32, failpoints: &str, hook: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_backfill"))
-        .args([
-            "serve",
-            "--exit-when-idle",
-            "--windows-only",
-            "--owner",
-            "crash-test",
-        ])
-        .arg("--state")
-        .arg(c.state_url())
-        .arg("--data-dir")
-        .arg(c.data.path())
-        .arg("--page-rows")
-        .arg(page_rows.to_string())
-        .arg("--read-windows")
-        .arg(read_windows.to_string())
-        .env(kernel::failpoint::ENV, failpoints)
-        .env(bootstrap::window::hooks::SQL_ENV, hook)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn backfill serve")
-}
-
-/// Waits for the child; kills it (SIGKILL) after `kill_after` if given. Returns the code.
-fn wait(mut child: Child, kill_after: Option<Duration>) -> Option<i32> {
-    let t0 = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        if kill_after.is_some_and(|d| t0.elapsed() >= d) {
-            child.kill().unwrap(); // SIGKILL
-            child.wait().unwrap();
-            return None;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(90), "serve stalled");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-async fn writer(url: String, stop: Arc<AtomicBool>) -> u64 {
-    use rand::Rng;
-    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
-        .await
-        .unwrap();
-    let mut n = 0;
-    while !stop.load(Ordering::SeqCst) {
-        let (op, a, b): (u8, i64, i64) = {
-            let mut r = rand::rng();
-            (
-                r.random_range(0..4),
-                r.random_range(1..=ROWS + 500),
-                r.random_range(1..=ROWS + 500),
-            )
-        };
-        let sql = match op {
-            0 => format!("INSERT IGNORE INTO t VALUES ({a}, 0, 'new')"),
-            1 => format!("UPDATE t SET k = k + 1 WHERE id = {a}"),
-            2 => format!("DELETE FROM t WHERE id = {a}"),
-            _ => format!("UPDATE IGNORE t SET id = {b} WHERE id = {a}"),
-        };
-        c.query_drop(sql).await.unwrap();
-        n += 1;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    n
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_killed_at_every_fault_point_converges() {
@@ -121,7 +48,11 @@ async fn serve_killed_at_every_fault_point_converges() {
             // filled table).
             let b_durable = c.head_opt().await.is_some_and(|h| h.b.is_some());
             if w.is_none() && b_durable {
-                w = Some(tokio::spawn(writer(c.source.url_db(&c.sdb), stop.clone())));
+                w = Some(tokio::spawn(writer(
+                    c.source.url_db(&c.sdb),
+                    stop.clone(),
+                    ROWS + 500,
+                )));
             }
             let ps = page_sizes[(i + round) % page_sizes.len()];
             let rw = 1 + (i as u32 % 2);

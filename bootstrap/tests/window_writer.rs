@@ -62,15 +62,33 @@ impl Inject {
             ),
         ];
         for s in stmts {
-            c.query_drop(s).await.unwrap();
+            exec_retrying(&mut c, &s).await;
         }
         if w.0 == 2 {
-            c.query_drop("UPDATE t SET k = k + 1000 WHERE id > 30000 AND id <= 60000")
-                .await
-                .unwrap();
+            exec_retrying(
+                &mut c,
+                "UPDATE t SET k = k + 1000 WHERE id > 30000 AND id <= 60000",
+            )
+            .await;
         }
         c.disconnect().await.unwrap();
     }
+}
+
+/// Runs `sql`, again after an InnoDB deadlock (1213) or lock wait timeout (1205): with
+/// read-ahead, the hooks of two windows and the writer run at once and may deadlock each
+/// other on the source (a deadlocked transaction is rolled back whole).
+async fn exec_retrying(c: &mut mysql_async::Conn, sql: &str) {
+    for _ in 0..20 {
+        match c.query_drop(sql).await {
+            Ok(()) => return,
+            Err(mysql_async::Error::Server(e)) if e.code == 1213 || e.code == 1205 => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{sql}: {e}"),
+        }
+    }
+    panic!("{sql}: still deadlocked after 20 tries");
 }
 
 impl WindowHooks for Inject {
@@ -113,7 +131,7 @@ async fn writer(url: String, started: Arc<AtomicBool>, stop: Arc<AtomicBool>) ->
                 a + 1
             ),
         };
-        c.query_drop(sql).await.unwrap();
+        exec_retrying(&mut c, &sql).await;
         n += 1;
         // A steady writer (a few hundred statements/s), not a flood: the capture of a
         // debug build must keep up for the markers to be awaited in time.

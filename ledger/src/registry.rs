@@ -11,7 +11,7 @@
 //!   written; the material bytes already on disk are unaffected, nothing is lost.
 use crate::util::{digest_col, sq};
 use kernel::error::DefiniteCode;
-use kernel::ids::{Digest, Generation, JobId};
+use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
 use kernel::{Error, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::{MySqlConnection, Row as _};
@@ -47,6 +47,13 @@ pub struct Entry {
     pub digest: Digest,
     pub kind: Kind,
     pub bytes: u64,
+}
+
+/// The window attempt a material belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub window: WindowId,
+    pub attempt: Attempt,
 }
 
 /// Bytes accounted for a table (or the total) and its quota.
@@ -151,6 +158,22 @@ impl Registry {
         digest: Digest,
         bytes: u64,
     ) -> Result<()> {
+        self.register_owned(job, generation, kind, digest, bytes, None)
+            .await
+    }
+
+    /// [`Registry::register`] naming the window attempt the material belongs to, in the
+    /// same transaction: the materials of an abandoned attempt are then known exactly
+    /// ([`Registry::garbage`]).
+    pub async fn register_owned(
+        &self,
+        job: JobId,
+        generation: Generation,
+        kind: Kind,
+        digest: Digest,
+        bytes: u64,
+        owner: Option<Owner>,
+    ) -> Result<()> {
         let what = format!("registering material {digest} of job {job} {generation}");
         let mut tx = self.pool.begin().await.map_err(sq(&what))?;
         let total = lock_usage(&mut tx, TOTAL)
@@ -206,12 +229,14 @@ impl Registry {
                 }
             }
         }
-        sqlx::query("INSERT INTO ledger_material (job_id, generation, digest, kind, bytes) VALUES (?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO ledger_material (job_id, generation, digest, kind, bytes, window_id, attempt) VALUES (?, ?, ?, ?, ?, ?, ?)")
             .bind(job.0)
             .bind(generation.0)
             .bind(&digest.0[..])
             .bind(kind.code())
             .bind(bytes)
+            .bind(owner.map(|o| o.window.0))
+            .bind(owner.map(|o| o.attempt.0))
             .execute(&mut *tx)
             .await
             .map_err(sq(&what))?;
@@ -300,6 +325,46 @@ impl Registry {
         .transpose()
     }
 
+    /// The registered materials of `window`'s attempts other than `sealed` (the attempt
+    /// whose manifest sealed the window): garbage of abandoned attempts, to release.
+    pub async fn garbage(
+        &self,
+        job: JobId,
+        generation: Generation,
+        window: WindowId,
+        sealed: Attempt,
+    ) -> Result<Vec<Entry>> {
+        let rows = sqlx::query("SELECT digest, kind, bytes FROM ledger_material WHERE job_id = ? AND generation = ? AND window_id = ? AND attempt <> ? ORDER BY digest")
+            .bind(job.0)
+            .bind(generation.0)
+            .bind(window.0)
+            .bind(sealed.0)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(sq("reading garbage materials"))?;
+        rows.iter().map(entry_of).collect()
+    }
+
+    /// Bytes registered for attempts of a table-generation's windows that are not the
+    /// attempt named by a seal row: garbage not yet released (a window still unsealed
+    /// counts every attempt's materials).
+    pub async fn garbage_bytes(&self, job: JobId, generation: Generation) -> Result<u64> {
+        let v: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(m.bytes), 0) AS SIGNED) FROM ledger_material m \
+             WHERE m.job_id = ? AND m.generation = ? AND m.window_id IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM window_seals s WHERE s.job_id = m.job_id \
+             AND s.generation = m.generation AND s.window_id = m.window_id AND s.attempt = m.attempt) \
+             AND EXISTS (SELECT 1 FROM window_seals s WHERE s.job_id = m.job_id \
+             AND s.generation = m.generation AND s.window_id = m.window_id)",
+        )
+        .bind(job.0)
+        .bind(generation.0)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(sq("summing garbage material bytes"))?;
+        Ok(u64::try_from(v).unwrap_or(0))
+    }
+
     /// Every material registered for a table-generation.
     pub async fn entries(&self, job: JobId, generation: Generation) -> Result<Vec<Entry>> {
         let rows = sqlx::query("SELECT digest, kind, bytes FROM ledger_material WHERE job_id = ? AND generation = ? ORDER BY digest")
@@ -308,23 +373,23 @@ impl Registry {
             .fetch_all(&self.pool)
             .await
             .map_err(sq("reading the material registry"))?;
-        rows.iter()
-            .map(|r| {
-                let g = |e| sq("reading the material registry")(e);
-                let kind: String = r.try_get("kind").map_err(g)?;
-                Ok(Entry {
-                    digest: digest_col(&r.try_get::<Vec<u8>, _>("digest").map_err(g)?, "registry")?,
-                    kind: Kind::parse(&kind).ok_or_else(|| {
-                        Error::definite(
-                            DefiniteCode::EvidenceCorrupt,
-                            format!("material registry: unknown kind `{kind}`"),
-                        )
-                    })?,
-                    bytes: r.try_get("bytes").map_err(g)?,
-                })
-            })
-            .collect()
+        rows.iter().map(entry_of).collect()
     }
+}
+
+fn entry_of(r: &sqlx::mysql::MySqlRow) -> Result<Entry> {
+    let g = |e| sq("reading the material registry")(e);
+    let kind: String = r.try_get("kind").map_err(g)?;
+    Ok(Entry {
+        digest: digest_col(&r.try_get::<Vec<u8>, _>("digest").map_err(g)?, "registry")?,
+        kind: Kind::parse(&kind).ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::EvidenceCorrupt,
+                format!("material registry: unknown kind `{kind}`"),
+            )
+        })?,
+        bytes: r.try_get("bytes").map_err(g)?,
+    })
 }
 
 fn missing_row(job: JobId, n: i64) -> Error {

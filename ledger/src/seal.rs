@@ -10,7 +10,7 @@ use crate::manifest::WindowManifest;
 use crate::material::MaterialStore;
 use crate::page::{self, FinalPage, PageRef};
 use crate::range::KeyRange;
-use crate::registry::{Kind, Registry};
+use crate::registry::{Kind, Owner, Registry};
 use kernel::error::DefiniteCode;
 use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
 use kernel::position::BinlogPos;
@@ -26,8 +26,21 @@ pub async fn persist(
     kind: Kind,
     bytes: &[u8],
 ) -> Result<Digest> {
+    persist_owned(store, reg, job, generation, kind, bytes, None).await
+}
+
+/// [`persist`] naming the window attempt the material belongs to (garbage accounting).
+pub async fn persist_owned(
+    store: &dyn MaterialStore,
+    reg: &Registry,
+    job: JobId,
+    generation: Generation,
+    kind: Kind,
+    bytes: &[u8],
+    owner: Option<Owner>,
+) -> Result<Digest> {
     let d = store.put(bytes)?;
-    reg.register(job, generation, kind, d, bytes.len() as u64)
+    reg.register_owned(job, generation, kind, d, bytes.len() as u64, owner)
         .await?;
     Ok(d)
 }
@@ -49,11 +62,13 @@ pub struct WindowFacts {
     pub folded_changes: u64,
 }
 
-/// A sealed window: its manifest, the manifest hash and the FINAL page digests in order.
+/// A sealed window: its manifest, the manifest hash and the FINAL page bytes in order
+/// (exactly the bytes stored and hashed in the manifest, ready to apply).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SealedWindow {
     pub manifest: WindowManifest,
     pub manifest_hash: Digest,
+    pub final_bytes: Vec<Vec<u8>>,
 }
 
 /// Cuts the reconciled rows (in key order) into FINAL pages, persists them, then builds,
@@ -73,19 +88,26 @@ pub async fn seal_window(
         final_rows,
         page_rows,
     );
+    let owner = Some(Owner {
+        window: facts.window,
+        attempt: facts.attempt,
+    });
     let mut refs = Vec::with_capacity(pages.len());
+    let mut final_bytes = Vec::with_capacity(pages.len());
     for p in &pages {
         let sealed = page::seal(p);
-        persist(
+        persist_owned(
             store,
             reg,
             facts.job,
             facts.generation,
             Kind::Final,
             &sealed.bytes,
+            owner,
         )
         .await?;
         refs.push(p.page_ref(&sealed));
+        final_bytes.push(sealed.bytes);
     }
     let manifest = WindowManifest {
         job: facts.job,
@@ -103,18 +125,20 @@ pub async fn seal_window(
         final_pages: refs,
     };
     let sealed = manifest.seal();
-    let manifest_hash = persist(
+    let manifest_hash = persist_owned(
         store,
         reg,
         facts.job,
         facts.generation,
         Kind::Manifest,
         &sealed.bytes,
+        owner,
     )
     .await?;
     Ok(SealedWindow {
         manifest,
         manifest_hash,
+        final_bytes,
     })
 }
 

@@ -3,15 +3,15 @@
 //!
 //! Why it is safe (I2): every page goes through `ledger::apply`, whose first write is the
 //! page credential; a page T already holds is AlreadyCommitted without business DML, and
-//! an unknown COMMIT outcome is resolved from T on a new connection. The table's first
-//! page (window 0, page 0) commits alone before any other (the empty InnoDB target
-//! deadlock of notes/mariadb.md); later pages go two at a time, each under its own write
-//! permit returned only once its outcome is known. A deadlock or lost connection is a
-//! transient failure: the next turn re-reads T and applies only the missing pages. J
+//! an unknown COMMIT outcome is resolved from T on a new connection. Each page runs under
+//! its own write permit, returned only once its outcome is known (the pipeline,
+//! `crate::window::pipeline`, runs as many as there are permits and the table's first
+//! page alone). A deadlock or lost connection is a transient failure: the next run
+//! re-reads T and applies only the missing pages. J
 //! advances only after every page's credential is confirmed, and
 //! `Journal::complete_window` refuses any window but the next one in plan order.
 use crate::job::JobCtx;
-use crate::window::{fp, progress};
+use crate::window::fp;
 use kernel::error::DefiniteCode;
 use kernel::failpoint;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
@@ -29,58 +29,24 @@ pub async fn credentials(ctx: &JobCtx, w: WindowId) -> Result<Vec<PageCredential
     Ok(all?.into_iter().filter(|c| c.window == w).collect())
 }
 
-/// Applies the given pages (saved FINAL bytes, each verified by the loader), two at a
-/// time within the write permits; the table's very first page (window 0, page 0) commits
-/// alone first. Returns how many rows this call committed.
-pub async fn apply_pages(
+/// One saved FINAL page under a write permit (the table's first page is applied alone by
+/// the caller); returns the rows this call committed (0 when T already held the page).
+pub async fn apply_one(
     ctx: &JobCtx,
     w: WindowId,
     a: Attempt,
-    pages: &[(PageNo, Vec<u8>)],
-    total_final: u64,
+    no: PageNo,
+    bytes: &[u8],
 ) -> Result<u64> {
-    let mut committed = 0u64;
-    let mut rest = pages;
-    if let Some((first, tail)) = pages.split_first() {
-        if w.0 == 0 && first.0 == PageNo(0) {
-            committed += apply_one(ctx, w, a, first).await?;
-            rest = tail;
-        }
-    }
-    for pair in rest.chunks(2) {
-        let (x, y) = match pair {
-            [x, y] => tokio::join!(apply_one(ctx, w, a, x), apply_one(ctx, w, a, y)),
-            [x] => (apply_one(ctx, w, a, x).await, Ok(0)),
-            _ => (Ok(0), Ok(0)),
-        };
-        committed += x? + y?;
-    }
-    progress::record(
-        &ctx.pool,
-        ctx.id(),
-        ctx.generation(),
-        w,
-        a,
-        progress::Step::Applying,
-        (0, total_final, total_final),
-    )
-    .await?;
-    Ok(committed)
-}
-
-/// One page under a write permit; returns the rows this call committed (0 when T already
-/// held the page).
-async fn apply_one(ctx: &JobCtx, w: WindowId, a: Attempt, page: &(PageNo, Vec<u8>)) -> Result<u64> {
-    let (no, bytes) = page;
     let owner = format!("job {} {w} {a} {no}", ctx.id());
     let permit = ctx
         .admission
         .acquire_write(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
         .await
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
-    // Settles the permit: released once the operation is confirmed ended, else a hold.
-    let r = crate::uncertain::apply_page(ctx, bytes, permit).await;
-    let n = match r? {
+    // The permit is settled by apply_page: released once the outcome is known and the
+    // connection confirmed closed, or kept as a hold while a statement may still run.
+    let n = match crate::uncertain::apply_page(ctx, bytes, permit).await? {
         Applied::Committed => page_rows(bytes),
         Applied::AlreadyCommitted => {
             tracing::info!(%w, page = %no, "page already in T: no DML ran");

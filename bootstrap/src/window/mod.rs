@@ -14,24 +14,31 @@
 //!    no trustworthy L: the window pauses the table definitely, never seals (I6).
 //!
 //! Why nothing is applied twice or lost across crashes (I2, I3, I4): the runner never
-//! trusts memory. Each turn of [`runner::run_windows`] gathers the evidence of the window J
-//! names (J's current attempt, the seal row and its verified materials, T's credentials)
-//! and asks the pure [`crate::restart::decide`]:
-//! * unsealed: a new attempt (a J record) from LOW; RAW pages of older attempts are
-//!   garbage, a page cursor is never continued on another connection;
+//! trusts memory. Every window, the one J is at and those read ahead of it
+//! ([`pipeline`]), is decided from its own evidence ([`produce`]: its last attempt in
+//! `window_attempts`, recorded before LOW; the seal row and its verified materials; T's
+//! credentials) by the pure [`crate::restart::decide`]:
+//! * unsealed: a new attempt from LOW; materials of older attempts are garbage (released
+//!   once a later attempt seals, [`garbage`]), a page cursor is never continued on another
+//!   connection;
 //! * sealed: never re-read; the saved FINAL bytes are applied through T, which answers
-//!   AlreadyCommitted for pages it holds (credential first, DESIGN §3.5), then J and the
-//!   range chain advance in one state-store transaction.
+//!   AlreadyCommitted for pages it holds (credential first, DESIGN §3.5); J and the
+//!   range chain advance in one state-store transaction, in plan order only.
 //!
-//! So a crash at any fault point of [`fp`] leaves either an unsealed attempt (restarted)
-//! or a sealed one (re-applied from bytes, exactly once by T). A different page size after
-//! a restart only affects windows not yet sealed.
+//! So a crash at any fault point of [`fp`] leaves each window either unsealed (restarted)
+//! or sealed (re-applied from bytes, exactly once by T), whether J is at it or behind it.
+//! A different page size or read concurrency after a restart only affects windows not
+//! yet sealed.
 //!
 //! Where issue 6 continues: [`runner::run_windows`] returns when J's `completed` equals
 //! the plan length (phase `Windows`); the job task (`crate::job`) then reaches its
 //! "windows done" hook, where F, replay and the audit take over.
 pub mod apply;
+pub mod attempts;
+pub mod garbage;
 pub mod hooks;
+pub mod pipeline;
+pub mod produce;
 pub mod progress;
 pub mod read;
 pub mod runner;
@@ -60,8 +67,11 @@ pub mod fp {
     pub const AFTER_HIGH_WRITTEN: &str = "window.after_high_written";
     /// HIGH durable in L, nothing folded yet.
     pub const AFTER_HIGH: &str = "window.after_high";
-    /// FINAL pages, manifest and seal row durable; nothing in T yet.
+    /// FINAL pages, manifest and seal row durable; nothing of the window in T yet.
     pub const AFTER_FINAL_SEALED: &str = "window.after_final_sealed";
+    /// Like [`AFTER_FINAL_SEALED`], hit only when the window was sealed while J is still
+    /// at an earlier window (read-ahead).
+    pub const AFTER_SEALED_AHEAD: &str = "window.after_sealed_ahead";
     /// After each FINAL page is committed in T (hit once per page).
     pub const AFTER_PAGE_APPLIED: &str = "window.after_page_applied";
     /// Every FINAL page in T, J not advanced.
@@ -85,6 +95,9 @@ pub mod fp {
         AFTER_T_BEFORE_J,
         AFTER_J,
     ];
+
+    /// Fault points that only read-ahead reaches (tested with J held behind).
+    pub const READ_AHEAD: [&str; 1] = [AFTER_SEALED_AHEAD];
 }
 
 /// Tunables of a job's execution that may change between restarts (DESIGN §11 I3).
@@ -96,7 +109,8 @@ pub struct RunConfig {
     pub marker_timeout: std::time::Duration,
     /// How long to wait for a read or write permit.
     pub permit_timeout: std::time::Duration,
-    /// Consecutive failed attempts of one window (lost connection, ...) before pausing.
+    /// Failed attempts of one window in a row (lost connection, ...) before the table
+    /// pauses with the window and the last error.
     pub max_attempts: u32,
     /// Limits of one target statement.
     pub limits: ledger::apply::Limits,

@@ -19,7 +19,7 @@ use kernel::schema::quote_ident;
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
 use ledger::page::{self, PageKey, PageRef, RawPage};
-use ledger::registry::Kind;
+use ledger::registry::{Kind, Owner};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value};
 use std::time::Duration;
@@ -235,13 +235,17 @@ async fn persist_raw(
         rows,
     };
     let sealed = page::seal(&page);
-    ledger::seal::persist(
+    ledger::seal::persist_owned(
         ctx.store.as_ref(),
         &ctx.registry,
         ctx.id(),
         ctx.generation(),
         Kind::Raw,
         &sealed.bytes,
+        Some(Owner {
+            window: w,
+            attempt: a,
+        }),
     )
     .await?;
     view.raw_pages.push(page.page_ref_for(&sealed));
