@@ -1,5 +1,5 @@
 //! No password reaches any output (DESIGN §13, issue 8): install, start, serve, status
-//! (text and JSON), audit and verify run as the real binary at debug log level with URLs
+//! (text and JSON), audit and verify (quiescent and pinned) run as the real binary at debug log level with URLs
 //! that carry a password, plus error paths (a bad URL, an unreachable server, a refused
 //! login, `--help` with the URL in the environment); every stdout and stderr is searched
 //! for the password and must not contain it.
@@ -147,6 +147,14 @@ fn no_password_in_any_output_at_debug_level() {
     run(
         &[
             "verify", "--state", &state, &job, "--source", src, "--target", tgt,
+        ],
+        &[],
+        0,
+    );
+    // Pinned: this command runs its own capture reader and replay with the URLs.
+    run(
+        &[
+            "verify", "--state", &state, &job, "--source", src, "--target", tgt, "--pinned",
         ],
         &[],
         0,

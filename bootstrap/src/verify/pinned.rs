@@ -49,6 +49,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Lease time of a pinned run; renewed every third of it.
 const LEASE_TTL: Duration = Duration::from_secs(30);
+/// Longest wait for the lease of a stopped process to expire (serve's default TTL is 30 s).
+const MAX_LEASE_WAIT: Duration = Duration::from_secs(65);
 /// Bound on waiting for L to hold P.
 const CAPTURE_WAIT: Duration = Duration::from_secs(300);
 
@@ -101,7 +103,30 @@ async fn check_no_serve(pool: &MySqlPool, job: JobId) -> Result<()> {
     ))
 }
 
+/// How long the job's lease still runs, when another owner holds it.
+async fn lease_left(pool: &MySqlPool, job: JobId) -> Result<Option<(String, Duration)>> {
+    let row: Option<(String, i64)> = sqlx::query_as(
+        "SELECT owner, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM ledger_lease \
+         WHERE job_id = ?",
+    )
+    .bind(job.0)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| from_sqlx("reading the job's lease", &e))?;
+    Ok(row
+        .filter(|(_, us)| *us > 0)
+        .map(|(o, us)| (o, Duration::from_micros(us.unsigned_abs()))))
+}
+
+/// Takes the job's lease. No serve is live (checked before), so a live lease belongs to a
+/// process that stopped without giving it up: wait for it to expire (bounded), once.
 async fn take_lease(pool: &MySqlPool, job: JobId) -> Result<Lease> {
+    if let Some((owner, left)) = lease_left(pool, job).await? {
+        if left <= MAX_LEASE_WAIT {
+            tracing::info!(%job, %owner, secs = left.as_secs_f64(), "waiting for the lease of a stopped process to expire");
+            tokio::time::sleep(left + Duration::from_millis(100)).await;
+        }
+    }
     let owner = format!("verify-pinned@{}", std::process::id());
     ledger::lease::acquire(pool, job, &owner, LEASE_TTL)
         .await
