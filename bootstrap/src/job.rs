@@ -126,7 +126,36 @@ pub async fn run(ctx: &JobCtx) -> Result<Reached> {
     if head.record.phase != Phase::Windows {
         return Ok(Reached::Beyond(head.record.phase));
     }
+    panic_seam::hit(ctx.id());
     window::runner::run_windows(ctx, head).await
+}
+
+/// Test seam (effective only with fault points compiled in): the task of an armed job
+/// panics when it enters the window loop, as a bug would, so tests can check that `serve`
+/// pauses that table only and never restarts it in a loop.
+pub mod panic_seam {
+    use kernel::ids::JobId;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    static ARMED: AtomicU64 = AtomicU64::new(0);
+    static HITS: AtomicU32 = AtomicU32::new(0);
+
+    /// Arms the seam for `job` (0 disarms).
+    pub fn arm(job: JobId) {
+        ARMED.store(job.0, Ordering::SeqCst);
+    }
+
+    /// How many times an armed task panicked.
+    pub fn hits() -> u32 {
+        HITS.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn hit(job: JobId) {
+        if kernel::failpoint::ENABLED && job.0 != 0 && ARMED.load(Ordering::SeqCst) == job.0 {
+            HITS.fetch_add(1, Ordering::SeqCst);
+            panic!("injected panic in the task of job {job} (test seam)");
+        }
+    }
 }
 
 /// The J head, created (INSTALLED) on the first run; the material registry row too.

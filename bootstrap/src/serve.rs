@@ -10,7 +10,8 @@
 //! Ownership: each job task takes the job's lease (a fresh fencing token, DESIGN §4) and
 //! renews it; a task that loses its lease stops writing because every J and T write checks
 //! the token. A job task that fails transiently is started again after a pause; a definite
-//! failure pauses the table in J and the task ends.
+//! failure pauses the table in J and the task ends. A task that panics pauses its table
+//! (reason naming the panic) and is not restarted until `resume`; the others go on.
 use crate::commands;
 use crate::job::{self, JobCtx, Reached};
 use crate::jobs::{self, JobRecord};
@@ -119,6 +120,10 @@ struct Running {
     handle: JoinHandle<Result<Reached>>,
     cancel: CancellationToken,
     renew: JoinHandle<()>,
+    /// The task's context, to pause the table if the task panics.
+    ctx: JobCtx,
+    /// The hold the task's session becomes if the task panics (confirmed once it ended).
+    session: admission::HoldId,
 }
 
 struct Serve {
@@ -282,6 +287,8 @@ impl Serve {
             }
         };
         let cancel = ctx.cancel.clone();
+        let task_ctx = ctx.clone();
+        let session_hold = session.hold_id();
         let renew = spawn_renewal(
             self.pool.clone(),
             ctx.lease.clone(),
@@ -330,6 +337,8 @@ impl Serve {
             handle,
             cancel,
             renew,
+            ctx: task_ctx,
+            session: session_hold,
         })
     }
 
@@ -474,6 +483,11 @@ impl Serve {
             r.renew.abort();
             let res = match r.handle.await {
                 Ok(res) => res,
+                Err(e) if e.is_panic() => {
+                    let outcome = self.paused_by_panic(&r.ctx, r.session, e).await;
+                    self.outcomes.insert(job, outcome);
+                    continue;
+                }
                 Err(e) => Err(Error::transient(format!("job task failed: {e}"))),
             };
             match res {
@@ -499,6 +513,44 @@ impl Serve {
                     tracing::error!(%job, error = %e, "job task stopped");
                     self.outcomes.insert(job, format!("stopped: {e}"));
                 }
+            }
+        }
+    }
+
+    /// A job task panicked: its table pauses (never restarted in a loop) and the others go
+    /// on. The task has ended, so its execution session is confirmed released; read or
+    /// write permits it held stay holds (their statements' end is unknown). Returns the
+    /// job's outcome.
+    async fn paused_by_panic(
+        &mut self,
+        ctx: &JobCtx,
+        session: admission::HoldId,
+        e: tokio::task::JoinError,
+    ) -> String {
+        let job = ctx.id();
+        let what = panic_message(e.into_panic());
+        tracing::error!(%job, panic = %what, "job task panicked; pausing the table");
+        if let Err(e) = self.admission.confirm_hold(session) {
+            tracing::warn!(%job, error = %e, "the panicked task's session was not a hold");
+        }
+        let reason = kernel::Definite {
+            code: DefiniteCode::Preparation,
+            message: format!(
+                "job {job}: its task panicked ({what}); this is a bug in backfill: keep the \
+                 serve log for a report, then `backfill resume {job}` (after an upgrade if \
+                 the panic repeats)"
+            ),
+        };
+        let paused = async {
+            let head = job::ensure_journal(ctx).await?;
+            job::pause(ctx, &head, reason).await
+        }
+        .await;
+        match paused {
+            Ok(d) => format!("paused: {d}"),
+            Err(err) => {
+                tracing::error!(%job, error = %err, "cannot record the pause of a panicked task");
+                format!("stopped: the task panicked ({what}) and the pause was not recorded: {err}")
             }
         }
     }
@@ -574,6 +626,17 @@ fn spawn_renewal(
             }
         }
     })
+}
+
+/// The text of a panic payload (`panic!` gives a `&str` or a `String`).
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => match p.downcast::<&'static str>() {
+            Ok(s) => (*s).to_string(),
+            Err(_) => "a non-text panic payload".to_string(),
+        },
+    }
 }
 
 /// The L stream of a source server: stable per server identity, at most 64 characters.

@@ -1,0 +1,81 @@
+//! serve supervision (issue 7, DESIGN §8) against real MariaDB: a panic in one table's
+//! task pauses that table only, with a reason naming the panic, and the task is not
+//! restarted in a loop; the other table of the same source keeps going to the end. The
+//! panicked task's execution session is confirmed released (the task ended); after
+//! `resume` the table completes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod window_support;
+use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::job::panic_seam;
+use bootstrap::serve;
+use kernel::ids::JobId;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use window_support::*;
+
+async fn serve_until_idle(c: &Case) -> serve::Outcomes {
+    let cfg = c.serve_cfg();
+    tokio::time::timeout(
+        Duration::from_secs(300),
+        serve::serve(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("serve did not become idle")
+    .unwrap_or_else(|e| panic!("serve: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_panicking_task_pauses_its_table_only_and_resume_completes_it() {
+    let c = Case::new("panic", 300, 100, 50).await;
+    c.source
+        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
+    c.source
+        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 200");
+    c.target
+        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
+    let mut req = InstallRequest::new(
+        c.state_url(),
+        c.source.url(),
+        TableName::new(&c.sdb, "t2"),
+        c.target.url(),
+        TableName::new(&c.tdb, "t2"),
+    );
+    req.window_rows = 50;
+    req.page_rows = 25;
+    req.control_schema = c.ctl.clone();
+    let other = install(&req).await.unwrap().job_id;
+    bootstrap::commands::start(&c.pool, other).await.unwrap();
+
+    bootstrap::job::panic_seam::arm(c.job);
+    let out = serve_until_idle(&c).await;
+    let mine = out.get(&c.job).cloned().unwrap_or_default();
+    assert!(mine.starts_with("paused: preparation"), "{mine}");
+    assert!(mine.contains("panicked"), "{mine}");
+    assert!(mine.contains("injected panic"), "names the panic: {mine}");
+    assert_eq!(panic_seam::hits(), 1, "not restarted in a loop");
+    let paused = c.head().await.paused.expect("J records the pause");
+    assert!(paused.message.contains("injected panic"), "{paused:?}");
+    assert_eq!(
+        out.get(&other).map(String::as_str),
+        Some("windows_done"),
+        "the other table went on"
+    );
+    let n: String = c.target.sql_in(&c.tdb, "SELECT COUNT(*) FROM t2");
+    assert_eq!(n, "200");
+    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
+    let sessions = snap.pool(admission::PoolKind::Session);
+    assert!(sessions.holds.is_empty(), "session confirmed: {sessions:?}");
+    assert_eq!(sessions.available, sessions.capacity, "{sessions:?}");
+
+    // The operator resumes; without the fault the table completes.
+    panic_seam::arm(JobId(0));
+    bootstrap::pause::request(&c.pool, c.job).await.unwrap();
+    let out = serve_until_idle(&c).await;
+    assert_eq!(
+        out.get(&c.job).map(String::as_str),
+        Some("windows_done"),
+        "{out:?}"
+    );
+    assert_eq!(c.target_count(), 300);
+    assert_eq!(c.audit_count(), 300, "every row exactly once");
+}
