@@ -245,7 +245,9 @@ impl Serve {
             Ok(r) => {
                 self.running.insert(job, r);
             }
-            Err(e) if e.is_transient() => {
+            // Fenced: another owner (another serve, or a pinned verify) holds the job's
+            // lease; it is taken over once that lease is released or expires.
+            Err(e) if e.is_transient() || is_fenced(&e) => {
                 tracing::warn!(%job, error = %e, retry = "job_start", "cannot start the job yet; retrying");
                 self.retry_at
                     .insert(job, Instant::now() + Duration::from_secs(1));
@@ -481,7 +483,10 @@ impl Serve {
                 continue;
             };
             r.renew.abort();
-            let res = match r.handle.await {
+            let joined = r.handle.await;
+            // The task has ended: nothing writes under its lease any more.
+            release_lease(&self.pool, &r.ctx.lease).await;
+            let res = match joined {
                 Ok(res) => res,
                 Err(e) if e.is_panic() => {
                     let outcome = self.paused_by_panic(&r.ctx, r.session, e).await;
@@ -582,6 +587,7 @@ impl Serve {
             r.cancel.cancel();
             r.renew.abort();
             let _ = r.handle.await;
+            release_lease(&self.pool, &r.ctx.lease).await;
         }
         for (_, s) in self.sources.drain() {
             if let Some(r) = s.reader {
@@ -590,6 +596,19 @@ impl Serve {
         }
         self.pool.close().await;
     }
+}
+
+/// Gives up a job's lease once its task has ended, so another process (a restarted serve
+/// with another owner name, a pinned verify) need not wait for it to expire.
+async fn release_lease(pool: &MySqlPool, lease: &ledger::lease::Lease) {
+    if let Err(e) = ledger::lease::release(pool, lease).await {
+        tracing::warn!(job = %lease.job, error = %e, "releasing the job lease (it expires by itself)");
+    }
+}
+
+fn is_fenced(e: &Error) -> bool {
+    e.as_definite()
+        .is_some_and(|d| d.code == DefiniteCode::Fenced)
 }
 
 /// T tables in the target schema and this process's claim on them (fencing token).

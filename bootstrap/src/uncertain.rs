@@ -57,7 +57,7 @@ pub async fn apply_page(ctx: &JobCtx, bytes: &[u8], permit: Permit) -> Result<Ap
         }
         other => other,
     })?;
-    tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, "{m}: resolving from T");
+    tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, retry = "uncertain_commit", "{m}: resolving from T");
     let mut c2 = apply::connect(&ctx.target).await?;
     let res = apply::resolve_page(&mut c2, &ctx.tctx, bytes).await;
     crate::connect::close(c2).await;

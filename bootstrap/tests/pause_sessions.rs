@@ -56,3 +56,28 @@ async fn a_job_beyond_the_session_limit_is_refused_with_how_to_raise_it() {
     let n: String = c.target.sql_in(&c.tdb, "SELECT COUNT(*) FROM t2");
     assert_eq!(n, "100");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_whose_lease_another_owner_holds_is_taken_over_once_released() {
+    let c = Case::new("sess_lease", 200, 100, 50).await;
+    // Another owner (a second serve, a pinned verify) holds the job's lease.
+    let other = ledger::lease::acquire(&c.pool, c.job, "someone-else", Duration::from_secs(300))
+        .await
+        .unwrap();
+    let task = tokio::spawn(serve::serve(c.serve_cfg(), CancellationToken::new()));
+    // serve keeps retrying the start (fenced), it does not give the job up.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!task.is_finished(), "serve gave up a fenced job");
+    assert!(
+        c.head_opt().await.is_none(),
+        "nothing ran under another owner's lease"
+    );
+    ledger::lease::release(&c.pool, &other).await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(300), task)
+        .await
+        .expect("serve did not become idle")
+        .unwrap()
+        .unwrap_or_else(|e| panic!("serve: {e}"));
+    assert_eq!(out.get(&c.job).map(String::as_str), Some("windows_done"));
+    assert_eq!(c.target_count(), 200);
+}
