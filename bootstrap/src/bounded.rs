@@ -42,13 +42,17 @@ impl Default for Deadlines {
 /// PROCESSLIST no longer lists it. `what` names the server ("target", "source").
 pub async fn kill_confirmed(opts: &Opts, what: &str, id: u32) -> Result<()> {
     kill_gate().await;
-    let r = async {
+    let confirm = async {
         let mut c = crate::connect::connect(opts.clone(), what, "(confirm release)").await?;
         let r = kill_and_wait(&mut c, what, id).await;
         crate::connect::close(c).await;
         r
-    }
-    .await;
+    };
+    // Every step is bounded: a server that does not answer leaves the release unknown.
+    let limit = CONFIRM_TIMEOUT * 2 + crate::connect::CONNECT_TIMEOUT;
+    let r = tokio::time::timeout(limit, confirm)
+        .await
+        .unwrap_or_else(|_| Err(Error::transient(format!("no answer within {limit:?}"))));
     // Whatever failed, the statement may still run: the release is not confirmed.
     r.map_err(|e| match e {
         Error::Definite(d) if d.code == DefiniteCode::ReleaseUnconfirmed => Error::Definite(d),
@@ -95,9 +99,10 @@ async fn kill_and_wait(c: &mut Conn, what: &str, id: u32) -> Result<()> {
 /// that the connection is gone; only if that fails is an error returned, naming the
 /// close failure (a success before it does not mask it).
 pub async fn close_confirmed(opts: &Opts, what: &str, conn: Conn, id: u32) -> Result<()> {
-    let close = match conn.disconnect().await {
-        Ok(()) => return Ok(()),
-        Err(e) => kernel::redact::redact_text(&e.to_string()),
+    let close = match tokio::time::timeout(CONFIRM_TIMEOUT, conn.disconnect()).await {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => kernel::redact::redact_text(&e.to_string()),
+        Err(_) => format!("no answer to the close within {CONFIRM_TIMEOUT:?}"),
     };
     tracing::warn!(id, error = %close, "closing the {what} connection failed; KILLing it");
     kill_confirmed(opts, what, id).await.map_err(|e| {
