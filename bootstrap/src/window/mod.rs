@@ -109,6 +109,9 @@ pub struct RunConfig {
     pub marker_timeout: std::time::Duration,
     /// How long to wait for a read or write permit.
     pub permit_timeout: std::time::Duration,
+    /// How long one read view may take (open, every page, commit); then the attempt
+    /// fails and the read connection's close must be confirmed (DESIGN §8).
+    pub read_view_timeout: std::time::Duration,
     /// Failed attempts of one window in a row (lost connection, ...) before the table
     /// pauses with the window and the last error.
     pub max_attempts: u32,
@@ -122,6 +125,7 @@ impl Default for RunConfig {
             page_rows: crate::install::DEFAULT_PAGE_ROWS as usize,
             marker_timeout: std::time::Duration::from_secs(60),
             permit_timeout: std::time::Duration::from_secs(600),
+            read_view_timeout: std::time::Duration::from_secs(300),
             max_attempts: 5,
             limits: ledger::apply::Limits::default(),
         }

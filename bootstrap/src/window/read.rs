@@ -7,7 +7,8 @@
 //! this one transaction: a failure anywhere abandons the attempt, and its RAW pages become
 //! garbage (DESIGN §5 restart rules). The read permit returns to the pool only once the
 //! connection is confirmed closed (DESIGN §8); an unconfirmed close keeps it as a hold and
-//! is reported even when the read itself succeeded.
+//! is reported even when the read itself succeeded. The read view is bounded in time
+//! (`read_view_timeout`), and so are the close and its confirmation.
 use crate::job::JobCtx;
 use crate::window::{fp, progress};
 use kernel::error::{from_mysql, DefiniteCode};
@@ -56,8 +57,15 @@ pub async fn read_window(
         }
     };
     let id = conn.id();
-    let read = in_view(ctx, &mut conn, w, a, range).await;
-    match close_confirmed(ctx, conn, id).await {
+    let limit = ctx.cfg.read_view_timeout;
+    let read = match tokio::time::timeout(limit, in_view(ctx, &mut conn, w, a, range)).await {
+        Ok(r) => r,
+        // The statement may still run on the server: only the close below can tell.
+        Err(_) => Err(Error::transient(format!(
+            "{owner}: the read view did not finish within {limit:?} (read_view_timeout)"
+        ))),
+    };
+    match close_confirmed(ctx, conn, id, read.is_ok()).await {
         Ok(()) => permit.release_confirmed(),
         Err(e) => {
             let hold = permit.mark_release_unknown(e.to_string());
@@ -258,14 +266,34 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Closes the read connection and confirms the server thread is gone: a clean COM_QUIT,
 /// or else KILL from a new session and a bounded wait until PROCESSLIST no longer shows it.
-pub async fn close_confirmed(ctx: &JobCtx, conn: Conn, id: u32) -> Result<()> {
-    if conn.disconnect().await.is_ok() {
-        return Ok(());
+///
+/// A clean COM_QUIT proves the release only when every statement sent was answered
+/// (`answered`); after a failure or a timeout a statement may still run on the server,
+/// so only the KILL and PROCESSLIST confirm it. Every step is bounded: an unanswered
+/// close or confirmation is an error (release unknown), never an endless wait.
+pub async fn close_confirmed(ctx: &JobCtx, conn: Conn, id: u32, answered: bool) -> Result<()> {
+    if answered {
+        if let Ok(Ok(())) = tokio::time::timeout(CONFIRM_TIMEOUT, conn.disconnect()).await {
+            return Ok(());
+        }
+    } else {
+        drop(conn); // closes the socket; the server thread may live on until KILLed
     }
-    let mut c = crate::connect::connect(ctx.source.clone(), "source", "(confirm close)").await?;
-    let r = kill_and_wait(&mut c, id).await;
-    crate::connect::close(c).await;
-    r
+    let confirm = async {
+        let mut c =
+            crate::connect::connect(ctx.source.clone(), "source", "(confirm close)").await?;
+        let r = kill_and_wait(&mut c, id).await;
+        crate::connect::close(c).await;
+        r
+    };
+    let limit = CONFIRM_TIMEOUT * 2;
+    tokio::time::timeout(limit, confirm)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::transient(format!(
+                "the source did not answer the KILL of read connection {id} within {limit:?}"
+            )))
+        })
 }
 
 async fn kill_and_wait(c: &mut Conn, id: u32) -> Result<()> {
