@@ -26,7 +26,7 @@
 //!   released group is identical however the stream was batched or restarted.
 //! * At the `XA ROLLBACK` a Dropped record drops the hold; its changes never take effect.
 //! * Which xids are held is restored from the holds at D on restart.
-use super::decode::{check_table_map, to_sql_value, ValueProblem};
+use super::decode::{check_table_map, RowDecoder};
 use super::events::{self, types, QueryKind};
 use super::{CaptureSet, SharedCaptureSet};
 use crate::change::{Change, ChangeId, GroupEnd, Op};
@@ -55,6 +55,8 @@ enum MapInfo {
         tme: TableMapEvent<'static>,
         /// The table map event's bytes, kept with raw rows of a paused table.
         raw: Vec<u8>,
+        /// Its row decoder, built once per table map.
+        decoder: std::result::Result<RowDecoder, String>,
     },
     Other,
 }
@@ -546,6 +548,7 @@ impl Capturer {
             MapInfo::Table {
                 schema,
                 table,
+                decoder: RowDecoder::new(&tme),
                 tme,
                 raw: raw.to_vec(),
             }
@@ -638,8 +641,8 @@ impl Capturer {
         };
         self.ensure_open(at)?;
         if entries.iter().all(|(k, _)| !self.state.paused.contains(k)) {
-            let tme = match self.maps.get(&id) {
-                Some(MapInfo::Table { tme, .. }) => tme,
+            let (tme, decoder) = match self.maps.get(&id) {
+                Some(MapInfo::Table { tme, decoder, .. }) => (tme, decoder),
                 _ => return Ok(()),
             };
             let mut problems = self
@@ -649,9 +652,14 @@ impl Capturer {
                 .clone();
             problems.extend(image_problems(data));
             if problems.is_empty() {
-                match decode_rows(data, tme, &sealed) {
+                let rows = decoder
+                    .as_ref()
+                    .map_err(Clone::clone)
+                    .and_then(|d| d.rows(data, &sealed));
+                match rows {
                     Ok(rows) => {
-                        self.push_changes(rows, schema, table, at);
+                        let op = op_of(data);
+                        self.push_changes(op, rows, schema, table, at);
                         return Ok(());
                     }
                     Err(p) => problems.push(p),
@@ -668,8 +676,15 @@ impl Capturer {
         Ok(())
     }
 
-    fn push_changes(&mut self, rows: Vec<DecodedRow>, schema: &str, table: &str, at: &BinlogPos) {
-        for (i, (op, before, after)) in rows.into_iter().enumerate() {
+    fn push_changes(
+        &mut self,
+        op: Op,
+        rows: Vec<super::decode::Images>,
+        schema: &str,
+        table: &str,
+        at: &BinlogPos,
+    ) {
+        for (i, (before, after)) in rows.into_iter().enumerate() {
             let change = Change {
                 id: ChangeId {
                     lineage: self.lineage,
@@ -995,45 +1010,12 @@ fn image_problems(data: &RowsEventData<'_>) -> Vec<String> {
     out
 }
 
-type DecodedRow = (Op, Option<Vec<SqlValue>>, Option<Vec<SqlValue>>);
-
 fn op_of(data: &RowsEventData<'_>) -> Op {
     match data {
         RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_) => Op::Insert,
         RowsEventData::DeleteRowsEvent(_) | RowsEventData::DeleteRowsEventV1(_) => Op::Delete,
         _ => Op::Update,
     }
-}
-
-fn decode_rows(
-    data: &RowsEventData<'_>,
-    tme: &TableMapEvent<'static>,
-    sealed: &crate::schema::SealedSchema,
-) -> std::result::Result<Vec<DecodedRow>, String> {
-    let op = op_of(data);
-    let mut out = Vec::new();
-    for r in data.rows(tme) {
-        let (before, after) = r.map_err(|e| format!("undecodable row: {e}"))?;
-        let conv = |row: Option<mysql_async::binlog::row::BinlogRow>| -> std::result::Result<Option<Vec<SqlValue>>, String> {
-            let Some(row) = row else { return Ok(None) };
-            let vals = row.unwrap();
-            if vals.len() != sealed.columns.len() {
-                return Err("a row image without every column".to_string());
-            }
-            vals.into_iter()
-                .zip(&sealed.columns)
-                .map(|(v, c)| {
-                    to_sql_value(v, c).map_err(|p| match p {
-                        ValueProblem::PartialJson => "a partial JSON update".to_string(),
-                        ValueProblem::Json(e) => format!("column `{}`: JSON not renderable: {e}", c.name),
-                    })
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map(Some)
-        };
-        out.push((op, conv(before)?, conv(after)?));
-    }
-    Ok(out)
 }
 
 fn control_intents(data: &RowsEventData<'_>, tme: &TableMapEvent<'static>) -> Vec<Intent> {

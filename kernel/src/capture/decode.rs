@@ -8,9 +8,10 @@
 //! the table and keeps its events raw.
 use crate::schema::{ColumnKind, SealedSchema};
 use crate::value::SqlValue;
-use mysql_async::binlog::events::{OptionalMetaExtractor, TableMapEvent};
+use mysql_async::binlog::events::{OptionalMetaExtractor, RowsEventData, TableMapEvent};
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::consts::ColumnType;
+use mysql_common::io::ParseBuf;
 
 /// The column types a kind may have in a table map.
 fn allowed(kind: ColumnKind) -> &'static [ColumnType] {
@@ -162,6 +163,98 @@ fn meta_difference(
             })
         }
         _ => None,
+    }
+}
+
+/// Decodes the row images of one table map's rows events. mysql_common's row iterator
+/// re-reads the table map's optional metadata and builds named column descriptions for
+/// every row; here the per-column facts (binlog type, metadata, signedness) are taken
+/// once per table map and each value is parsed by the same mysql_common value parser.
+/// Only images that hold every column are decoded (the caller checks it first, §3.7).
+#[derive(Clone, Debug)]
+pub struct RowDecoder {
+    cols: Vec<(ColumnType, Vec<u8>, bool)>,
+}
+
+/// One decoded row: before and after images as server values.
+pub type Images = (Option<Vec<SqlValue>>, Option<Vec<SqlValue>>);
+
+impl RowDecoder {
+    /// The decoder of a table map.
+    pub fn new(tme: &TableMapEvent<'_>) -> Result<RowDecoder, String> {
+        let meta = OptionalMetaExtractor::new(tme.iter_optional_meta())
+            .map_err(|e| format!("unreadable table-map metadata: {e}"))?;
+        let mut signed = meta.iter_signedness();
+        let n = tme.columns_count() as usize;
+        let mut cols = Vec::with_capacity(n);
+        for i in 0..n {
+            let ty = match tme.get_column_type(i) {
+                Ok(Some(t)) => t,
+                _ => return Err(format!("column #{i}: unknown binlog type")),
+            };
+            let m = tme.get_column_metadata(i).unwrap_or(&[]).to_vec();
+            let unsigned = ty.is_numeric_type() && signed.next().unwrap_or(false);
+            cols.push((ty, m, unsigned));
+        }
+        Ok(RowDecoder { cols })
+    }
+
+    /// Every row of `data` (whose images hold every column), as server values of the
+    /// sealed columns.
+    pub fn rows<'a>(
+        &'a self,
+        data: &'a RowsEventData<'_>,
+        sealed: &SealedSchema,
+    ) -> Result<Vec<Images>, String> {
+        if self.cols.len() != sealed.columns.len() {
+            return Err("a row image without every column".to_string());
+        }
+        let (before, after) = (
+            data.columns_before_image().is_some(),
+            data.columns_after_image().is_some(),
+        );
+        let mut buf = ParseBuf(data.rows_data());
+        let mut out = Vec::new();
+        while !buf.is_empty() {
+            let b = if before {
+                Some(self.image(&mut buf, sealed)?)
+            } else {
+                None
+            };
+            let a = if after {
+                Some(self.image(&mut buf, sealed)?)
+            } else {
+                None
+            };
+            out.push((b, a));
+        }
+        Ok(out)
+    }
+
+    fn image<'a>(
+        &'a self,
+        buf: &mut ParseBuf<'a>,
+        sealed: &SealedSchema,
+    ) -> Result<Vec<SqlValue>, String> {
+        let n = self.cols.len();
+        let nulls = buf
+            .checked_eat(n.div_ceil(8))
+            .ok_or_else(|| "undecodable row: truncated null bitmap".to_string())?;
+        let mut row = Vec::with_capacity(n);
+        for (i, ((ty, meta, unsigned), col)) in self.cols.iter().zip(&sealed.columns).enumerate() {
+            if nulls[i / 8] & (1 << (i % 8)) != 0 {
+                row.push(SqlValue::Null);
+                continue;
+            }
+            let v: BinlogValue<'_> = buf
+                .parse((*ty, meta.as_slice(), *unsigned, false))
+                .map_err(|e| format!("undecodable row: column `{}`: {e}", col.name))?;
+            row.push(to_sql_value(v.into_owned(), col).map_err(|p| match p {
+                ValueProblem::PartialJson => "a partial JSON update".to_string(),
+                ValueProblem::Json(e) => format!("column `{}`: JSON not renderable: {e}", col.name),
+            })?);
+        }
+        Ok(row)
     }
 }
 
