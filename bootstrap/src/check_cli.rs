@@ -179,9 +179,16 @@ pub async fn audit_in(pool: &sqlx::MySqlPool, a: &AuditArgs) -> Result<audit::Au
 /// writes to the source, or accept differences still in flight) or `--pinned` at one
 /// binlog position. A walk split with `--max-chunks` stores its cursor for `--resume`.
 pub async fn verify(a: VerifyArgs) -> Result<String> {
-    let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
-    let r = verify_in(&pool, &a).await;
-    pool.close().await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let interrupt = stop_on_ctrl_c(cancel.clone());
+    let r = async {
+        let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
+        let r = verify_in(&pool, &a, cancel).await;
+        pool.close().await;
+        r
+    }
+    .await;
+    interrupt.abort();
     let report = r?;
     let out = match a.format {
         Format::Text => format!("{report}\n"),
@@ -209,45 +216,78 @@ pub async fn verify(a: VerifyArgs) -> Result<String> {
     ))
 }
 
-async fn verify_in(pool: &sqlx::MySqlPool, a: &VerifyArgs) -> Result<verify::Report> {
+async fn verify_in(
+    pool: &sqlx::MySqlPool,
+    a: &VerifyArgs,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<verify::Report> {
     let job = JobId(a.job);
     let rec = jobs::load_job(pool, job).await?;
     let mode = if a.pinned { "pinned" } else { "quiescent" };
-    let mut cursor =
-        match a.resume {
-            true => pinned::load_cursor(pool, &rec, mode)
-                .await?
-                .ok_or_else(|| {
-                    Error::definite(
-                DefiniteCode::Usage,
-                format!("job {job}: no stored {mode} verify walk to resume; run without --resume"),
-            )
-                })?,
-            false => VerifyCursor::start(),
-        };
+    let mut cursor = match a.resume {
+        true => pinned::load_cursor(pool, &rec, mode)
+            .await?
+            .ok_or_else(|| nothing_to_resume(job, mode))?,
+        false => VerifyCursor::start(),
+    };
     let opts = VerifyOptions {
         chunk_size: a.chunk_size.max(1),
         max_chunks: a.max_chunks,
+        cancel,
         ..VerifyOptions::default()
     };
+    let report = verify_with(pool, a, &rec, &mut cursor, opts).await;
+    // The cursor only advances over whole steps: after an error it is still a resume point.
+    if report.is_ok() || cursor.last_key.is_some() {
+        pinned::store_cursor(pool, &rec, mode, &cursor).await?;
+    }
+    report
+}
+
+fn nothing_to_resume(job: JobId, mode: &str) -> Error {
+    Error::definite(
+        DefiniteCode::Usage,
+        format!("job {job}: no stored {mode} verify walk to resume; run without --resume"),
+    )
+}
+
+/// The first Ctrl-C stops the walk between chunks (its cursor is stored for --resume, a
+/// pinned run gives its lease up); a second one exits at once.
+fn stop_on_ctrl_c(cancel: tokio_util::sync::CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::warn!(
+                "interrupted: stopping after the current chunk (Ctrl-C again to exit now)"
+            );
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    })
+}
+
+async fn verify_with(
+    pool: &sqlx::MySqlPool,
+    a: &VerifyArgs,
+    rec: &jobs::JobRecord,
+    cursor: &mut VerifyCursor,
+    opts: VerifyOptions,
+) -> Result<verify::Report> {
+    let job = rec.job_id;
     let source_url = resolve_url(&rec.source_url, &a.source);
     let target_url = resolve_url(&rec.target_url, &a.target);
-    let report = if a.pinned {
+    if a.pinned {
         let req = pinned::PinnedRequest {
             job,
             source_url: &source_url,
             target_url: &target_url,
             options: opts,
         };
-        pinned::run(pool, &req, &mut cursor).await
+        pinned::run(pool, &req, cursor).await
     } else {
-        quiescent(pool, &rec, &source_url, &target_url, &opts, &mut cursor).await
-    };
-    // The cursor only advances over whole steps: after an error it is still a resume point.
-    if report.is_ok() || cursor.last_key.is_some() {
-        pinned::store_cursor(pool, &rec, mode, &cursor).await?;
+        quiescent(pool, rec, &source_url, &target_url, &opts, cursor).await
     }
-    report
 }
 
 async fn quiescent(

@@ -4,6 +4,7 @@
 //! replays the target to the source snapshot's position P and reports exactly the three
 //! tampered keys, none of the writer's changes. Split with --max-chunks and continued with
 //! --resume, the counts accumulate. While a serve runs, the command refuses (exit 3).
+//! Interrupted by Ctrl-C, a walk stores its cursor and --resume finishes it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
 use mysql_async::prelude::Queryable;
@@ -143,4 +144,49 @@ async fn pinned_verify_finds_tampering_while_the_source_writes() {
     let (code, v, msg) = verify(&c, &[]);
     assert_eq!(code, 0, "{msg}");
     assert_eq!(v["cursor"]["tally"]["source_rows"], 5000 + written, "{msg}");
+}
+
+/// Ctrl-C stops a walk between chunks and stores its cursor; --resume finishes it with the
+/// totals of one uninterrupted walk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_walk_is_resumed() {
+    let c = Case::new("vint", 5000, 1000, 500).await;
+    let mut cfg = c.serve_cfg();
+    cfg.finish = Some(bootstrap::replay::ReplayConfig::default());
+    let out = bootstrap::serve::serve(cfg, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.get(&c.job).unwrap(), "beyond windows: Streaming");
+    let job = c.job.0.to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .args(["verify", &job, "--state", &c.state_url()])
+        .args(["--source", &c.source.url(), "--target", &c.target.url()])
+        .args(["--format", "json", "--chunk-size", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let o = child.wait_with_output().unwrap();
+    let msg = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{msg}");
+    let first: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        first["complete"], false,
+        "the walk ended before the interrupt: {msg}"
+    );
+    let done_before = first["cursor"]["tally"]["source_rows"].as_u64().unwrap();
+    assert!(done_before < 5000, "{msg}");
+    let (code, v, msg) = verify(&c, &["--resume", "--chunk-size", "1000"]);
+    assert_eq!(code, 0, "{msg}");
+    assert_eq!(v["complete"], true, "{msg}");
+    assert_eq!(v["cursor"]["tally"]["source_rows"], 5000, "{msg}");
+    assert_eq!(v["cursor"]["tally"]["rows_compared"], 5000, "{msg}");
 }

@@ -156,7 +156,7 @@ fn spawn_renewal(
                 _ = tokio::time::sleep(LEASE_TTL / 3) => {}
             }
             if let Err(e) = ledger::lease::renew(&pool, &lease, LEASE_TTL).await {
-                tracing::error!(job = %lease.job, error = %e, "pinned verify lost its lease: stopping");
+                tracing::error!(job = %lease.job, error = %e, "pinned verify lost its lease: its target writes are fenced out from now on");
                 stop.cancel();
                 return;
             }
