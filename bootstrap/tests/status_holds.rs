@@ -42,6 +42,19 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     let mut cfg = c.serve_cfg();
     cfg.limits.read_windows = 1;
     let owner = cfg.owner.clone();
+    // A row of a process silent for two days is forgotten when a serve starts.
+    let old = "serve@decommissioned-host";
+    sqlx::query(
+        "INSERT INTO serve_processes (owner, pid, admission, heartbeat_at) \
+         VALUES (?, 1, ?, CURRENT_TIMESTAMP(6) - INTERVAL 2 DAY)",
+    )
+    .bind(old)
+    .bind(kernel::codec::encode(&bootstrap::serve_state::Persisted {
+        pools: Vec::new(),
+    }))
+    .execute(&c.pool)
+    .await
+    .unwrap();
     let serve = tokio::spawn(bootstrap::serve::serve(cfg, CancellationToken::new()));
     let adm = loop {
         if let Some(a) = bootstrap::metrics::observed_admission() {
@@ -84,6 +97,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
         w["holds"][0]["reason"], "statement timed out; KILL not yet confirmed",
         "{v}"
     );
+    assert_eq!(v["serve"].as_array().unwrap().len(), 1, "{v}");
     let s = &v["serve"][0];
     assert_eq!(s["state"], "running", "{v}");
     assert_eq!(s["stale"], false, "{v}");
