@@ -95,10 +95,22 @@ async fn kill_and_wait(c: &mut Conn, what: &str, id: u32) -> Result<()> {
     }
 }
 
-/// Closes `conn` (server id `id`). A failed close is followed by KILL and a confirmation
-/// that the connection is gone; only if that fails is an error returned, naming the
-/// close failure (a success before it does not mask it).
-pub async fn close_confirmed(opts: &Opts, what: &str, conn: Conn, id: u32) -> Result<()> {
+/// Closes `conn` (server id `id`). A clean close proves the release only when every
+/// statement sent was `answered`; otherwise (a failed COMMIT, a lost connection) the
+/// server thread may live on, so the connection is KILLed and confirmed gone. A failed
+/// close is followed by the same KILL and confirmation; only if that fails is an error
+/// returned, naming the close failure (a success before it does not mask it).
+pub async fn close_confirmed(
+    opts: &Opts,
+    what: &str,
+    conn: Conn,
+    id: u32,
+    answered: bool,
+) -> Result<()> {
+    if !answered {
+        drop(conn);
+        return kill_confirmed(opts, what, id).await;
+    }
     let close = match tokio::time::timeout(CONFIRM_TIMEOUT, conn.disconnect()).await {
         Ok(Ok(())) => return Ok(()),
         Ok(Err(e)) => kernel::redact::redact_text(&e.to_string()),

@@ -110,7 +110,11 @@ async fn apply_bounded(
             "{reason} (KILLed and confirmed gone: outcome unknown)"
         )));
     };
-    if let Err(e) = crate::bounded::close_confirmed(&ctx.target, "target", conn, id).await {
+    // Every statement was answered unless the apply failed (a failed COMMIT or a lost
+    // connection may leave the server thread running).
+    let answered = r.is_ok();
+    if let Err(e) = crate::bounded::close_confirmed(&ctx.target, "target", conn, id, answered).await
+    {
         let _hold = permit.mark_release_unknown(e.to_string());
         let done = match &r {
             Ok(a) => format!("after the apply answered {a:?}"),
