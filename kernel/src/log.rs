@@ -498,7 +498,9 @@ pub async fn append(pool: &MySqlPool, pos: &Position, entries: &[Entry]) -> Resu
 struct EncodedRow<'a> {
     entry: &'a Entry,
     seq: u64,
+    /// The stored body: the LREC bytes, or their zstd frame (`codec`).
     body: Vec<u8>,
+    codec: u8,
     body_digest: Digest,
     prev: Digest,
     chain: Digest,
@@ -511,14 +513,16 @@ fn encode_rows<'a>(pos: &Position, entries: &'a [Entry]) -> Vec<EncodedRow<'a>> 
         .iter()
         .map(|entry| {
             seq += 1;
-            let body = codec::encode(&entry.record);
-            let body_digest = Digest::of(&body);
+            let canonical = codec::encode(&entry.record);
+            let body_digest = Digest::of(&canonical);
+            let (codec, body) = store_body(canonical);
             let prev = chain;
             chain = chain_next(&prev, seq, &body_digest);
             EncodedRow {
                 entry,
                 seq,
                 body,
+                codec,
                 body_digest,
                 prev,
                 chain,
@@ -581,10 +585,11 @@ async fn insert_records(
             to += 1;
         }
         let part = &rows[from..to];
-        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; part.len()].join(", ");
+        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; part.len()].join(", ");
         let sql = format!(
             "INSERT INTO capture_log (stream, seq, kind, start_file, start_pos, chunk_no, \
-             end_file, end_pos, gtid, body_digest, prev_chain, chain, body) VALUES {values}"
+             end_file, end_pos, gtid, body_digest, prev_chain, chain, body, body_codec) \
+             VALUES {values}"
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for r in part {
@@ -602,7 +607,8 @@ async fn insert_records(
                 .bind(&r.body_digest.0[..])
                 .bind(&r.prev.0[..])
                 .bind(&r.chain.0[..])
-                .bind(&r.body[..]);
+                .bind(&r.body[..])
+                .bind(r.codec);
         }
         q.execute(&mut **tx).await.map_err(st("appending to L"))?;
         from = to;
@@ -799,7 +805,9 @@ pub async fn holds(pool: &MySqlPool, stream: &str) -> Result<Vec<Hold>> {
 
 fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
     let seq: u64 = row.try_get("seq").map_err(st("reading L"))?;
-    let body: Vec<u8> = row.try_get("body").map_err(st("reading L"))?;
+    let stored: Vec<u8> = row.try_get("body").map_err(st("reading L"))?;
+    let codec: u8 = row.try_get("body_codec").map_err(st("reading L"))?;
+    let body = load_body(codec, stored).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
     let body_digest = digest_col(row, "body_digest")?;
     let prev_chain = digest_col(row, "prev_chain")?;
     let chain = digest_col(row, "chain")?;
@@ -825,7 +833,37 @@ fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
 }
 
 const SELECT_REC: &str =
-    "SELECT l.seq, l.body, l.body_digest, l.prev_chain, l.chain FROM capture_log l";
+    "SELECT l.seq, l.body, l.body_codec, l.body_digest, l.prev_chain, l.chain FROM capture_log l";
+
+/// Body codecs (`capture_log.body_codec`): the LREC bytes as they are, or one zstd frame.
+const CODEC_RAW: u8 = 0;
+const CODEC_ZSTD: u8 = 1;
+
+/// Bodies smaller than this are stored raw (a frame would not pay for itself).
+const COMPRESS_FROM: usize = 256;
+
+/// How a record's LREC bytes are stored: compressed (zstd level 1: L bodies of row
+/// images shrink several times, which is what the state store writes, logs and
+/// replicates) when that is smaller.
+fn store_body(canonical: Vec<u8>) -> (u8, Vec<u8>) {
+    if canonical.len() >= COMPRESS_FROM {
+        if let Ok(z) = zstd::bulk::compress(&canonical, 1) {
+            if z.len() < canonical.len() {
+                return (CODEC_ZSTD, z);
+            }
+        }
+    }
+    (CODEC_RAW, canonical)
+}
+
+/// The LREC bytes of a stored body.
+fn load_body(codec: u8, stored: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
+    match codec {
+        CODEC_RAW => Ok(stored),
+        CODEC_ZSTD => zstd::stream::decode_all(&stored[..]).map_err(|e| format!("zstd body: {e}")),
+        c => Err(format!("unknown body codec {c}")),
+    }
+}
 
 /// Records with `after < seq <= upto`, at most `limit`, in order; each verified against
 /// its digest and chained to the one before it (the first is chained to `after`'s chain
@@ -1329,6 +1367,26 @@ mod tests {
         "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a00020d582737383331272c5827272c310107070707070707070707070707070707070707070707070707070707070707070264620174106d7973716c2d62696e2e303030303032d2090103010102026400010202ac0206e80f021d173b3bc0c40700000000";
     const LREC_V1_DROPPED: &str =
         "4c5245430100106d7973716c2d62696e2e303030303032840701010000012a01106d7973716c2d62696e2e303030303032d00f010000012a030d582737383331272c5827272c31";
+
+    /// A stored zstd body (codec 1) of the LREC v1 sample: decoding must keep working
+    /// whatever zstd version writes new frames.
+    const LREC_V1_ZSTD: &str = "28b52ffd6000006d040062871c26902b1db3af6d6cf572cfa6e750c61dc001e8d64c12781c3f808f14965ef0c371dd7df3774a32ccf70d6e5ed1838ba98aa857c14910e52ddfccea2665e2d9643017cb0db0cddc381b4922140e7d02d7fc56f9dbcc6e5e8ef2cd0a757cb0aadd2a8adddd4d3c1a11e1804424d640cd78140c080089302cabf4d8022cf2c32b42981fae1dcfaba1e74906";
+
+    #[test]
+    fn bodies_are_stored_compressed_and_decode_to_the_same_bytes() {
+        let canonical = codec::encode(&sample());
+        let golden = hex::decode(LREC_V1_ZSTD).expect("hex");
+        assert_eq!(load_body(CODEC_ZSTD, golden).expect("decodes"), canonical);
+        let (c, stored) = store_body(canonical.clone());
+        assert_eq!(c, CODEC_ZSTD, "the sample is worth compressing");
+        assert!(stored.len() < canonical.len());
+        assert_eq!(load_body(c, stored).expect("decodes"), canonical);
+        let small = vec![1u8; 10];
+        assert_eq!(store_body(small.clone()), (CODEC_RAW, small.clone()));
+        assert_eq!(load_body(CODEC_RAW, small.clone()), Ok(small));
+        assert!(load_body(9, Vec::new()).is_err());
+        assert!(load_body(CODEC_ZSTD, vec![1, 2, 3]).is_err());
+    }
 
     #[test]
     fn chain_is_pinned_and_order_sensitive() {
