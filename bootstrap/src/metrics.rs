@@ -415,6 +415,11 @@ fn admission_families() -> Vec<Family> {
         "gauge",
         "owners waiting for a permit",
     );
+    let mut blocked = Family::new(
+        "backfill_admission_waiting_blocked_by_holds",
+        "gauge",
+        "waiters that would be admitted if the pool's holds (release unknown) were confirmed",
+    );
     for kind in admission::PoolKind::ALL {
         let p = snap.pool(kind);
         let l = [("pool", kind.as_str())];
@@ -422,8 +427,10 @@ fn admission_families() -> Vec<Family> {
         used.add(&l, p.in_use.len() as f64);
         held.add(&l, p.holds.len() as f64);
         waiting.add(&l, p.waiting.len() as f64);
+        let n = p.waiting.iter().filter(|w| w.blocked_by_holds).count();
+        blocked.add(&l, n as f64);
     }
-    vec![cap, used, held, waiting]
+    vec![cap, used, held, waiting, blocked]
 }
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
     for want in [
         "backfill_admission_capacity{pool=\"read-window\"} 1",
         "backfill_admission_holds{pool=\"read-window\"} 0",
+        "backfill_admission_waiting_blocked_by_holds{pool=\"read-window\"} 0",
         "# TYPE backfill_retries_total counter",
         "backfill_retries_total{kind=\"job_task\"}",
         "backfill_retries_total{kind=\"capture_reader\"}",

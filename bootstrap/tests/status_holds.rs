@@ -6,7 +6,8 @@
 //! whose end the server has not confirmed. `backfill status` (the real binary, another
 //! process reading the state store) must then show the hold, and the job waiting for a
 //! read-window permit blocked by it; once the hold is confirmed the job finishes its
-//! windows, and the serve row says it stopped.
+//! windows, and the serve row says it stopped. The metrics count the hold and the blocked
+//! waiter.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
 use std::process::Command;
@@ -112,6 +113,15 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
         "read-window      0/1 in use, 1 held (release unknown)",
     ] {
         assert!(text.contains(want), "missing `{want}` in\n{text}");
+    }
+
+    // The metrics of the serve process count the hold and the waiter blocked by it.
+    let m = bootstrap::metrics::render(&c.pool).await;
+    for want in [
+        "backfill_admission_holds{pool=\"read-window\"} 1",
+        "backfill_admission_waiting_blocked_by_holds{pool=\"read-window\"} 1",
+    ] {
+        assert!(m.contains(want), "missing `{want}` in\n{m}");
     }
 
     // Confirmed: the capacity returns, the job finishes its windows, serve stops.
