@@ -48,6 +48,16 @@ async fn ddl_pauses_only_its_table_and_keeps_rows_raw() {
         &e.db,
         "INSERT INTO t VALUES (1, 1, 'a'); INSERT INTO u VALUES (1, 1, 'a')",
     );
+    // DDL that mentions t and u without changing them pauses neither (DESIGN §3.7: the
+    // statement's target object counts, not any mention).
+    e.src.sql_in(
+        &e.db,
+        "CREATE TABLE x LIKE t; CREATE TABLE y AS SELECT * FROM u;
+         CREATE VIEW v AS SELECT t.id, u.n FROM t JOIN u USING (id);
+         CREATE INDEX t ON x (n); ALTER TABLE x ADD COLUMN u INT NULL;
+         CREATE TRIGGER trg BEFORE INSERT ON x FOR EACH ROW SET NEW.u = 1;
+         ANALYZE TABLE t; DROP VIEW v; DROP TABLE x, y",
+    );
     e.src
         .sql_in(&e.db, "ALTER TABLE t ADD COLUMN extra INT NULL");
     e.src.sql_in(

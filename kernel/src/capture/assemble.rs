@@ -458,7 +458,7 @@ impl Capturer {
 
     fn on_statement(&mut self, sql: &str, default_schema: &str, at: &BinlogPos, kind: QueryKind) {
         if kind == QueryKind::Ddl
-            && events::names_table(
+            && events::ddl_changes_table(
                 sql,
                 default_schema,
                 &self.control_schema,
@@ -500,9 +500,13 @@ impl Capturer {
         for t in &set.tables {
             let (s, n) = (&t.sealed.database, &t.sealed.table);
             let key = (t.job, t.generation);
-            if self.state.active.contains(&key)
-                && events::names_table(sql, default_schema, s, n)
-                && !hits.contains(&(s.clone(), n.clone()))
+            let names = match kind {
+                QueryKind::Ddl => events::ddl_changes_table(sql, default_schema, s, n),
+                // Statement-format DML: any mention (a multi-table UPDATE changes every
+                // table it names).
+                _ => events::names_table(sql, default_schema, s, n),
+            };
+            if self.state.active.contains(&key) && names && !hits.contains(&(s.clone(), n.clone()))
             {
                 hits.push((s.clone(), n.clone()));
             }
