@@ -6,7 +6,8 @@
 //!   `status` prints): rows known/read/sealed/applied, windows planned/completed, replay
 //!   groups and lag, phase and pause code;
 //! * the admission pools of this process (capacity, in use, held by unconfirmed
-//!   releases, waiting), published by `serve` through [`observe_admission`];
+//!   releases, waiting), published by `serve` through [`observe_admission`], and its
+//!   source read rate limiters (page reads granted and waited);
 //! * warning and error events of this process per module (`_total`), counted by a tracing
 //!   layer: every retry and every pause is logged at one of these levels;
 //! * automatic retries and recoveries per kind (`backfill_retries_total`): the same layer
@@ -270,6 +271,9 @@ pub async fn render(pool: &MySqlPool) -> String {
     for f in admission_families() {
         f.write(&mut out);
     }
+    for f in throttle_families() {
+        f.write(&mut out);
+    }
     let mut ev = Family::new(
         "backfill_log_events_total",
         "counter",
@@ -388,6 +392,25 @@ fn job_families(all: &[JobStatus]) -> Vec<Family> {
         phase,
         paused,
     ]
+}
+
+/// The source read rate limits of this process's serve (`--read-rows-per-sec`,
+/// `--read-bytes-per-sec`): page reads granted, and those that had to wait.
+fn throttle_families() -> Vec<Family> {
+    let t = crate::serve::read_throttle_stats();
+    let mut calls = Family::new(
+        "backfill_read_throttle_calls_total",
+        "counter",
+        "window page reads that passed the source read rate limit",
+    );
+    calls.add(&[], t.calls as f64);
+    let mut waits = Family::new(
+        "backfill_read_throttle_waits_total",
+        "counter",
+        "window page reads that waited for the source read rate limit",
+    );
+    waits.add(&[], t.waits as f64);
+    vec![calls, waits]
 }
 
 fn admission_families() -> Vec<Family> {

@@ -126,6 +126,7 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
         .arg(c.data.path())
         .args(["--source", &c.source.url(), "--target", &c.target.url()])
         .args(["--read-windows", "1", "--metrics-addr", &addr])
+        .args(["--read-rows-per-sec", "3000"])
         .args(["--owner", &format!("metrics-test-{}", std::process::id())])
         .env("RUST_LOG", "warn")
         .env_remove("BACKFILL_FORMAT")
@@ -170,6 +171,7 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
         "backfill_admission_capacity{pool=\"read-window\"} 1",
         "backfill_admission_holds{pool=\"read-window\"} 0",
         "backfill_admission_waiting_blocked_by_holds{pool=\"read-window\"} 0",
+        "# TYPE backfill_read_throttle_waits_total counter",
         "# TYPE backfill_retries_total counter",
         "backfill_retries_total{kind=\"job_task\"}",
         "backfill_retries_total{kind=\"capture_reader\"}",
@@ -177,6 +179,12 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
     ] {
         assert!(body.contains(want), "missing `{want}` in\n{body}");
     }
+    // 20 000 rows under a limit of 3 000 rows/s: page reads waited for it.
+    assert!(
+        series_value(&body, "backfill_read_throttle_waits_total") > 0.0
+            && series_value(&body, "backfill_read_throttle_calls_total") >= 20.0,
+        "{body}"
+    );
     // A source change after activation: the replayed-groups counter moves.
     let before = series_value(&body, &groups).max(0.0);
     c.source
