@@ -17,6 +17,7 @@ use kernel::error::{from_mysql, DefiniteCode};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +43,12 @@ impl Default for Deadlines {
 /// PROCESSLIST no longer lists it. `what` names the server ("target", "source").
 pub async fn kill_confirmed(opts: &Opts, what: &str, id: u32) -> Result<()> {
     kill_gate().await;
+    if injected_failure() {
+        return Err(Error::definite(
+            DefiniteCode::ReleaseUnconfirmed,
+            format!("{what} connection {id}: KILL not confirmed (injected by a test)"),
+        ));
+    }
     let confirm = async {
         let mut c = crate::connect::connect(opts.clone(), what, "(confirm release)").await?;
         let r = kill_and_wait(&mut c, what, id).await;
@@ -123,6 +130,21 @@ pub async fn close_confirmed(
             format!("closing {what} connection {id} failed ({close}) and: {e}"),
         )
     })
+}
+
+static FAIL_CONFIRMATIONS: AtomicU32 = AtomicU32::new(0);
+
+/// Test seam (effective only with fault points compiled in): the next `n` confirmations
+/// fail without KILLing, as when the server keeps listing the connection.
+pub fn fail_confirmations(n: u32) {
+    FAIL_CONFIRMATIONS.store(n, Ordering::SeqCst);
+}
+
+fn injected_failure() -> bool {
+    kernel::failpoint::ENABLED
+        && FAIL_CONFIRMATIONS
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
 }
 
 type Gate = Arc<tokio::sync::Semaphore>;

@@ -92,6 +92,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
         tracing::info!(job = %ctx.id(), "CANCELING recorded in J");
     }
     kernel::failpoint::hit("cancel.after_canceling");
+    refuse_while_held(ctx)?;
     let scope = scope(ctx);
     let (k_seq, k_pos) = match replay::find_marker(&ctx.pool, &scope, IntentKind::K, None).await? {
         Some(m) => (m.seq, m.end.pos),
@@ -139,6 +140,34 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
     crate::jobs::mark_cancelled(&ctx.pool, ctx.id()).await?;
     tracing::info!(job = %ctx.id(), k = %k_pos, drained, "CANCELLED(K)");
     Ok(Cancelled { k: k_pos, drained })
+}
+
+/// K must fence every effect of the job: an operation of this process whose release is
+/// unknown (a hold, e.g. a timed-out target write whose KILL was not confirmed) could still
+/// commit after K. So K is not written while the job has holds; the operator confirms on
+/// the server that the statement ended and restarts serve (a new process has no holds).
+fn refuse_while_held(ctx: &JobCtx) -> Result<()> {
+    let mine = format!("job {} ", ctx.id());
+    let snap = ctx.admission.snapshot();
+    let held: Vec<String> = snap
+        .holds()
+        .filter(|h| h.owner.starts_with(&mine))
+        .map(|h| format!("{} ({})", h.owner, h.reason))
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(Error::definite(
+        DefiniteCode::ReleaseUnconfirmed,
+        format!(
+            "job {}: K is not written while {} operation(s) of the job may still run: {}; \
+             check the servers (SHOW PROCESSLIST) and KILL them, then restart serve: the \
+             cancel completes then",
+            ctx.id(),
+            held.len(),
+            held.join("; ")
+        ),
+    ))
 }
 
 /// True when T holds the table-generation's activation credential (T decides, not J).

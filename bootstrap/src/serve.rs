@@ -135,6 +135,8 @@ struct Serve {
     running: HashMap<JobId, Running>,
     retry_at: HashMap<JobId, Instant>,
     outcomes: Outcomes,
+    /// Jobs re-run once in this process to complete a cancel recorded after they ended.
+    cancel_runs: std::collections::HashSet<JobId>,
 }
 
 fn throttles() -> std::sync::MutexGuard<'static, Vec<Arc<Throttle>>> {
@@ -174,6 +176,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         running: HashMap::new(),
         retry_at: HashMap::new(),
         outcomes: BTreeMap::new(),
+        cancel_runs: Default::default(),
     };
     let publisher = crate::serve_state::publish(s.pool.clone(), &s.admission, &s.cfg.owner);
     let r = s.main_loop(&cancel).await;
@@ -212,6 +215,12 @@ impl Serve {
                 for (job, _) in list {
                     if let Some(r) = self.running.get(&job) {
                         r.cancel.cancel();
+                    } else if self.outcomes.contains_key(&job) && self.cancel_runs.insert(job) {
+                        self.outcomes.remove(&job);
+                        // Ended here before (paused, refused, stopped): run it once more;
+                        // its task completes the cancel. Once only per process, so a
+                        // cancel that cannot complete is not retried in a loop.
+                        tracing::info!(%job, "cancel recorded for a job that ended here: running it to complete the cancel");
                     }
                 }
             }
@@ -495,29 +504,34 @@ impl Serve {
                 }
                 Err(e) => Err(Error::transient(format!("job task failed: {e}"))),
             };
-            match res {
-                Ok(Reached::WindowsDone(h)) => {
-                    tracing::info!(%job, windows = h.record.completed, "every window applied; F (issue 6) continues from here");
-                    self.outcomes.insert(job, "windows_done".into());
-                }
-                Ok(Reached::Paused(d)) => {
-                    self.outcomes.insert(job, format!("paused: {d}"));
-                }
-                Ok(Reached::Beyond(ledger::record::Phase::Cancelled)) => {
-                    self.outcomes.insert(job, "cancelled".into());
-                }
-                Ok(Reached::Beyond(p)) => {
-                    self.outcomes.insert(job, format!("beyond windows: {p:?}"));
-                }
-                Err(e) if e.is_transient() => {
-                    tracing::warn!(%job, error = %e, retry = "job_task", "job task failed transiently; restarting it");
-                    self.retry_at
-                        .insert(job, Instant::now() + Duration::from_secs(1));
-                }
-                Err(e) => {
-                    tracing::error!(%job, error = %e, "job task stopped");
-                    self.outcomes.insert(job, format!("stopped: {e}"));
-                }
+            self.record(job, res);
+        }
+    }
+
+    /// Keeps how a job task ended; a transient failure is retried later.
+    fn record(&mut self, job: JobId, res: Result<Reached>) {
+        match res {
+            Ok(Reached::WindowsDone(h)) => {
+                tracing::info!(%job, windows = h.record.completed, "every window applied; F (issue 6) continues from here");
+                self.outcomes.insert(job, "windows_done".into());
+            }
+            Ok(Reached::Paused(d)) => {
+                self.outcomes.insert(job, format!("paused: {d}"));
+            }
+            Ok(Reached::Beyond(ledger::record::Phase::Cancelled)) => {
+                self.outcomes.insert(job, "cancelled".into());
+            }
+            Ok(Reached::Beyond(p)) => {
+                self.outcomes.insert(job, format!("beyond windows: {p:?}"));
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(%job, error = %e, retry = "job_task", "job task failed transiently; restarting it");
+                self.retry_at
+                    .insert(job, Instant::now() + Duration::from_secs(1));
+            }
+            Err(e) => {
+                tracing::error!(%job, error = %e, "job task stopped");
+                self.outcomes.insert(job, format!("stopped: {e}"));
             }
         }
     }
@@ -583,11 +597,19 @@ impl Serve {
     }
 
     async fn shutdown(&mut self) {
-        for (_, r) in self.running.drain() {
+        let running: Vec<(JobId, Running)> = self.running.drain().collect();
+        for (job, r) in running {
             r.cancel.cancel();
             r.renew.abort();
-            let _ = r.handle.await;
+            let joined = r.handle.await;
             release_lease(&self.pool, &r.ctx.lease).await;
+            // A task that ended on its own while stopping (done, paused, a definite
+            // failure) is reported; one stopped by the shutdown is not an outcome.
+            match joined {
+                Ok(Err(e)) if e.is_transient() => {}
+                Ok(res) => self.record(job, res),
+                Err(e) => tracing::error!(%job, error = %e, "job task failed while stopping"),
+            }
         }
         for (_, s) in self.sources.drain() {
             if let Some(r) = s.reader {
