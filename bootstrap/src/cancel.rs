@@ -6,6 +6,9 @@
 //!   its token before taking a window; continuous replay checks it between batches), so an
 //!   operation already taken finishes and its permit is released on its own confirmed
 //!   release (read view closed, target write committed or resolved) before this runs.
+//! * K fences every effect of this process: while an operation of the job has an unknown
+//!   release (a hold: a timed-out write whose KILL was not confirmed), K is not written,
+//!   since that statement could still commit after it; a restarted serve completes it.
 //! * J records CANCELING first, so a crash anywhere below re-enters here (J is the authority
 //!   on the phase, and a CANCELING table never takes a window again: `job::run` routes it
 //!   here). The K intent is written once: a K marker already in L is reused, so a restart
