@@ -309,6 +309,16 @@ impl Capturer {
                     );
                 }
             }
+            t if t == EventType::TRANSACTION_PAYLOAD_EVENT as u8 => {
+                // MySQL binlog_transaction_compression=ON: the whole transaction (its rows
+                // and its XID) is one compressed event. Not decoded: every captured table
+                // pauses at its position rather than lose or misplace its changes.
+                self.pause_all_active(
+                    &at,
+                    "a compressed transaction payload (MySQL binlog_transaction_compression=ON: turn it off)",
+                );
+                self.close(end, Closing::Normal);
+            }
             t if is_ignorable(t) => {}
             t => {
                 if self.group.is_some() {
@@ -957,7 +967,6 @@ fn is_ignorable(t: u8) -> bool {
         IGNORABLE_EVENT,
         ROWS_QUERY_EVENT,
         PREVIOUS_GTIDS_EVENT,
-        TRANSACTION_PAYLOAD_EVENT,
         TRANSACTION_CONTEXT_EVENT,
         VIEW_CHANGE_EVENT,
         INCIDENT_EVENT,
