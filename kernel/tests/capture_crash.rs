@@ -32,6 +32,7 @@ fn probe(e: &Env, stream: &str, failpoint: Option<String>) -> Child {
         &replica_id().to_string(),
         &(1 + rand::random::<u32>() % 20).to_string(),
         &format!("{}.t=1", e.db),
+        &format!("{}.x=2", e.db),
     ])
     .stdin(Stdio::null())
     .stdout(Stdio::null())
@@ -57,11 +58,38 @@ fn end(mut child: Child, within: Duration) -> Option<i32> {
     None
 }
 
+/// Every 7th round prepares an XA transaction on `x` (150 rows: a held group of two
+/// chunks); the 4th round after it commits it, or rolls it back every other time, so
+/// kills land between prepares and their outcome too (DESIGN §3.8).
+fn xa_round(src: &harness::Server, db: &str, round: u64, pending: &mut Option<u64>) {
+    if let Some(r) = pending.take() {
+        let verb = if r % 2 == 0 { "COMMIT" } else { "ROLLBACK" };
+        src.sql_in(db, &format!("XA {verb} 'c{r}'"));
+    }
+    if round % 7 == 0 {
+        let base = round * 1000;
+        src.sql_in(
+            db,
+            &format!(
+                "XA START 'c{round}'; INSERT INTO x SELECT seq + {base}, 'xa', 0 FROM seq_1_to_150;
+                 UPDATE x SET n = n + 1 WHERE id BETWEEN {base} AND {base} + 10;
+                 XA END 'c{round}'; XA PREPARE 'c{round}'"
+            ),
+        );
+        *pending = Some(round);
+    }
+}
+
 fn run_workload(src: &'static harness::Server, db: String, stop: Arc<AtomicBool>) {
     let mut next = 10_000;
     let mut round = 0u64;
+    let mut pending: Option<u64> = None;
     while !stop.load(Ordering::Relaxed) {
         round += 1;
+        if round % 7 == 0 || (round % 7 == 4 && pending.is_some()) {
+            xa_round(src, &db, round, &mut pending);
+            continue;
+        }
         let sql = match round % 6 {
             0 => format!("INSERT INTO t SELECT seq + {next}, 'bulk', 0 FROM seq_1_to_250"),
             1 => format!("INSERT INTO t VALUES ({next}, 'one', 1)"),
@@ -87,6 +115,8 @@ fn run_workload(src: &'static harness::Server, db: String, stop: Arc<AtomicBool>
         next += 300;
         src.sql_in(&db, &sql);
     }
+    // No prepared transaction outlives the workload (XA RECOVER is server-wide).
+    xa_round(src, &db, 1, &mut pending);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,9 +128,14 @@ async fn killed_at_every_fault_point_under_load_converges_identically() {
     );
     e.src
         .sql_in(&e.db, "CREATE TABLE other (x INT PRIMARY KEY)");
+    e.src.sql_in(
+        &e.db,
+        "CREATE TABLE x (id BIGINT NOT NULL PRIMARY KEY, s VARCHAR(64) NULL, n INT NOT NULL)",
+    );
     e.init_stream_named(&e.pool, "crash", 100).await;
     e.init_stream_named(&e.pool, "clean", 100).await;
     e.intent(1, IntentKind::B).await;
+    e.intent(2, IntentKind::B).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let w = {
@@ -146,7 +181,7 @@ async fn killed_at_every_fault_point_under_load_converges_identically() {
     // An uninterrupted capture of the same binlog, in process.
     let mut cfg = e.cfg();
     cfg.stream = "clean".into();
-    let reader = Reader::start(e.pool.clone(), cfg, e.set_for(&[(1, "t")]).await);
+    let reader = Reader::start(e.pool.clone(), cfg, e.set_for(&[(1, "t"), (2, "x")]).await);
     log::wait_for_marker(&e.pool, "clean", f.nonce, deadline)
         .await
         .unwrap();
@@ -180,5 +215,17 @@ async fn killed_at_every_fault_point_under_load_converges_identically() {
     assert_eq!(
         as_text(&folded),
         cli_rows(e.src, &e.db, "SELECT id, s, n FROM t")
+    );
+    let held = crash
+        .iter()
+        .filter(|r| matches!(r.record.body, log::RecordBody::Held(_)))
+        .count();
+    eprintln!("{held} held XA chunks");
+    assert!(held > 0, "the workload prepared XA groups");
+    assert!(log::holds(&e.pool, "crash").await.unwrap().is_empty());
+    let folded = fold(&crash, "x", 0, BTreeMap::new());
+    assert_eq!(
+        as_text(&folded),
+        cli_rows(e.src, &e.db, "SELECT id, s, n FROM x")
     );
 }
