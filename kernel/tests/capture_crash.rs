@@ -63,10 +63,10 @@ fn end(mut child: Child, within: Duration) -> Option<i32> {
 /// kills land between prepares and their outcome too (DESIGN §3.8).
 fn xa_round(src: &harness::Server, db: &str, round: u64, pending: &mut Option<u64>) {
     if let Some(r) = pending.take() {
-        let verb = if r % 2 == 0 { "COMMIT" } else { "ROLLBACK" };
+        let verb = if r.is_multiple_of(2) { "COMMIT" } else { "ROLLBACK" };
         src.sql_in(db, &format!("XA {verb} 'c{r}'"));
     }
-    if round % 7 == 0 {
+    if round.is_multiple_of(7) {
         let base = round * 1000;
         src.sql_in(
             db,
@@ -86,7 +86,7 @@ fn run_workload(src: &'static harness::Server, db: String, stop: Arc<AtomicBool>
     let mut pending: Option<u64> = None;
     while !stop.load(Ordering::Relaxed) {
         round += 1;
-        if round % 7 == 0 || (round % 7 == 4 && pending.is_some()) {
+        if round.is_multiple_of(7) || (round % 7 == 4 && pending.is_some()) {
             xa_round(src, &db, round, &mut pending);
             continue;
         }
