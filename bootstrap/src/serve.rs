@@ -124,6 +124,7 @@ struct Running {
     ctx: JobCtx,
     /// The hold the task's session becomes if the task panics (confirmed once it ended).
     session: admission::HoldId,
+    started: Instant,
 }
 
 struct Serve {
@@ -134,6 +135,8 @@ struct Serve {
     sources: HashMap<String, Source>,
     running: HashMap<JobId, Running>,
     retry_at: HashMap<JobId, Instant>,
+    /// Transient failures in a row per job (start or task), for the retry backoff.
+    failures: HashMap<JobId, u32>,
     outcomes: Outcomes,
     /// Jobs re-run once in this process to complete a cancel recorded after they ended.
     cancel_runs: std::collections::HashSet<JobId>,
@@ -175,6 +178,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         sources: HashMap::new(),
         running: HashMap::new(),
         retry_at: HashMap::new(),
+        failures: HashMap::new(),
         outcomes: BTreeMap::new(),
         cancel_runs: Default::default(),
     };
@@ -257,9 +261,8 @@ impl Serve {
             // Fenced: another owner (another serve, or a pinned verify) holds the job's
             // lease; it is taken over once that lease is released or expires.
             Err(e) if e.is_transient() || is_fenced(&e) => {
-                tracing::warn!(%job, error = %e, retry = "job_start", "cannot start the job yet; retrying");
-                self.retry_at
-                    .insert(job, Instant::now() + Duration::from_secs(1));
+                let delay = self.retry_later(job);
+                tracing::warn!(%job, error = %e, retry = "job_start", ?delay, "cannot start the job yet; retrying");
             }
             Err(e) => {
                 tracing::error!(%job, error = %e, "the job cannot run");
@@ -350,6 +353,7 @@ impl Serve {
             renew,
             ctx: task_ctx,
             session: session_hold,
+            started: Instant::now(),
         })
     }
 
@@ -493,6 +497,10 @@ impl Serve {
             };
             r.renew.abort();
             let joined = r.handle.await;
+            if r.started.elapsed() >= MAX_RETRY_DELAY {
+                // It ran a while: a failure now starts a new series.
+                self.failures.remove(&job);
+            }
             // The task has ended: nothing writes under its lease any more.
             release_lease(&self.pool, &r.ctx.lease).await;
             let res = match joined {
@@ -508,8 +516,22 @@ impl Serve {
         }
     }
 
+    /// When a job that failed transiently is tried again: 1 s after the first failure in a
+    /// row, doubling up to [`MAX_RETRY_DELAY`] (never a tight loop, never given up: the
+    /// cause, e.g. a server down, may go away; a definite cause pauses the table instead).
+    fn retry_later(&mut self, job: JobId) -> Duration {
+        let n = self.failures.entry(job).or_insert(0);
+        *n = n.saturating_add(1);
+        let delay = retry_delay(*n);
+        self.retry_at.insert(job, Instant::now() + delay);
+        delay
+    }
+
     /// Keeps how a job task ended; a transient failure is retried later.
     fn record(&mut self, job: JobId, res: Result<Reached>) {
+        if !matches!(&res, Err(e) if e.is_transient()) {
+            self.failures.remove(&job);
+        }
         match res {
             Ok(Reached::WindowsDone(h)) => {
                 tracing::info!(%job, windows = h.record.completed, "every window applied; F (issue 6) continues from here");
@@ -525,9 +547,8 @@ impl Serve {
                 self.outcomes.insert(job, format!("beyond windows: {p:?}"));
             }
             Err(e) if e.is_transient() => {
-                tracing::warn!(%job, error = %e, retry = "job_task", "job task failed transiently; restarting it");
-                self.retry_at
-                    .insert(job, Instant::now() + Duration::from_secs(1));
+                let delay = self.retry_later(job);
+                tracing::warn!(%job, error = %e, retry = "job_task", ?delay, "job task failed transiently; restarting it");
             }
             Err(e) => {
                 tracing::error!(%job, error = %e, "job task stopped");
@@ -620,6 +641,15 @@ impl Serve {
     }
 }
 
+/// The longest wait before a job that keeps failing transiently is tried again.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// 1 s, 2 s, 4 s, ... up to [`MAX_RETRY_DELAY`] for the n-th failure in a row (n >= 1).
+fn retry_delay(n: u32) -> Duration {
+    let secs = 1u64 << n.saturating_sub(1).min(6);
+    Duration::from_secs(secs).min(MAX_RETRY_DELAY)
+}
+
 /// Gives up a job's lease once its task has ended, so another process (a restarted serve
 /// with another owner name, a pinned verify) need not wait for it to expire.
 async fn release_lease(pool: &MySqlPool, lease: &ledger::lease::Lease) {
@@ -707,6 +737,13 @@ pub fn resolve_url(recorded: &str, candidates: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_back_off_to_a_minute() {
+        let d: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(d, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(retry_delay(u32::MAX), MAX_RETRY_DELAY);
+    }
 
     #[test]
     fn urls_resolve_by_their_redacted_form() {
