@@ -282,12 +282,8 @@ impl Capturer {
             }
             t if t == EventType::XID_EVENT as u8 => self.close(end, Closing::Normal),
             t if t == EventType::XA_PREPARE_LOG_EVENT as u8 => {
-                if self.group.as_ref().is_some_and(|g| g.xa.is_some()) {
-                    self.close(end, Closing::XaPrepare);
-                } else {
-                    self.refuse_xa(&at);
-                    self.close(end, Closing::Normal);
-                }
+                let closing = self.on_xa_prepare(events::parse_xa_prepare(ev.data()), &at);
+                self.close(end, closing);
             }
             t if is_rows(t) => self.on_rows(ev, &at)?,
             types::QUERY_COMPRESSED => {
@@ -434,23 +430,55 @@ impl Capturer {
         Ok(())
     }
 
+    /// How an XA_PREPARE event closes the open group: held as a prepared group, or, with
+    /// one_phase (MySQL's `XA COMMIT ... ONE PHASE`), committed here like any group.
+    fn on_xa_prepare(&mut self, parsed: Option<(bool, String)>, at: &BinlogPos) -> Closing {
+        let (one_phase, xid) = match parsed {
+            Some((one, xid)) => (one, Some(xid)),
+            None => (false, None),
+        };
+        let Some(g) = &mut self.group else {
+            return Closing::Normal;
+        };
+        if g.xa.is_none() && g.chunk_no == 0 {
+            // No XA START seen (e.g. not logged): nothing was cut yet, the event's xid holds.
+            g.xa = xid;
+        }
+        match (&g.xa, one_phase) {
+            (Some(_), false) => Closing::XaPrepare,
+            (Some(xid), true) => {
+                let xid = xid.clone();
+                self.end_one_phase(&xid, at);
+                Closing::Normal
+            }
+            (None, _) => {
+                self.refuse_xa(at);
+                Closing::Normal
+            }
+        }
+    }
+
+    /// A one-phase XA transaction commits where it ends. Chunks already emitted as held
+    /// cannot be turned back into changes: pause rather than lose them.
+    fn end_one_phase(&mut self, xid: &str, at: &BinlogPos) {
+        let cut = self.group.as_ref().is_some_and(|g| g.chunk_no > 0);
+        if let Some(g) = &mut self.group {
+            g.xa = None;
+        }
+        if cut {
+            self.pause_all_active(
+                at,
+                &format!("a one-phase XA transaction {xid} larger than one L chunk"),
+            );
+        }
+    }
+
     /// How an `XA COMMIT|ROLLBACK xid` statement closes the open group.
     fn xa_outcome(&mut self, sql: &str, kind: QueryKind, at: &BinlogPos) -> Closing {
         let inside = self.group.as_ref().and_then(|g| g.xa.clone());
         if let Some(xid) = inside {
-            // MySQL's `XA COMMIT xid ONE PHASE` ends the XA transaction it closes: its
-            // changes commit here, like any transaction. Chunks already emitted as held
-            // cannot be turned back into changes: pause rather than lose them.
-            let cut = self.group.as_ref().is_some_and(|g| g.chunk_no > 0);
-            if let Some(g) = &mut self.group {
-                g.xa = None;
-            }
-            if cut {
-                self.pause_all_active(
-                    at,
-                    &format!("a one-phase XA transaction {xid} larger than one L chunk"),
-                );
-            }
+            // `XA COMMIT xid ONE PHASE` as a statement inside the XA group it ends.
+            self.end_one_phase(&xid, at);
             return Closing::Normal;
         }
         match events::xa_xid(sql) {

@@ -213,6 +213,22 @@ pub fn xa_xid(sql: &str) -> Option<String> {
     (!key.is_empty()).then_some(key)
 }
 
+/// Parses an XA_PREPARE event body (MariaDB and MySQL): one_phase u8, formatID i32 LE,
+/// gtrid length u32 LE, bqual length u32 LE, the bytes. Returns (one_phase, xid as the
+/// server writes it). MySQL logs `XA COMMIT xid ONE PHASE` as an XA group closed by this
+/// event with one_phase set; MariaDB logs it as an ordinary transaction.
+pub fn parse_xa_prepare(data: &[u8]) -> Option<(bool, String)> {
+    let one_phase = *data.first()? != 0;
+    let format_id = i32::from_le_bytes(data.get(1..5)?.try_into().ok()?);
+    let g = u32::from_le_bytes(data.get(5..9)?.try_into().ok()?) as usize;
+    let b = u32::from_le_bytes(data.get(9..13)?.try_into().ok()?) as usize;
+    if g > 64 || b > 64 {
+        return None;
+    }
+    let bytes = data.get(13..13 + g + b)?;
+    Some((one_phase, xid_text(format_id, &bytes[..g], &bytes[g..])))
+}
+
 /// True for `XA COMMIT xid ONE PHASE` (MySQL logs a one-phase XA transaction so).
 pub fn xa_one_phase(sql: &str) -> bool {
     let w = first_words(sql, 16);
@@ -725,6 +741,15 @@ mod tests {
         assert!(xa_one_phase("XA COMMIT X'7834',X'6271',7 ONE PHASE"));
         assert!(!xa_one_phase("XA COMMIT X'7834',X'6271',7"));
         assert_eq!(xa_xid("XA COMMIT"), None);
+        // XA PREPARE X'7a7a',X'51',1 as MariaDB 10.11 logs it (mariadb-binlog --hexdump).
+        let prepare = [0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, b'z', b'z', b'Q'];
+        let (one, xid) = parse_xa_prepare(&prepare).unwrap();
+        assert!(!one);
+        assert_eq!(xid, "X'7a7a',X'51',1");
+        let mut one_phase = prepare;
+        one_phase[0] = 1;
+        assert_eq!(parse_xa_prepare(&one_phase).map(|p| p.0), Some(true));
+        assert_eq!(parse_xa_prepare(&prepare[..15]), None);
     }
 
     #[test]
