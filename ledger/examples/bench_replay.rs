@@ -93,14 +93,47 @@ async fn main() {
             .await
             .unwrap();
     }
-    // Every row updated once (same key, new full image), in groups of `group_rows`.
-    let groups: Vec<ReplayGroup> = (0..rows as usize)
+    // Every row updated once per pass (same key, new full image), in groups of
+    // `group_rows`: first with prepared statements, then with text statements.
+    let mut prev: Option<GroupEnd> = None;
+    for (pass, text) in [(1u32, false), (2, true)] {
+        let groups = updates(rows, group_rows, pass);
+        let t0 = Instant::now();
+        let limits = Limits {
+            txn_rows,
+            text_replay: text,
+            ..Limits::default()
+        };
+        apply::apply_groups(&mut c, &ctx, prev.as_ref(), &groups, limits)
+            .await
+            .unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        assert_eq!(
+            s.sql_in(
+                &db,
+                &format!("SELECT COUNT(*) FROM t WHERE name LIKE '%-v{pass}-%'")
+            ),
+            rows.to_string()
+        );
+        println!(
+            "{}: replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows}: {secs:.2}s = {:.0} rows/s",
+            if text { "text" } else { "prepared" },
+            groups.len(),
+            rows as f64 / secs
+        );
+        prev = groups.last().map(|g| g.end.clone());
+    }
+}
+
+fn updates(rows: i64, group_rows: usize, pass: u32) -> Vec<ReplayGroup> {
+    let base = u64::from(pass) * 1_000_000_000;
+    (0..rows as usize)
         .collect::<Vec<_>>()
         .chunks(group_rows)
         .enumerate()
         .map(|(g, ids)| ReplayGroup {
             end: GroupEnd {
-                pos: BinlogPos::new("mysql-bin.000001", 1000 * (g as u64 + 1)),
+                pos: BinlogPos::new("mysql-bin.000001", base + 1000 * (g as u64 + 1)),
                 gtid: None,
             },
             changes: ids
@@ -113,33 +146,15 @@ async fn main() {
                             schema: "s".into(),
                             table: "t".into(),
                             file: "mysql-bin.000001".into(),
-                            event_pos: 1000 * g as u64 + 4,
+                            event_pos: base + 1000 * g as u64 + 4,
                             row: (i % group_rows) as u32,
                             op: Op::Update,
                         },
-                        before: Some(row(id, 0)),
-                        after: Some(row(id, 1)),
+                        before: Some(row(id, pass - 1)),
+                        after: Some(row(id, pass)),
                     }
                 })
                 .collect(),
         })
-        .collect();
-    let t0 = Instant::now();
-    let limits = Limits {
-        txn_rows,
-        ..Limits::default()
-    };
-    apply::apply_groups(&mut c, &ctx, None, &groups, limits)
-        .await
-        .unwrap();
-    let secs = t0.elapsed().as_secs_f64();
-    assert_eq!(
-        s.sql_in(&db, "SELECT COUNT(*) FROM t WHERE name LIKE '%-v1-%'"),
-        rows.to_string()
-    );
-    println!(
-        "replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows}: {secs:.2}s = {:.0} rows/s",
-        groups.len(),
-        rows as f64 / secs
-    );
+        .collect()
 }

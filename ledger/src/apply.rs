@@ -20,13 +20,18 @@
 //! Replay writes by primary key and full image only (DESIGN §6): a key-changing update
 //! deletes the old key then upserts the after-image; insert and update upsert the full
 //! after-image with `INSERT .. ON DUPLICATE KEY UPDATE` of every column; delete deletes by
-//! key and accepts 0 rows. ODKU rather than REPLACE: REPLACE is a DELETE plus an INSERT per
+//! key and accepts 0 rows. Within one target transaction the steps are folded to their net
+//! effect per key ([`fold_steps`]: the last step of a key wins), then run as one DELETE
+//! list and one upsert list; that equals running them in order because the target has no
+//! unique key but the primary key, no trigger and no foreign key (DESIGN §9), and T's
+//! cursor still moves only by whole transactions. ODKU rather than REPLACE: REPLACE is a DELETE plus an INSERT per
 //! existing row (two row operations, both index trees touched twice, delete triggers and
 //! FK actions fired), ODKU updates the row in place; both converge to the full image.
 use crate::dml::{check_row, Dml};
 use crate::page::FinalPage;
 pub use crate::plan::{
-    decide_credential, normalize_row, plan_replay, GroupSummary, Piece, Plan, TxnPlan,
+    decide_credential, fold_steps, normalize_row, plan_replay, Folded, GroupSummary, Piece, Plan,
+    Step, TxnPlan,
 };
 use crate::target::{self, check_owner, PageCredential, ReplayCursor, TargetCtx, CURSOR, PAGES};
 use crate::util::{my, my_is_dup};
@@ -34,7 +39,7 @@ use kernel::change::{Change, GroupEnd, Op};
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::schema::SealedSchema;
-use kernel::value::{Row, SqlValue};
+use kernel::value::Row;
 use kernel::{failpoint, Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Transaction, TxOpts};
@@ -76,14 +81,21 @@ pub struct Limits {
     pub stmt_bytes: usize,
     /// Row changes of one replay transaction at most; a larger group is chunked.
     pub txn_rows: usize,
+    /// Page INSERTs as text-protocol statements with literals (false: prepared
+    /// statements with bound values). Both write the same values; BENCH.md measures both.
+    pub text_pages: bool,
+    /// Replay upserts and deletes as text-protocol statements (false: prepared).
+    pub text_replay: bool,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            stmt_rows: 4096,
+            stmt_rows: 10_000,
             stmt_bytes: 4 << 20,
             txn_rows: 20_000,
+            text_pages: true,
+            text_replay: false,
         }
     }
 }
@@ -304,11 +316,6 @@ impl ReplayGroup {
     }
 }
 
-enum Step {
-    Upsert(Row),
-    Delete(SqlValue),
-}
-
 fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> {
     let bad = |m: &str| {
         Error::definite(
@@ -357,33 +364,35 @@ fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> 
                 .before
                 .as_ref()
                 .ok_or_else(|| bad("delete without before-image"))?;
-            out.push(Step::Delete(key(b)?));
+            let k = key(b)?;
+            if k.as_key().is_none() {
+                return Err(bad("delete key is not an integer"));
+            }
+            out.push(Step::Delete(k));
         }
     }
     Ok(())
 }
 
-async fn run_steps(tx: &mut Transaction<'_>, dml: &Dml, steps: Vec<Step>) -> Result<()> {
-    let mut ups: Vec<Row> = Vec::new();
-    let mut dels: Vec<SqlValue> = Vec::new();
-    for s in steps {
-        match s {
-            Step::Upsert(r) => {
-                if !dels.is_empty() {
-                    dml.deletes(tx, std::mem::take(&mut dels)).await?;
-                }
-                ups.push(r);
-            }
-            Step::Delete(k) => {
-                if !ups.is_empty() {
-                    dml.rows(tx, std::mem::take(&mut ups), true).await?;
-                }
-                dels.push(k);
-            }
-        }
-    }
-    dml.rows(tx, ups, true).await?;
-    dml.deletes(tx, dels).await
+/// Runs one transaction's steps as their net effect per key ([`fold_steps`]): one
+/// DELETE list, then one upsert list, whatever the order of the changes.
+async fn run_steps(
+    tx: &mut Transaction<'_>,
+    dml: &Dml,
+    schema: &SealedSchema,
+    steps: Vec<Step>,
+) -> Result<()> {
+    let folded = fold_steps(schema.pk, steps).ok_or_else(|| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "replay of {}: a change has no integer key",
+                schema.qualified()
+            ),
+        )
+    })?;
+    dml.deletes(tx, folded.deletes).await?;
+    dml.rows(tx, folded.upserts, true).await
 }
 
 /// Writes the cursor as the first ledger write: an insert when T has none, otherwise a
@@ -509,7 +518,7 @@ pub async fn apply_groups(
                     }
                 }
             }
-            if let Err(e) = run_steps(&mut tx, &dml, all).await {
+            if let Err(e) = run_steps(&mut tx, &dml, &ctx.schema, all).await {
                 rollback_quietly(tx).await;
                 return Err(e.into());
             }

@@ -1,14 +1,23 @@
 //! Multi-row statements for one target table: plain INSERT for pages into the empty
 //! target, `INSERT .. ON DUPLICATE KEY UPDATE` of every column for replay upserts, DELETE by
-//! key list. Bounded by the placeholder limit, a row bound and a byte bound.
+//! key list. Sent as text-protocol statements with exact literals ([`crate::literal`]),
+//! bounded by a row bound and a byte bound; a batch holding a value without an exact
+//! literal is bound as prepared statements instead (within the placeholder limit).
+//!
+//! Text rather than prepared: a prepared multi-row statement of thousands of placeholders
+//! costs the server a parameter pass per value plus, with the binlog on, an expansion of
+//! the statement text for the log; a literal statement is parsed once. Measured in
+//! BENCH.md.
 use crate::apply::Limits;
-use crate::util::my_is_dup;
+use crate::literal::{needs_mode, Backslash, Literals};
+use crate::util::{my, my_is_dup};
 use kernel::error::DefiniteCode;
-use kernel::schema::{quote_ident, SealedSchema};
+use kernel::schema::{quote_ident, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Params, Transaction, Value};
+use std::sync::atomic::{AtomicU8, Ordering};
 /// Multi-row statements for one target table.
 pub(crate) struct Dml {
     table: String,
@@ -17,7 +26,11 @@ pub(crate) struct Dml {
     update: String,
     pk: String,
     ncols: usize,
+    kinds: Vec<ColumnKind>,
+    pk_kind: ColumnKind,
     limits: Limits,
+    /// The session's backslash mode once asked (0 unknown, 1 escape, 2 literal).
+    mode: AtomicU8,
 }
 
 impl Dml {
@@ -45,8 +58,113 @@ impl Dml {
             },
             pk,
             ncols: q.len(),
+            kinds: schema.columns.iter().map(|c| c.kind).collect(),
+            pk_kind: schema.columns[schema.pk].kind,
             limits,
+            mode: AtomicU8::new(0),
         }
+    }
+
+    /// The literal writer for this session; asks the server for its sql_mode only when a
+    /// value's escaping depends on it.
+    async fn literals<'v>(
+        &self,
+        tx: &mut Transaction<'_>,
+        values: impl Iterator<Item = &'v SqlValue>,
+    ) -> Result<Literals> {
+        let mut backslash = match self.mode.load(Ordering::Relaxed) {
+            1 => Backslash::Escape,
+            2 => Backslash::Literal,
+            _ => Backslash::Unknown,
+        };
+        if backslash == Backslash::Unknown && needs_mode(values) {
+            let mode: Option<String> = tx
+                .query_first("SELECT @@SESSION.sql_mode")
+                .await
+                .map_err(my("reading the target session's sql_mode"))?;
+            let literal = mode.is_some_and(|m| {
+                m.split(',')
+                    .any(|x| x.eq_ignore_ascii_case("NO_BACKSLASH_ESCAPES"))
+            });
+            backslash = if literal {
+                Backslash::Literal
+            } else {
+                Backslash::Escape
+            };
+            self.mode
+                .store(if literal { 2 } else { 1 }, Ordering::Relaxed);
+        }
+        Ok(Literals { backslash })
+    }
+
+    /// Text statements for `rows` (None when a value has no exact literal).
+    fn insert_texts(&self, rows: &[Row], upsert: bool, lit: &Literals) -> Option<Vec<String>> {
+        let head = format!("INSERT INTO {} ({}) VALUES ", self.table, self.cols);
+        let tail = if upsert {
+            format!(" ON DUPLICATE KEY UPDATE {}", self.update)
+        } else {
+            String::new()
+        };
+        let max_rows = self.limits.stmt_rows.max(1);
+        let mut out = Vec::new();
+        let mut s = String::new();
+        let mut n = 0usize;
+        for r in rows {
+            if n == 0 {
+                s.reserve(self.limits.stmt_bytes.min(1 << 20));
+                s.push_str(&head);
+            } else {
+                s.push(',');
+            }
+            s.push('(');
+            for (i, (v, k)) in r.iter().zip(&self.kinds).enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                if !lit.push(&mut s, v, *k) {
+                    return None;
+                }
+            }
+            s.push(')');
+            n += 1;
+            if n >= max_rows || s.len() >= self.limits.stmt_bytes {
+                s.push_str(&tail);
+                out.push(std::mem::take(&mut s));
+                n = 0;
+            }
+        }
+        if n > 0 {
+            s.push_str(&tail);
+            out.push(s);
+        }
+        Some(out)
+    }
+
+    fn delete_texts(&self, keys: &[SqlValue], lit: &Literals) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        for chunk in keys.chunks(self.limits.stmt_rows.max(1)) {
+            let mut s = format!("DELETE FROM {} WHERE {} IN (", self.table, self.pk);
+            for (i, k) in chunk.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                if !lit.push(&mut s, k, self.pk_kind) {
+                    return None;
+                }
+            }
+            s.push(')');
+            out.push(s);
+        }
+        Some(out)
+    }
+
+    async fn run_texts(&self, tx: &mut Transaction<'_>, texts: Vec<String>) -> Result<()> {
+        for sql in texts {
+            tx.query_drop(sql)
+                .await
+                .map_err(|e| business_error(&self.table, e))?;
+        }
+        Ok(())
     }
 
     fn insert_sql(&self, n: usize, upsert: bool) -> String {
@@ -94,6 +212,12 @@ impl Dml {
         if rows.is_empty() {
             return Ok(());
         }
+        if (upsert && self.limits.text_replay) || (!upsert && self.limits.text_pages) {
+            let lit = self.literals(tx, rows.iter().flatten()).await?;
+            if let Some(texts) = self.insert_texts(&rows, upsert, &lit) {
+                return self.run_texts(tx, texts).await;
+            }
+        }
         let bytes: usize = rows.iter().take(64).map(row_bytes).sum::<usize>() / rows.len().min(64);
         let per = self.rows_per_stmt(bytes);
         let mut it = rows.into_iter().peekable();
@@ -113,6 +237,15 @@ impl Dml {
         tx: &mut Transaction<'_>,
         keys: Vec<SqlValue>,
     ) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        if self.limits.text_replay {
+            let lit = self.literals(tx, keys.iter()).await?;
+            if let Some(texts) = self.delete_texts(&keys, &lit) {
+                return self.run_texts(tx, texts).await;
+            }
+        }
         for chunk in keys.chunks(self.limits.stmt_rows.clamp(1, 65_535)) {
             let params: Vec<Value> = chunk.iter().cloned().map(Value::from).collect();
             tx.exec_drop(self.delete_sql(chunk.len()), Params::Positional(params))

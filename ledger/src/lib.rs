@@ -24,6 +24,7 @@ pub mod check;
 mod dml;
 pub mod journal;
 pub mod lease;
+mod literal;
 pub mod manifest;
 pub mod material;
 pub mod page;
