@@ -33,6 +33,11 @@
 //!   could not decode safely), a group whose chunks do not chain, or a cursor that names no
 //!   group boundary stop the replay with a definite error naming the position.
 //!
+//! * Read-ahead. While a batch applies, the next one is read from L (append-only, hash
+//!   chained, read only up to the same bound). It is used only once the batch before it
+//!   committed and is dropped on any failure; what to apply is still decided by T's
+//!   cursor, never by what was read.
+//!
 //! "Replay reached F" (DESIGN §6) means T's cursor is at or past the table's last group at
 //! or before F in L; with no group in (B, F] no cursor is needed and none is invented
 //! ([`replay_to`] then applies nothing).
@@ -84,7 +89,7 @@ pub struct ReplayConfig {
 impl Default for ReplayConfig {
     fn default() -> ReplayConfig {
         ReplayConfig {
-            batch_rows: 5_000,
+            batch_rows: 20_000,
             batch_groups: 500,
             read_page: 500,
             idle_wait: Duration::from_millis(200),
@@ -318,18 +323,21 @@ pub async fn stream_of(
     .map_err(|e| from_sqlx("finding the capture stream of a job", &e))
 }
 
-/// Reads the rest of the group whose chunk `first` is (its later chunks are the next L
-/// records) and builds it.
-async fn read_group(
+/// Reads the rest of the group whose chunks `chunks` are so far (its later chunks are
+/// the next L records) and builds it.
+async fn finish_group(
     pool: &MySqlPool,
     scope: &Scope,
-    first: StoredRecord,
+    mut chunks: Vec<StoredRecord>,
     upto: u64,
 ) -> Result<Built> {
-    let mut chunks = vec![first];
+    // Usually the next record ends the group: read one, then more and more (records are
+    // up to a whole chunk of changes each; reading ahead of the group's end is wasted).
+    let mut limit = 1u32;
     while chunks.last().is_some_and(|c| c.record.end.is_none()) {
         let after = chunks.last().map_or(0, |c| c.seq);
-        let more = log::read_range(pool, &scope.stream, after, upto, 64).await?;
+        let more = log::read_range(pool, &scope.stream, after, upto, limit).await?;
+        limit = (limit * 2).min(64);
         if more.is_empty() {
             return Ok(Built::Open);
         }
@@ -344,46 +352,98 @@ async fn read_group(
     build_group(scope, &chunks).map_err(Error::Definite)
 }
 
+/// True when `r` is the L record right after `last` in the same group.
+fn continues(last: &StoredRecord, r: &StoredRecord) -> bool {
+    last.record.end.is_none() && r.seq == last.seq + 1 && r.record.start == last.record.start
+}
+
+/// The L seq (at most `upto`) up to which the table's next records after `after` hold
+/// `budget` changes, from L's table index alone (no record body is read): a batch of big
+/// groups then reads only the records it uses.
+async fn read_bound(
+    pool: &MySqlPool,
+    scope: &Scope,
+    after: u64,
+    upto: u64,
+    page: u32,
+    budget: usize,
+) -> Result<u64> {
+    let rows: Vec<(u64, u32)> = sqlx::query_as(
+        "SELECT seq, changes FROM capture_log_table WHERE stream = ? AND schema_name = ? \
+         AND table_name = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+    )
+    .bind(&scope.stream)
+    .bind(&scope.source_db)
+    .bind(&scope.source_table)
+    .bind(after)
+    .bind(upto)
+    .bind(page)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading L's table index", &e))?;
+    let mut sum = 0usize;
+    for (seq, n) in rows {
+        sum += n as usize;
+        if sum >= budget {
+            return Ok(seq);
+        }
+    }
+    Ok(upto)
+}
+
+/// Complete groups with the L seq of their last chunk, and the seq to continue after.
+pub type Batch = (Vec<(ReplayGroup, u64)>, u64);
+
 /// The next complete groups of the table after L seq `after` (up to `upto`), at most
-/// `max` of them; also returns the seq to continue after. Stops before an open group.
+/// `max` of them and no more once they hold `max_changes` changes; also returns the seq to
+/// continue after. Stops before an open group.
+/// A group's later chunks are taken from the same read when they touch the table and
+/// follow directly; only the others are read record by record ([`finish_group`]).
 pub async fn next_groups(
     pool: &MySqlPool,
     scope: &Scope,
     after: u64,
     upto: u64,
     max: usize,
+    max_changes: usize,
     page: u32,
-) -> Result<(Vec<(ReplayGroup, u64)>, u64)> {
-    let mut out = Vec::new();
+) -> Result<Batch> {
+    let mut out: Vec<(ReplayGroup, u64)> = Vec::new();
+    let mut changes = 0usize;
     let mut next = after;
-    'outer: while out.len() < max.max(1) {
+    'outer: while out.len() < max.max(1) && changes < max_changes.max(1) {
+        let bound = read_bound(pool, scope, next, upto, page, max_changes - changes).await?;
         let recs = log::table_records(
             pool,
             &scope.stream,
             &scope.source_db,
             &scope.source_table,
             next,
-            upto,
+            bound,
             page,
         )
         .await?;
         if recs.is_empty() {
             break;
         }
-        for r in recs {
-            if r.seq <= next {
+        let mut it = recs.into_iter().peekable();
+        while let Some(first) = it.next() {
+            if first.seq <= next {
                 continue;
             }
-            let seq = r.seq;
-            match read_group(pool, scope, r, upto).await? {
+            let mut chunks = vec![first];
+            while let Some(r) = it.next_if(|r| chunks.last().is_some_and(|l| continues(l, r))) {
+                chunks.push(r);
+            }
+            match finish_group(pool, scope, chunks, upto).await? {
                 Built::Open => break 'outer,
                 Built::Complete { group, last_seq } => {
+                    changes += group.changes.len();
                     out.push((group, last_seq));
                     next = last_seq;
                 }
             }
-            debug_assert!(next >= seq);
-            if out.len() >= max.max(1) {
+            if out.len() >= max.max(1) || changes >= max_changes.max(1) {
                 break 'outer;
             }
         }
@@ -591,6 +651,20 @@ impl Replayer<'_> {
         }
     }
 
+    /// The next complete groups after L seq `after`.
+    async fn read(&self, after: u64, upto: u64) -> Result<Batch> {
+        next_groups(
+            self.pool,
+            self.scope,
+            after,
+            upto,
+            self.cfg.batch_groups,
+            self.cfg.batch_rows.saturating_mul(2),
+            self.cfg.read_page,
+        )
+        .await
+    }
+
     async fn cursor(&self, conn: &mut Conn1<'_>) -> Result<Option<ReplayCursor>> {
         let r = {
             let c = conn.get().await?;
@@ -622,6 +696,8 @@ impl Replayer<'_> {
         let mut retries = 0u32;
         let mut caught_up_at = Instant::now();
         let mut last_status: Option<Instant> = None;
+        // The next batch, read from L while the current one applies.
+        let mut ahead: Option<Result<Batch>> = None;
         let (upto, cancel, phase) = match &until {
             Until::Fence { f_seq, .. } => (*f_seq, None, "REPLAYING"),
             Until::Follow { cancel } => (u64::MAX, Some(cancel), "STREAMING"),
@@ -631,15 +707,10 @@ impl Replayer<'_> {
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 break;
             }
-            let step = next_groups(
-                self.pool,
-                self.scope,
-                after,
-                upto,
-                self.cfg.batch_groups,
-                self.cfg.read_page,
-            )
-            .await;
+            let step = match ahead.take() {
+                Some(s) => s,
+                None => self.read(after, upto).await,
+            };
             let (found, next) = match step {
                 Ok(x) => x,
                 Err(e)
@@ -678,7 +749,7 @@ impl Replayer<'_> {
             }
             let mut batch: Vec<ReplayGroup> = Vec::new();
             let mut batch_prev = prev.clone();
-            for (g, _) in &found {
+            for (g, _) in found {
                 match coverage(cursor.as_ref(), &g.end).map_err(Error::Definite)? {
                     Coverage::Held if batch.is_empty() => {
                         out.groups_held += 1;
@@ -693,12 +764,19 @@ impl Replayer<'_> {
                         ),
                         ))
                     }
-                    Coverage::Apply => batch.push(g.clone()),
+                    Coverage::Apply => batch.push(g),
                 }
             }
             if !batch.is_empty() {
-                match self.apply(conn, batch_prev.as_ref(), &batch).await {
-                    Ok(()) => retries = 0,
+                let (applied, read) = tokio::join!(
+                    self.apply(conn, batch_prev.as_ref(), &batch),
+                    self.read(next, upto)
+                );
+                match applied {
+                    Ok(()) => {
+                        retries = 0;
+                        ahead = Some(read);
+                    }
                     Err(e)
                         if e.is_transient()
                             && cancel.is_some()
