@@ -1,16 +1,27 @@
 //! Streaming-apply benchmark of issue 6. The suite runs it at a small size as a
-//! correctness test (every group applied once, target checksum = source checksum); the
-//! benchmark size is
-//! `BENCH_TXNS=200000 BENCH_BIG=200 cargo test -p bootstrap --features failpoints --release --test replay_bench -- --nocapture`.
+//! correctness test (every group applied once, target checksum = source checksum = the
+//! replica's); the benchmark size is
+//! `BENCH_TXNS=200000 BENCH_BIG=200 BENCH_LAG_SECS=20 cargo test -p bootstrap --features failpoints --release --test replay_bench -- --nocapture`.
 //!
 //! In one run, on private servers: a source (relaxed durability, it only generates the
 //! binlog), our target and a native MariaDB replica, both DURABLE
-//! (`innodb_flush_log_at_trx_commit=1`, `sync_binlog=1`; our state store lives on our
-//! target server). The workload after activation: BENCH_TXNS (default 2 000; 200 000 for the benchmark) single-row
-//! INSERT transactions, then BENCH_BIG (default 5; 200 for the benchmark) UPDATE transactions of 1 000 rows.
+//! (`innodb_flush_log_at_trx_commit=1`, `sync_binlog=1`, binlog on; our state store lives
+//! on our target server). The replica logs what it applies (`log_slave_updates=ON`,
+//! `BENCH_REPLICA_LOG=0` turns that off) because our target's binlog records every change
+//! we apply too. The workload after activation: BENCH_TXNS (default 2 000; 200 000 for
+//! the benchmark) single-row INSERT transactions, then BENCH_BIG (default 5; 200 for the
+//! benchmark) UPDATE transactions of 1 000 rows.
 //! Both sides apply the SAME binlog from an already-fetched copy: ours from L (the capture
 //! has stored it before the clock starts), the replica's SQL thread from its relay log
-//! (the IO thread has fetched it before the clock starts).
+//! (the IO thread has fetched it before the clock starts). The replica's time ends when
+//! `MASTER_GTID_WAIT` sees the GTID of the source's position (its SQL thread started with
+//! `UNTIL` that position, then stopped).
+//!
+//! Then the lag phase: a writer commits BENCH_LAG_RATE (default 2 000) single-row
+//! transactions per second for BENCH_LAG_SECS (default 2) seconds while the capture reader
+//! and the continuous replay follow. Lag of a row = when a 5 ms poll of the target first
+//! sees it minus when the writer's COMMIT returned on the source (both clocks are this
+//! process's): an over-estimate by at most the poll period.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod finish_support;
 use bootstrap::finish::Finish;
@@ -60,8 +71,23 @@ async fn slave_status(c: &mut mysql_async::Conn) -> (String, String, String, u64
     )
 }
 
-/// Starts the replica's SQL thread until `p` and returns how long it took to reach it.
-async fn replica_apply_until(c: &mut mysql_async::Conn, p: &BinlogPos) -> Duration {
+/// The source's GTID state at `p`.
+async fn gtid_at(src: &Server, p: &BinlogPos) -> String {
+    let mut c = conn(src).await;
+    let g: Option<String> = c
+        .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (&p.file, p.pos))
+        .await
+        .unwrap();
+    c.disconnect().await.unwrap();
+    g.expect("BINLOG_GTID_POS of the workload's end")
+}
+
+/// Runs the replica's SQL thread until the source position `p` (GTID state `gtid`) and
+/// returns how long it took to apply up to there. An idle SQL thread does not stop at an
+/// UNTIL position that is the end of its relay log (it waits for the next event), so the
+/// end is `MASTER_GTID_WAIT`, or Exec_Master_Log_Pos reaching `p`, and the thread is then
+/// stopped explicitly.
+async fn replica_apply_until(c: &mut mysql_async::Conn, p: &BinlogPos, gtid: &str) -> Duration {
     let t = Instant::now();
     c.query_drop(format!(
         "START SLAVE SQL_THREAD UNTIL MASTER_LOG_FILE = '{}', MASTER_LOG_POS = {}",
@@ -69,25 +95,26 @@ async fn replica_apply_until(c: &mut mysql_async::Conn, p: &BinlogPos) -> Durati
     ))
     .await
     .unwrap();
-    loop {
-        let (running, file, err, pos) = slave_status(c).await;
-        if t.elapsed() > Duration::from_secs(30) && t.elapsed().as_millis() % 5000 < 5 {
-            eprintln!("replica: running={running} file={file} pos={pos} want {p} err={err}");
+    let d = loop {
+        let w: Option<i64> = c
+            .exec_first("SELECT MASTER_GTID_WAIT(?, 0.05)", (gtid,))
+            .await
+            .unwrap();
+        if w == Some(0) {
+            break t.elapsed();
         }
+        let (running, file, err, pos) = slave_status(c).await;
         assert!(err.is_empty(), "replica SQL error: {err}");
         if file == p.file && pos >= p.pos {
-            let d = t.elapsed();
-            // Wait for the thread to stop at UNTIL.
-            while slave_status(c).await.0 == "Yes" {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            return d;
+            break t.elapsed();
         }
         assert!(
-            running == "Yes" || running == "Connecting" || t.elapsed() < Duration::from_secs(2)
+            t.elapsed() < Duration::from_secs(900),
+            "replica did not reach {p} ({gtid}): running={running} at {file}:{pos}"
         );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    };
+    c.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    d
 }
 
 async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> u64 {
@@ -105,12 +132,17 @@ async fn streaming_apply_versus_a_native_replica() {
     let big = env("BENCH_BIG", 5);
     let src = Server::start_private(ServerOpts::source().config("innodb_buffer_pool_size=256M"));
     let tgt = Server::start_private(durable(ServerOpts::target()));
-    // The in-run native replica comparison is opt-in (BENCH_REPLICA=1): its SQL-thread
-    // wait did not terminate in the first attempts here (issue 6 notes); the reference
-    // figures of shared/notes/mariadb.md are quoted instead.
-    let with_replica = env("BENCH_REPLICA", 0) == 1;
-    let rep =
-        with_replica.then(|| Server::start_private(durable(ServerOpts::target().server_id(3))));
+    // The native replica, measured in the same run (BENCH_REPLICA=0 leaves it out).
+    let with_replica = env("BENCH_REPLICA", 1) == 1;
+    let log_updates = env("BENCH_REPLICA_LOG", 1) == 1;
+    let rep = with_replica.then(|| {
+        let o = durable(ServerOpts::target().server_id(3));
+        Server::start_private(if log_updates {
+            o.config("log_slave_updates=ON")
+        } else {
+            o
+        })
+    });
     let w = world(&src, &tgt, "bench", 9900, 1000).await;
     // No audit triggers on the benchmark's target: they would add a row write per change.
     tgt.sql_in(
@@ -181,7 +213,7 @@ async fn streaming_apply_versus_a_native_replica() {
         .await
         .unwrap();
         rc.query_drop("START SLAVE IO_THREAD").await.unwrap();
-        replica_apply_until(rc, &p0).await;
+        replica_apply_until(rc, &p0, &gtid_at(&src, &p0).await).await;
         eprintln!("bench: replica at P0 {p0}");
     }
     // Workload A: single-row transactions.
@@ -194,8 +226,12 @@ async fn streaming_apply_versus_a_native_replica() {
         g.elapsed()
     );
     let pa = end_of(&src).await;
+    let g = Instant::now();
     let sa = wait_l(&w, &pool, &pa).await;
-    eprintln!("bench: L holds workload A");
+    eprintln!(
+        "bench: L holds workload A {:?} after the writer finished",
+        g.elapsed()
+    );
     // Workload B: 1 000-row transactions.
     sc.query_drop(format!("CALL `{pdb}`.gen_b()"))
         .await
@@ -233,10 +269,11 @@ async fn streaming_apply_versus_a_native_replica() {
     let t = Instant::now();
     let ob = r.run(a.b.seq, Until::CatchUp { upto: sb }).await.unwrap();
     let ours_b = t.elapsed();
+    let (ga, gb) = (gtid_at(&src, &pa).await, gtid_at(&src, &pb).await);
     let (rep_a, rep_b) = match rc.as_mut() {
         Some(rc) => (
-            replica_apply_until(rc, &pa).await,
-            replica_apply_until(rc, &pb).await,
+            replica_apply_until(rc, &pa, &ga).await,
+            replica_apply_until(rc, &pb, &gb).await,
         ),
         None => (Duration::ZERO, Duration::ZERO),
     };
@@ -255,6 +292,16 @@ async fn streaming_apply_versus_a_native_replica() {
         rate(big * 1000, rep_b),
         rep_b.as_secs_f64() / ours_b.as_secs_f64()
     );
+    eprintln!(
+        "settings: ours batch_rows={} batch_groups={} read_page={} stmt_rows={} stmt_bytes={}; \
+         both durable (flush_log_at_trx_commit=1, sync_binlog=1, binlog on), replica \
+         log_slave_updates={log_updates}",
+        cfg.batch_rows,
+        cfg.batch_groups,
+        cfg.read_page,
+        cfg.limits().stmt_rows,
+        cfg.limits().stmt_bytes
+    );
     assert_eq!(oa.groups_applied, txns);
     assert_eq!(ob.groups_applied, big);
     assert_eq!(checksum(&src, &w.db), checksum(&tgt, &w.tdb));
@@ -262,5 +309,176 @@ async fn streaming_apply_versus_a_native_replica() {
         assert_eq!(checksum(&src, &w.db), checksum(rep, &w.db));
         rc.disconnect().await.unwrap();
     }
+    let (lags, in_l) = lag_phase(&pool, &tgt, &w, &r, a.b.seq).await;
+    eprintln!(
+        "lag under a steady {} rows/s writer for {} s ({} rows): source commit -> target \
+         commit p50 {:?} p99 {:?} max {:?}; of which source commit -> in L p50 {:?} p99 {:?}",
+        env("BENCH_LAG_RATE", 2_000),
+        env("BENCH_LAG_SECS", 2),
+        lags.len(),
+        pct(&lags, 50),
+        pct(&lags, 99),
+        lags.last().copied().unwrap_or_default(),
+        pct(&in_l, 50),
+        pct(&in_l, 99),
+    );
+    assert_eq!(checksum(&src, &w.db), checksum(&tgt, &w.tdb));
     reader.stop().await.unwrap();
+}
+
+fn pct(sorted: &[Duration], p: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// First id the lag phase's writer inserts (above every id of the other workloads).
+const LAG_ID: i64 = 9_000_001;
+
+/// Commits `rate` single-row transactions per second for `secs` seconds on the source;
+/// returns each row's id and when its COMMIT returned.
+async fn steady_writer(w: &World, rate: u64, secs: u64) -> Vec<(i64, Instant)> {
+    let mut c = w.src_conn().await;
+    let per_tick = (rate / 100).max(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let mut out = Vec::new();
+    let mut id = LAG_ID;
+    for _ in 0..secs * 100 {
+        tick.tick().await;
+        for _ in 0..per_tick {
+            c.query_drop(format!(
+                "INSERT INTO `{}`.t VALUES ({id}, 'lag', 0, 1.5, NOW(6))",
+                w.db
+            ))
+            .await
+            .unwrap();
+            out.push((id, Instant::now()));
+            id += 1;
+        }
+    }
+    c.disconnect().await.unwrap();
+    out
+}
+
+/// Polls the target's highest id every 5 ms until it reaches `last` (after `done` is
+/// set), then cancels the follower; returns (when the poll answered, highest id).
+async fn poll_target(
+    tgt: &Server,
+    w: &World,
+    last: &std::sync::atomic::AtomicI64,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Vec<(Instant, i64)> {
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&tgt.url_db(&w.tdb)).unwrap())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let m: Option<i64> = c
+            .query_first(format!(
+                "SELECT COALESCE(MAX(id), 0) FROM t WHERE id >= {LAG_ID}"
+            ))
+            .await
+            .unwrap();
+        let m = m.unwrap_or(0);
+        out.push((Instant::now(), m));
+        let want = last.load(std::sync::atomic::Ordering::SeqCst);
+        if want > 0 && m >= want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the target never reached id {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cancel.cancel();
+    c.disconnect().await.unwrap();
+    out
+}
+
+/// Polls L every 5 ms for the lag phase's rows until it holds `last`; returns (when the
+/// poll answered, highest id in L): the capture's share of the lag.
+async fn poll_l(
+    pool: &sqlx::MySqlPool,
+    w: &World,
+    from_seq: u64,
+    last: &std::sync::atomic::AtomicI64,
+) -> Vec<(Instant, i64)> {
+    let scope = w.scope();
+    let mut after = from_seq;
+    let mut top = 0i64;
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let (groups, next) =
+            bootstrap::replay::next_groups(pool, &scope, after, u64::MAX, 100_000, usize::MAX, 500)
+                .await
+                .unwrap();
+        after = next;
+        for (g, _) in &groups {
+            for ch in &g.changes {
+                if let Some(id) = ch.after.as_ref().and_then(|a| a[0].as_key()) {
+                    top = top.max(id);
+                }
+            }
+        }
+        out.push((Instant::now(), top));
+        let want = last.load(std::sync::atomic::Ordering::SeqCst);
+        if want > 0 && top >= want {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "L never held id {want}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn lags_of(rows: &[(i64, Instant)], seen: &[(Instant, i64)]) -> Vec<Duration> {
+    let mut lags: Vec<Duration> = rows
+        .iter()
+        .map(|(id, at)| {
+            let (seen_at, _) = seen.iter().find(|(_, m)| m >= id).expect("every row seen");
+            seen_at.saturating_duration_since(*at)
+        })
+        .collect();
+    lags.sort();
+    lags
+}
+
+/// The lag phase (module doc): sorted per-row lags to the target, and to L alone.
+async fn lag_phase(
+    pool: &sqlx::MySqlPool,
+    tgt: &Server,
+    w: &World,
+    r: &Replayer<'_>,
+    b_seq: u64,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let from_seq = kernel::log::load_position(pool, &w.stream)
+        .await
+        .unwrap()
+        .map_or(0, |d| d.tail.seq);
+    let rate = env("BENCH_LAG_RATE", 2_000);
+    let secs = env("BENCH_LAG_SECS", 2);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let last = std::sync::atomic::AtomicI64::new(0);
+    let writer = async {
+        let rows = steady_writer(w, rate, secs).await;
+        let top = rows.last().map_or(LAG_ID, |x| x.0);
+        last.store(top, std::sync::atomic::Ordering::SeqCst);
+        rows
+    };
+    let (rows, seen, in_l, followed) = tokio::join!(
+        writer,
+        poll_target(tgt, w, &last, &cancel),
+        poll_l(pool, w, from_seq, &last),
+        r.run(
+            b_seq,
+            Until::Follow {
+                cancel: cancel.clone()
+            }
+        )
+    );
+    followed.unwrap();
+    (lags_of(&rows, &seen), lags_of(&rows, &in_l))
 }
