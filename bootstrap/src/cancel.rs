@@ -20,6 +20,9 @@
 //!   L up to K before CANCELLED(K): its published target stays exactly as the source was at
 //!   K. A table without the credential keeps its partial target as it is, unpublished; the
 //!   target is never deleted.
+//! * A table without the credential is never given one once a cancel is recorded: the
+//!   finish checks for a recorded cancel as the last step before T records the credential
+//!   (`crate::finish`), so a cancel recorded while (B, F] replays ends without a drain.
 //! * Only then is the job marked cancelled in the jobs store, which frees the source table
 //!   for a new generation with a new, empty target (the old target stays claimed).
 use crate::job::{self, JobCtx};
@@ -30,6 +33,7 @@ use kernel::position::BinlogPos;
 use kernel::{Error, Result};
 use ledger::record::Phase;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 /// `backfill cancel`.
 #[derive(Debug, clap::Args)]
@@ -132,7 +136,12 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
             ctx: &ctx.tctx,
             cfg: replay_cfg,
         };
-        let out = r.run(b.seq, replay::Until::CatchUp { upto: k_seq }).await?;
+        // The job's token has fired (that is how the cancel reached the task): the permit
+        // wait is bounded by its deadline only.
+        let drain = r.run(b.seq, replay::Until::CatchUp { upto: k_seq });
+        let what = "drain of the capture up to K";
+        let out =
+            crate::finish::under_write_permit(ctx, what, &CancellationToken::new(), drain).await?;
         tracing::info!(job = %ctx.id(), groups = out.groups_applied, "capture drained up to K");
     }
     let mut next = head.record.clone();

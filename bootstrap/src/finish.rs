@@ -81,14 +81,47 @@ impl Finish<'_> {
 
     /// F (written if needed), replay of (B, F], audit and activation. Idempotent; on a
     /// table already STREAMING it re-audits (credential and accepted cursor) only.
+    /// A cancel recorded for the table-generation refuses activation (see
+    /// [`Finish::activate_unless`]).
     pub async fn activate(&self) -> Result<Activation> {
+        self.activate_unless(&CancellationToken::new())
+            .await?
+            .ok_or_else(|| {
+                Error::definite(
+                    DefiniteCode::Usage,
+                    format!(
+                        "job {} {}: a cancel is recorded: the table is not activated;                          `backfill serve` completes the cancel",
+                        self.scope.job, self.scope.generation
+                    ),
+                )
+            })
+    }
+
+    /// As [`Finish::activate`], but returns `None` without writing the activation
+    /// credential when the job is asked to stop (`stop`) or a cancel is recorded for it:
+    /// DESIGN §8, a CANCELING table is never published.
+    pub async fn activate_unless(&self, stop: &CancellationToken) -> Result<Option<Activation>> {
         let mut tc = self.target_conn().await?;
-        let r = self.activate_on(&mut tc).await;
+        let r = self.activate_on(&mut tc, stop).await;
         crate::connect::close(tc).await;
         r
     }
 
-    async fn activate_on(&self, tc: &mut mysql_async::Conn) -> Result<Activation> {
+    /// True when the job must not be activated: asked to stop, or a cancel is recorded in
+    /// the state store (read there, so a cancel recorded before serve's next poll counts).
+    async fn stopped(&self, stop: &CancellationToken) -> Result<bool> {
+        if stop.is_cancelled() {
+            return Ok(true);
+        }
+        let (job, g) = (self.scope.job, self.scope.generation);
+        crate::commands::has(self.pool, job, g, crate::commands::CANCEL).await
+    }
+
+    async fn activate_on(
+        &self,
+        tc: &mut mysql_async::Conn,
+        stop: &CancellationToken,
+    ) -> Result<Option<Activation>> {
         let b = self.b().await?;
         let fenced = fence::fence(FenceEnv {
             pool: self.pool,
@@ -119,6 +152,13 @@ impl Finish<'_> {
         } else {
             replay::replay_to(&self.replayer(), b.seq, fenced.f.seq).await?
         };
+        activation_seam::reached(self.scope.job).await;
+        // The last instant before T may record the activation credential. A cancel
+        // recorded after this check finds the credential in T and drains to K (T decides).
+        if self.stopped(stop).await? {
+            tracing::info!(job = %self.scope.job, "stopped before activation (cancel recorded or task asked to stop): no activation credential");
+            return Ok(None);
+        }
         let activated = audit::activate(
             &mut Sources {
                 pool: self.pool,
@@ -133,12 +173,12 @@ impl Finish<'_> {
             self.lease,
         )
         .await?;
-        Ok(Activation {
+        Ok(Some(Activation {
             b,
             f: fenced.f,
             replayed,
             activated,
-        })
+        }))
     }
 
     /// The replayer of this table, with this finish's target and batch sizes.
@@ -216,7 +256,12 @@ pub async fn after_windows(
         marker_wait: ctx.cfg.marker_timeout,
     };
     let r = async {
-        let a = f.activate().await?;
+        let what = "replay of (B, F] and activation";
+        // Boxed: the activation future is large (fence, replay and audit state).
+        let work = Box::pin(f.activate_unless(&ctx.cancel));
+        let Some(a) = under_write_permit(ctx, what, &ctx.cancel, work).await? else {
+            return Ok(None);
+        };
         tracing::info!(
             job = %ctx.id(),
             f = %a.f.end.pos,
@@ -224,14 +269,20 @@ pub async fn after_windows(
             "activation audit passed: STREAMING"
         );
         if exit_when_idle {
-            f.catch_up(a.b.seq).await
+            let what = "replay catch-up";
+            under_write_permit(ctx, what, &ctx.cancel, f.catch_up(a.b.seq)).await
         } else {
             f.stream(a.b.seq, ctx.cancel.clone()).await
         }
+        .map(Some)
     }
     .await;
     match r {
-        Ok(_) => Ok(Reached::Beyond(Phase::Streaming)),
+        // Stopped before activation (a cancel recorded, or serve stopping): J stays where
+        // replay left it; the task's caller completes a recorded cancel (no credential in
+        // T, so no drain: CANCELLED(K) with the partial target kept unpublished).
+        Ok(None) => Ok(Reached::Beyond(Phase::Replaying)),
+        Ok(Some(_)) => Ok(Reached::Beyond(Phase::Streaming)),
         Err(Error::Definite(d)) => {
             let head = ctx
                 .journal
@@ -241,6 +292,72 @@ pub async fn after_windows(
             Ok(Reached::Paused(crate::job::pause(ctx, &head, d).await?))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Runs `work`, a bounded stretch of target write transactions of the job (replay of
+/// (B, F] with the activation credential, a catch-up, the drain to K), under one
+/// target-write permit, so replay and activation count against `--target-writes` like
+/// FINAL pages (DESIGN §8). The permit is released when `work` has returned: its callee
+/// closed every target connection it used, and every statement it sent was answered
+/// (replay statements have no client deadline: a hung one keeps the permit). If `work`
+/// is dropped unfinished (task aborted), the permit stays a hold (release unknown).
+/// Continuous replay (STREAMING, unbounded) is not run under this: its per-batch permits
+/// belong in `crate::replay` (see /work/prompts/apply-api.md).
+pub(crate) async fn under_write_permit<T>(
+    ctx: &JobCtx,
+    what: &str,
+    cancel: &CancellationToken,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let owner = format!("job {} {} {what}", ctx.id(), ctx.generation());
+    let permit = ctx
+        .admission
+        .acquire_write(&owner, ctx.cfg.permit_timeout, cancel)
+        .await
+        .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+    let r = work.await;
+    permit.release_confirmed();
+    r
+}
+
+/// Test seam (effective only with fault points compiled in): the finish of an armed job
+/// waits, after replay of (B, F] and before the activation check, until the test opens
+/// the gate, so a test can record a cancel while the table is in replay.
+pub mod activation_seam {
+    use kernel::ids::JobId;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+    use tokio::sync::Semaphore;
+
+    type Slot = Option<(JobId, Arc<Semaphore>)>;
+    static SLOT: Mutex<Slot> = Mutex::new(None);
+    static REACHED: AtomicU32 = AtomicU32::new(0);
+
+    /// Arms the gate for `job`; add a permit to (or close) the returned semaphore to open.
+    pub fn arm(job: JobId) -> Arc<Semaphore> {
+        let g = Arc::new(Semaphore::new(0));
+        *SLOT.lock().unwrap_or_else(|p| p.into_inner()) = Some((job, g.clone()));
+        g
+    }
+
+    /// How many times an armed finish reached the gate.
+    pub fn hits() -> u32 {
+        REACHED.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn reached(job: JobId) {
+        if !kernel::failpoint::ENABLED {
+            return;
+        }
+        let gate = match &*SLOT.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((j, g)) if *j == job => g.clone(),
+            _ => return,
+        };
+        REACHED.fetch_add(1, Ordering::SeqCst);
+        if let Ok(p) = gate.acquire().await {
+            p.forget();
+        };
     }
 }
 
