@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Issue 5 benchmark (not a test): bootstrap of a table (every window sealed and applied)
-# against `mariadb-dump --single-transaction | mariadb` on the same two private servers,
-# with the peak RSS of `backfill serve`.
+# against `mariadb-dump --single-transaction | mariadb` and `mydumper`/`myloader -t 2`
+# (Debian package `mydumper`; skipped with a note when not installed) on the same two
+# private servers, in the same run, with the peak RSS of `backfill serve`.
 # Usage: scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]  (default 1000000 50000 5000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-mariadb
+command -v mydumper >/dev/null || echo "mydumper not installed (apt-get install -y mydumper): its column is skipped" >&2
 cargo build --release --quiet -p bootstrap --bin backfill
 BACKFILL_BIN="${CARGO_TARGET_DIR:-target}/release/backfill" \
   exec cargo run --release --quiet -p bootstrap --example bench_bootstrap -- "${1:-1000000}" "${2:-50000}" "${3:-5000}"

@@ -1,7 +1,8 @@
 //! Benchmark (issue 5): a bootstrap (every window sealed and applied: LOW/HIGH, read views,
 //! RAW and FINAL pages fsynced and registered, manifests, T credentials, J) of a table with
-//! no concurrent writes, against `mariadb-dump --single-transaction | mariadb` of the same
-//! table between the same two servers, in the same run. Reports times, the ratio and the
+//! no concurrent writes, against `mariadb-dump --single-transaction | mariadb` and
+//! `mydumper`/`myloader` with 2 threads of the same table between the same two servers, in
+//! the same run. Reports times, the ratio and the
 //! peak RSS of the `backfill serve` process (measured by /usr/bin/time).
 //!
 //! `scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]` (`BENCH_LOG=info` shows the
@@ -46,6 +47,13 @@ fn fill(s: &Server, db: &str, rows: i64) {
     }
 }
 
+static LAST_CPU: std::sync::Mutex<Option<f64>> = std::sync::Mutex::new(None);
+
+/// User + system CPU seconds of the last `timed` command run under /usr/bin/time.
+fn cpu_seconds() -> Option<f64> {
+    *LAST_CPU.lock().unwrap()
+}
+
 /// Runs `cmd` under /usr/bin/time; returns (seconds, peak RSS in MiB).
 fn timed(cmd: &mut Command) -> (f64, f64) {
     let t0 = Instant::now();
@@ -62,6 +70,15 @@ fn timed(cmd: &mut Command) -> (f64, f64) {
         .find_map(|l| l.strip_prefix("MAXRSS_KB="))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(f64::NAN);
+    let cpu = err
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("CPU_S="))
+        .and_then(|v| {
+            let (u, s) = v.trim().split_once('+')?;
+            Some(u.parse::<f64>().ok()? + s.parse::<f64>().ok()?)
+        });
+    *LAST_CPU.lock().unwrap() = cpu;
     (secs, rss_kb / 1024.0)
 }
 
@@ -106,7 +123,7 @@ async fn main() {
     let data = tempfile::tempdir().unwrap();
     let (b_secs, b_rss) = timed(
         Command::new("/usr/bin/time")
-            .args(["-f", "MAXRSS_KB=%M"])
+            .args(["-f", "CPU_S=%U+%S\nMAXRSS_KB=%M"])
             .arg(&bin)
             .args([
                 "serve",
@@ -122,6 +139,9 @@ async fn main() {
                 std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
             ),
     );
+    if let Some(cpu) = cpu_seconds() {
+        eprintln!("backfill serve CPU (user+sys): {cpu:.1} s in {b_secs:.1} s");
+    }
     let copied = tgt.sql_in("bench_t", "SELECT COUNT(*) FROM t");
     assert_eq!(copied, rows.to_string(), "backfill copied every row");
     let dump = format!(
@@ -136,16 +156,53 @@ async fn main() {
         tgt.sql_in("bench_d", "SELECT COUNT(*) FROM t"),
         rows.to_string()
     );
+    let m_secs = mydumper(&src, &tgt, rows, window_rows);
     let materials = dir_size(data.path());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!("load average at the end: {}", load.trim());
     println!(
-        "| rows | window/page | backfill windows | mariadb-dump \\| mariadb | ratio | serve peak RSS | materials |"
+        "| rows | window/page | backfill windows | mariadb-dump \\| mariadb | ratio | mydumper/myloader -t 2 | ratio | serve peak RSS | materials |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let m = match m_secs {
+        Some(m) => (format!("{m:.2} s"), format!("{:.2}x", b_secs / m)),
+        None => ("not installed".into(), "-".into()),
+    };
     println!(
-        "| {rows} | {window_rows}/{page_rows} | {b_secs:.2} s | {d_secs:.2} s | {:.2}x | {b_rss:.0} MiB | {:.0} MiB |",
+        "| {rows} | {window_rows}/{page_rows} | {b_secs:.2} s | {d_secs:.2} s | {:.2}x | {} | {} | {b_rss:.0} MiB | {:.0} MiB |",
         b_secs / d_secs,
+        m.0,
+        m.1,
         materials as f64 / 1048576.0
     );
+}
+
+/// `mydumper --trx-consistency-only -t 2 -r CHUNK` of the table, then `myloader -t 2` into
+/// `bench_m` on the target; the time of both (None when mydumper is not installed).
+fn mydumper(src: &Server, tgt: &Server, rows: i64, chunk: u64) -> Option<f64> {
+    if Command::new("mydumper").arg("--version").output().is_err() {
+        eprintln!("mydumper is not installed (apt-get install -y mydumper): skipped");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dump");
+    tgt.sql("CREATE DATABASE bench_m");
+    let cmd = format!(
+        "mydumper -h 127.0.0.1 -u root -P {} -B bench -t 2 -r {chunk} \
+         --trx-consistency-only -o {out} && \
+         myloader -h 127.0.0.1 -u root -P {} -d {out} -B bench_m -t 2 && \
+         echo MAXRSS_KB=0 >&2",
+        src.port(),
+        tgt.port(),
+        out = out.display()
+    );
+    let (secs, _) = timed(Command::new("bash").args(["-o", "pipefail", "-c", &cmd]));
+    assert_eq!(
+        tgt.sql_in("bench_m", "SELECT COUNT(*) FROM t"),
+        rows.to_string(),
+        "myloader loaded every row"
+    );
+    Some(secs)
 }
 
 fn dir_size(p: &std::path::Path) -> u64 {

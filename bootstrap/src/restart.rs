@@ -2,8 +2,10 @@
 //!
 //! Why it is safe: a window is done only when its sealed manifest, its T credentials and J
 //! agree (a LOW or HIGH marker in the binlog proves nothing by itself). After a crash the
-//! runner gathers what each store says about the window J names as current and asks
-//! [`decide`] what to do next:
+//! runner gathers what each store says about each window from the one J is at onwards
+//! (its last attempt in `window_attempts`, the seal row, the materials, T's credentials;
+//! windows read ahead of J are decided exactly like the one J is at) and asks [`decide`]
+//! what to do next:
 //! * nothing sealed: the read view and RAW pages of the old attempt are worthless (a page
 //!   cursor is never continued on another connection), so a NEW attempt starts from LOW;
 //! * sealed and its materials verify: never re-read. Credentials that T holds must match
@@ -21,10 +23,10 @@ pub enum Credential {
     Present(Digest),
 }
 
-/// The evidence about the window J names as current.
+/// The evidence about one window (the one J is at, or one read ahead of it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Evidence {
-    /// No manifest sealed for the attempt J last recorded (or none started).
+    /// No manifest sealed for the window's last recorded attempt (or none started).
     Unsealed { last_attempt: Option<Attempt> },
     /// A sealed manifest of `attempt`, whether its materials verified, its FINAL page
     /// hashes in page order, and what T holds for each page.
