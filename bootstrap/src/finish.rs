@@ -361,29 +361,14 @@ pub mod activation_seam {
     }
 }
 
-/// The L seq of the last record whose group ends at or before `p` (same binlog file;
-/// groups of earlier files count as before).
-async fn l_seq_at(pool: &MySqlPool, stream: &str, p: &kernel::position::BinlogPos) -> Result<u64> {
-    let seq: Option<u64> = sqlx::query_scalar(
-        "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL \
-         AND (end_file < ? OR (end_file = ? AND end_pos <= ?))",
-    )
-    .bind(stream)
-    .bind(&p.file)
-    .bind(&p.file)
-    .bind(p.pos)
-    .fetch_one(pool)
-    .await
-    .map_err(|e| kernel::error::from_sqlx("finding L's record at a binlog position", &e))?;
-    Ok(seq.unwrap_or(0))
-}
-
 impl Finish<'_> {
     /// `verify` pinned at a known point while the source keeps taking writes: opens the
     /// source's consistent snapshot at binlog position P (MariaDB reports it), waits until
     /// L holds P, replays up to exactly P (T's cursor must not be past P: the caller has
     /// paused the continuous replay of this table) and compares the target with the
     /// source's snapshot. The continuous replay resumes afterwards from T's cursor.
+    /// (The steps are `crate::verify::pinned::replay_and_compare`, shared with
+    /// `backfill verify --pinned`.)
     pub async fn verify_pinned(
         &self,
         b_seq: u64,
@@ -392,42 +377,9 @@ impl Finish<'_> {
         key: &str,
         opts: &crate::verify::VerifyOptions,
     ) -> Result<crate::verify::Report> {
-        let pinned = crate::verify::pin_source(source, key, opts).await?;
-        let p = pinned.snapshot_position().cloned().ok_or_else(|| {
-            Error::definite(
-                DefiniteCode::Usage,
-                "the source reports no read-view binlog position (MySQL): pinned verify needs MariaDB",
-            )
-        })?;
-        let deadline = tokio::time::Instant::now() + self.marker_wait;
-        kernel::log::wait_for_position(self.pool, &self.scope.stream, &p, deadline).await?;
-        let upto = l_seq_at(self.pool, &self.scope.stream, &p).await?;
-        let mut tc = self.target_conn().await?;
-        let cursor = ledger::target::replay_cursor(&mut tc, self.ctx, false).await;
-        crate::connect::close(tc).await;
-        if let Some(c) = cursor? {
-            if replay::cmp_end(
-                &c.end,
-                &kernel::change::GroupEnd {
-                    pos: p.clone(),
-                    gtid: None,
-                },
-            )
-            .map_err(Error::Definite)?
-                == std::cmp::Ordering::Greater
-            {
-                return Err(Error::definite(
-                    DefiniteCode::Usage,
-                    format!(
-                        "T's cursor {} is past the source snapshot {p}: pause the table's replay before a pinned verify",
-                        c.end.pos
-                    ),
-                ));
-            }
-        }
-        let r = self.replayer();
-        r.run(b_seq, replay::Until::CatchUp { upto }).await?;
         let mut vc = crate::verify::VerifyCursor::start();
-        pinned.compare(target, &mut vc).await
+        let r = self.replayer();
+        crate::verify::pinned::replay_and_compare(&r, b_seq, source, target, key, opts, &mut vc)
+            .await
     }
 }

@@ -317,34 +317,49 @@ async fn compare_at_p(
         .clone();
     let src = Endpoint::from_url(req.source_url, &rec.source.db, &rec.source.table)?;
     let tgt = Endpoint::from_url(req.target_url, &rec.target.db, &rec.target.table)?;
-    let r = async {
-        let pinned = pin_source(&src, &key, &req.options).await?;
-        let p = pinned.snapshot_position().cloned().ok_or_else(|| {
-            Error::definite(
-                DefiniteCode::Usage,
-                "the source reports no read-view binlog position (MySQL): a pinned verify needs MariaDB",
-            )
-        })?;
-        let deadline = tokio::time::Instant::now() + CAPTURE_WAIT;
-        kernel::log::wait_for_position(pool, &scope.stream, &p, deadline).await?;
-        let upto = l_seq_at(pool, &scope.stream, &p).await?;
-        check_cursor_not_past(topts, ctx, &p).await?;
-        let cfg = ReplayConfig::default();
-        let replayer = Replayer {
-            pool,
-            scope,
-            target: topts,
-            ctx,
-            cfg: &cfg,
-        };
-        let done = replayer.run(b_seq, Until::CatchUp { upto }).await?;
-        tracing::info!(job = %req.job, %p, groups = done.groups_applied, "target replayed to the source snapshot P");
-        pinned.compare(&tgt, cursor).await
-    }
-    .await;
+    let cfg = ReplayConfig::default();
+    let replayer = Replayer {
+        pool,
+        scope,
+        target: topts,
+        ctx,
+        cfg: &cfg,
+    };
+    let r = replay_and_compare(&replayer, b_seq, &src, &tgt, &key, &req.options, cursor).await;
     let _ = src.pool.disconnect().await;
     let _ = tgt.pool.disconnect().await;
     r
+}
+
+/// The comparison at P for a caller that owns the job (its lease is in `replayer.ctx`) and
+/// runs the capture reader of its stream: pins the source's snapshot at P, waits (bounded)
+/// until L holds P, checks T's cursor is not past P, replays the table up to exactly P
+/// with `replayer` and compares the target with the snapshot, continuing `cursor`. Used by
+/// `backfill verify --pinned` and by `crate::finish::Finish::verify_pinned`.
+pub async fn replay_and_compare(
+    replayer: &Replayer<'_>,
+    b_seq: u64,
+    src: &Endpoint,
+    tgt: &Endpoint,
+    key: &str,
+    options: &VerifyOptions,
+    cursor: &mut VerifyCursor,
+) -> Result<Report> {
+    let (pool, scope) = (replayer.pool, replayer.scope);
+    let pinned = pin_source(src, key, options).await?;
+    let p = pinned.snapshot_position().cloned().ok_or_else(|| {
+        Error::definite(
+            DefiniteCode::Usage,
+            "the source reports no read-view binlog position (MySQL): a pinned verify needs MariaDB",
+        )
+    })?;
+    let deadline = tokio::time::Instant::now() + CAPTURE_WAIT;
+    kernel::log::wait_for_position(pool, &scope.stream, &p, deadline).await?;
+    let upto = l_seq_at(pool, &scope.stream, &p).await?;
+    check_cursor_not_past(replayer.target, replayer.ctx, &p).await?;
+    let done = replayer.run(b_seq, Until::CatchUp { upto }).await?;
+    tracing::info!(job = %scope.job, %p, groups = done.groups_applied, "target replayed to the source snapshot P");
+    pinned.compare(tgt, cursor).await
 }
 
 async fn check_cursor_not_past(
@@ -364,8 +379,9 @@ async fn check_cursor_not_past(
         return Err(Error::definite(
             DefiniteCode::Precondition,
             format!(
-                "T's cursor {} is past the source snapshot {p}: another process replayed \
-                 meanwhile; run the pinned verify again",
+                "T's cursor {} is past the source snapshot {p}: the table was replayed \
+                 past P meanwhile (another process, or a continuous replay not paused); \
+                 run the pinned verify again",
                 c.end.pos
             ),
         ));
