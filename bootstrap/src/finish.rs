@@ -299,11 +299,13 @@ pub async fn after_windows(
 /// (B, F] with the activation credential, a catch-up, the drain to K), under one
 /// target-write permit, so replay and activation count against `--target-writes` like
 /// FINAL pages (DESIGN §8). The permit is released when `work` has returned: its callee
-/// closed every target connection it used, and every statement it sent was answered
-/// (replay statements have no client deadline: a hung one keeps the permit). If `work`
-/// is dropped unfinished (task aborted), the permit stays a hold (release unknown).
-/// Continuous replay (STREAMING, unbounded) is not run under this: its per-batch permits
-/// belong in `crate::replay` (see /work/prompts/apply-api.md).
+/// closed every target connection it used (replay statements have no client deadline: a
+/// hung one keeps the permit). On success every statement was answered. Known gap: after
+/// a replay error on a lost connection, `crate::replay` closes it without KILL and
+/// PROCESSLIST confirmation, so the release is then assumed, not confirmed (the fix
+/// belongs in replay.rs). If `work` is dropped unfinished (task aborted), the permit stays
+/// a hold (release unknown). Continuous replay (STREAMING, unbounded) is not run under
+/// this: its per-batch permits belong in `crate::replay`.
 pub(crate) async fn under_write_permit<T>(
     ctx: &JobCtx,
     what: &str,
