@@ -252,3 +252,30 @@ async fn advance_done(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernel::error::DefiniteCode;
+
+    fn definite() -> Error {
+        Error::definite(DefiniteCode::SchemaChanged, "ddl")
+    }
+
+    #[test]
+    fn a_definite_error_is_never_masked_by_a_transient_one() {
+        assert!(first_error(None, None).is_ok());
+        let e = first_error(Some(Error::transient("lost")), Some(definite())).unwrap_err();
+        assert!(!e.is_transient(), "{e}");
+        let e = first_error(Some(definite()), Some(Error::transient("lost"))).unwrap_err();
+        assert!(!e.is_transient(), "{e}");
+        let e = first_error(None, Some(Error::transient("lost"))).unwrap_err();
+        assert!(e.is_transient());
+        let e = first_error(
+            Some(Error::transient("applier side")),
+            Some(Error::transient("producer side")),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("applier side"), "{e}");
+    }
+}
