@@ -730,7 +730,14 @@ impl Replayer<'_> {
                     behind_bytes: Some(0),
                     behind_ms: 0,
                 };
-                let Some(cancel) = cancel else { break };
+                let Some(cancel) = cancel else {
+                    // The hint for the next run: it would otherwise re-read every group
+                    // since the last periodic save (all held by T).
+                    if let Some(end) = &prev {
+                        self.save(after, end, total, &out.lag, phase).await?;
+                    }
+                    break;
+                };
                 if let Some(end) = &prev {
                     if last_status.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
                         self.save(after, end, total, &out.lag, phase).await?;
