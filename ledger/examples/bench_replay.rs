@@ -1,7 +1,7 @@
 //! Replay throughput: full-image upserts by key through `apply_groups` (T cursor CAS in
 //! every transaction) over a loaded table.
 //!
-//! `cargo run --release -p ledger --example bench_replay -- [ROWS] [GROUP_ROWS] [TXN_ROWS]`
+//! `cargo run --release -p ledger --example bench_replay -- [ROWS] [GROUP_ROWS] [TXN_ROWS] [STMT_ROWS]`
 #![allow(clippy::unwrap_used)]
 use harness::{Server, ServerOpts};
 use kernel::change::{Change, ChangeId, GroupEnd, Op};
@@ -50,6 +50,7 @@ async fn main() {
     let rows = *args.first().unwrap_or(&200_000) as i64;
     let group_rows = *args.get(1).unwrap_or(&1000);
     let txn_rows = *args.get(2).unwrap_or(&20_000);
+    let stmt_rows = *args.get(3).unwrap_or(&Limits::default().stmt_rows);
     let s = Server::start_private(ServerOpts::target().config("innodb_buffer_pool_size=512M"));
     let db = s.fresh_db("bench_replay");
     s.sql_in(
@@ -101,6 +102,7 @@ async fn main() {
         let t0 = Instant::now();
         let limits = Limits {
             txn_rows,
+            stmt_rows,
             text_replay: text,
             ..Limits::default()
         };
@@ -116,7 +118,7 @@ async fn main() {
             rows.to_string()
         );
         println!(
-            "{}: replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows}: {secs:.2}s = {:.0} rows/s",
+            "{}: replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows} stmt_rows={stmt_rows}: {secs:.2}s = {:.0} rows/s",
             if text { "text" } else { "prepared" },
             groups.len(),
             rows as f64 / secs
