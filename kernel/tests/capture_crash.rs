@@ -63,7 +63,11 @@ fn end(mut child: Child, within: Duration) -> Option<i32> {
 /// kills land between prepares and their outcome too (DESIGN §3.8).
 fn xa_round(src: &harness::Server, db: &str, round: u64, pending: &mut Option<u64>) {
     if let Some(r) = pending.take() {
-        let verb = if r.is_multiple_of(2) { "COMMIT" } else { "ROLLBACK" };
+        let verb = if r.is_multiple_of(2) {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
         src.sql_in(db, &format!("XA {verb} 'c{r}'"));
     }
     if round.is_multiple_of(7) {
