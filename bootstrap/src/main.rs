@@ -25,6 +25,12 @@ fn main() {
             kernel::redact::redact_text(&info.to_string())
         );
     }));
+    // Test builds only: panic with a given message, so a test can see what a panic prints.
+    if kernel::failpoint::ENABLED {
+        if let Ok(m) = std::env::var("BACKFILL_TEST_PANIC") {
+            std::panic::panic_any(m);
+        }
+    }
     init_tracing(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -188,6 +188,18 @@ fn no_password_in_any_output_at_debug_level() {
         &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", &state)],
         2,
     );
+    // A panic whose message quotes a URL (the hook prints it redacted; DESIGN §13).
+    let quoted = format!("cannot go on with {src} and {tgt}");
+    let out = run(
+        &["status", "--state", &state],
+        &[("BACKFILL_TEST_PANIC", &quoted)],
+        -1,
+    );
+    assert!(
+        out.contains("internal error"),
+        "{}",
+        out.replace(PW, "<PW>")
+    );
     assert!(all.contains("***"), "redacted URLs are expected somewhere");
     let hits: Vec<&str> = all.lines().filter(|l| l.contains(PW)).collect();
     assert!(
