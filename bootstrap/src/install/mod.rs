@@ -35,7 +35,7 @@ use std::str::FromStr;
 /// Default `--window-rows`.
 pub const DEFAULT_WINDOW_ROWS: u64 = 50_000;
 /// Default `--page-rows`.
-pub const DEFAULT_PAGE_ROWS: u64 = 5_000;
+pub const DEFAULT_PAGE_ROWS: u64 = 10_000;
 
 /// `db.table`, as given on the command line (either part may be backtick-quoted).
 #[derive(Clone, Debug, PartialEq, Eq)]
