@@ -6,7 +6,7 @@
 use crate::audit::{self, Activated, Sources};
 use crate::fence::{self, FenceEnv};
 use crate::job::{JobCtx, Reached};
-use crate::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope};
+use crate::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope, WritePermits};
 use kernel::control::IntentKind;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
@@ -198,6 +198,19 @@ impl Finish<'_> {
         replay::follow(&r, b_seq, cancel).await
     }
 
+    /// As [`Finish::stream`], each replay batch under its own target-write permit from
+    /// `permits` (DESIGN §8: STREAMING writes count against `--target-writes`). Never
+    /// call this under [`under_write_permit`] (a nested acquire deadlocks at 1 permit).
+    pub async fn stream_admitted(
+        &self,
+        b_seq: u64,
+        cancel: CancellationToken,
+        permits: &WritePermits<'_>,
+    ) -> Result<Outcome> {
+        let r = self.replayer();
+        replay::follow_admitted(&r, b_seq, cancel, permits).await
+    }
+
     /// Continuous replay up to the source's binlog end as it is now (waiting, within
     /// `marker_wait`, until L holds it), then return.
     pub async fn catch_up(&self, b_seq: u64) -> Result<Outcome> {
@@ -272,7 +285,19 @@ pub async fn after_windows(
             let what = "replay catch-up";
             under_write_permit(ctx, what, &ctx.cancel, f.catch_up(a.b.seq)).await
         } else {
-            f.stream(a.b.seq, ctx.cancel.clone()).await
+            let permits = WritePermits {
+                admission: &ctx.admission,
+                owner: format!(
+                    "job {} {} streaming replay batch",
+                    ctx.id(),
+                    ctx.generation()
+                ),
+                deadline: ctx.cfg.permit_timeout,
+                cancel: &ctx.cancel,
+                write_deadline: ctx.deadlines.target_write,
+            };
+            f.stream_admitted(a.b.seq, ctx.cancel.clone(), &permits)
+                .await
         }
         .map(Some)
     }
@@ -301,11 +326,11 @@ pub async fn after_windows(
 /// FINAL pages (DESIGN §8). The permit is released when `work` has returned: its callee
 /// closed every target connection it used (replay statements have no client deadline: a
 /// hung one keeps the permit). On success every statement was answered. Known gap: after
-/// a replay error on a lost connection, `crate::replay` closes it without KILL and
-/// PROCESSLIST confirmation, so the release is then assumed, not confirmed (the fix
-/// belongs in replay.rs). If `work` is dropped unfinished (task aborted), the permit stays
-/// a hold (release unknown). Continuous replay (STREAMING, unbounded) is not run under
-/// this: its per-batch permits belong in `crate::replay`.
+/// a replay error on a lost connection inside such a run, `crate::replay` closes it
+/// without KILL and PROCESSLIST confirmation, so the release is then assumed, not
+/// confirmed. If `work` is dropped unfinished (task aborted), the permit stays a hold
+/// (release unknown). Continuous replay (STREAMING, unbounded) is not run under this: it
+/// takes one permit per batch ([`Finish::stream_admitted`], KILL-confirmed on failure).
 pub(crate) async fn under_write_permit<T>(
     ctx: &JobCtx,
     what: &str,

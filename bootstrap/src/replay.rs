@@ -580,6 +580,23 @@ pub struct Replayer<'a> {
     pub cfg: &'a ReplayConfig,
 }
 
+/// Per-batch target-write permits for continuous replay (DESIGN §8): each batch takes one
+/// before its first statement and gives it back only once its end is confirmed (COMMIT
+/// answered, or the connection KILLed and seen gone). Only for runs NOT already under a
+/// coarse permit (`crate::finish::under_write_permit`): a nested acquire there deadlocks at
+/// `--target-writes 1`.
+pub struct WritePermits<'a> {
+    pub admission: &'a admission::Admission,
+    /// Names the replay in the admission snapshot and status.
+    pub owner: String,
+    /// Bound on waiting for a permit.
+    pub deadline: Duration,
+    /// A cancel while waiting is a stop, not a failure.
+    pub cancel: &'a CancellationToken,
+    /// Client deadline of one batch (first statement to COMMIT).
+    pub write_deadline: Duration,
+}
+
 /// How far a run goes.
 #[derive(Clone, Debug)]
 pub enum Until {
@@ -613,22 +630,115 @@ impl Conn1<'_> {
     }
 }
 
+/// What one apply attempt ended with.
+enum Step {
+    Done,
+    /// The permit wait was cancelled: nothing was sent.
+    Stopped,
+    /// The COMMIT's outcome is unknown (the connection is closed; re-plan from T).
+    Unknown(String),
+}
+
 impl Replayer<'_> {
     /// Applies one batch through T; an unknown COMMIT is resolved by re-reading T's cursor
-    /// on a new connection (apply_groups plans from T again).
+    /// on a new connection (apply_groups plans from T again, under a fresh permit).
+    /// Returns false when a permit wait was cancelled (nothing applied: stop).
     async fn apply(
         &self,
         conn: &mut Conn1<'_>,
         prev: Option<&GroupEnd>,
         groups: &[ReplayGroup],
-    ) -> Result<()> {
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<bool> {
+        let m = match self.attempt(conn, prev, groups, permits).await? {
+            Step::Done => return Ok(true),
+            Step::Stopped => return Ok(false),
+            Step::Unknown(m) => m,
+        };
+        tracing::warn!(job = %self.scope.job, "{m}");
+        match self.attempt(conn, prev, groups, permits).await? {
+            Step::Done => Ok(true),
+            Step::Stopped => Ok(false),
+            Step::Unknown(m) => Err(Error::transient(m)),
+        }
+    }
+
+    async fn attempt(
+        &self,
+        conn: &mut Conn1<'_>,
+        prev: Option<&GroupEnd>,
+        groups: &[ReplayGroup],
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<Step> {
+        let Some(p) = permits else {
+            return self.attempt_unadmitted(conn, prev, groups).await;
+        };
+        let permit = match p
+            .admission
+            .acquire_write(&p.owner, p.deadline, p.cancel)
+            .await
+        {
+            Ok(permit) => permit,
+            Err(_) if p.cancel.is_cancelled() => return Ok(Step::Stopped),
+            Err(e) => return Err(Error::transient(format!("{}: {e}", p.owner))),
+        };
+        let c = match conn.get().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Nothing was sent on a connection that never opened.
+                permit.release_confirmed();
+                return Err(e);
+            }
+        };
+        let id = c.id();
         let limits = self.cfg.limits();
+        let work = apply::apply_groups(c, self.ctx, prev, groups, limits);
+        let (outcome, reason) = match tokio::time::timeout(p.write_deadline, work).await {
+            Ok(Ok(_)) => {
+                permit.release_confirmed();
+                return Ok(Step::Done);
+            }
+            Ok(Err(ApplyError::Failed(e))) => {
+                let r = format!("replay batch failed: {e}");
+                (Err(e), r)
+            }
+            Ok(Err(ApplyError::Unknown(m))) => (Ok(Step::Unknown(m.clone())), m),
+            Err(_) => {
+                let m = format!(
+                    "job {} {}: a replay batch got no answer within {:?} (client deadline)",
+                    self.scope.job, self.scope.generation, p.write_deadline
+                );
+                (Err(Error::transient(m.clone())), m)
+            }
+        };
+        // The statement may still run: the permit is released only once the server shows
+        // the connection gone (dropping the Conn alone proves nothing).
+        conn.conn = None;
+        match crate::bounded::kill_confirmed(self.target, "target", id).await {
+            Ok(()) => {
+                permit.release_confirmed();
+                outcome
+            }
+            Err(k) => {
+                permit.mark_release_unknown(reason);
+                Err(k)
+            }
+        }
+    }
+
+    /// Today's behaviour for runs under a coarse permit (or none): no per-batch permit.
+    async fn attempt_unadmitted(
+        &self,
+        conn: &mut Conn1<'_>,
+        prev: Option<&GroupEnd>,
+        groups: &[ReplayGroup],
+    ) -> Result<Step> {
         let r = {
             let c = conn.get().await?;
-            apply::apply_groups(c, self.ctx, prev, groups, limits).await
+            apply::apply_groups(c, self.ctx, prev, groups, self.cfg.limits()).await
         };
         match r {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(Step::Done),
             Err(ApplyError::Failed(e)) => {
                 if e.is_transient() {
                     conn.close().await;
@@ -637,16 +747,7 @@ impl Replayer<'_> {
             }
             Err(ApplyError::Unknown(m)) => {
                 conn.close().await;
-                tracing::warn!(job = %self.scope.job, "{m}");
-                let c = conn.get().await?;
-                match apply::apply_groups(c, self.ctx, prev, groups, limits).await {
-                    Ok(_) => Ok(()),
-                    Err(ApplyError::Failed(e)) => Err(e),
-                    Err(ApplyError::Unknown(m)) => {
-                        conn.close().await;
-                        Err(Error::transient(m))
-                    }
-                }
+                Ok(Step::Unknown(m))
             }
         }
     }
@@ -679,16 +780,32 @@ impl Replayer<'_> {
     /// Replays from B (L seq `b_seq`) until `until`. See the module doc for why any crash
     /// or restart with another configuration converges.
     pub async fn run(&self, b_seq: u64, until: Until) -> Result<Outcome> {
+        self.run_with(b_seq, until, None).await
+    }
+
+    /// As [`Replayer::run`], each batch under its own target-write permit when `permits`.
+    pub async fn run_with(
+        &self,
+        b_seq: u64,
+        until: Until,
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<Outcome> {
         let mut conn = Conn1 {
             opts: self.target,
             conn: None,
         };
-        let r = self.run_on(&mut conn, b_seq, until).await;
+        let r = self.run_on(&mut conn, b_seq, until, permits).await;
         conn.close().await;
         r
     }
 
-    async fn run_on(&self, conn: &mut Conn1<'_>, b_seq: u64, until: Until) -> Result<Outcome> {
+    async fn run_on(
+        &self,
+        conn: &mut Conn1<'_>,
+        b_seq: u64,
+        until: Until,
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<Outcome> {
         let mut cursor = self.cursor(conn).await?;
         let (mut after, mut prev, mut total) =
             start_point(self.pool, self.scope, b_seq, cursor.as_ref()).await?;
@@ -776,14 +893,16 @@ impl Replayer<'_> {
             }
             if !batch.is_empty() {
                 let (applied, read) = tokio::join!(
-                    self.apply(conn, batch_prev.as_ref(), &batch),
+                    self.apply(conn, batch_prev.as_ref(), &batch, permits),
                     self.read(next, upto)
                 );
                 match applied {
-                    Ok(()) => {
+                    Ok(true) => {
                         retries = 0;
                         ahead = Some(read);
                     }
+                    // Cancelled while waiting for a write permit: nothing was sent.
+                    Ok(false) => break,
                     Err(e)
                         if e.is_transient()
                             && cancel.is_some()
@@ -946,6 +1065,17 @@ pub async fn catch_up(r: &Replayer<'_>, b_seq: u64) -> Result<Outcome> {
 /// after the later of F and T's cursor: every group at or before the cursor is held.
 pub async fn follow(r: &Replayer<'_>, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
     r.run(b_seq, Until::Follow { cancel }).await
+}
+
+/// As [`follow`], each batch under its own target-write permit (STREAMING in `serve`).
+pub async fn follow_admitted(
+    r: &Replayer<'_>,
+    b_seq: u64,
+    cancel: CancellationToken,
+    permits: &WritePermits<'_>,
+) -> Result<Outcome> {
+    r.run_with(b_seq, Until::Follow { cancel }, Some(permits))
+        .await
 }
 
 #[cfg(test)]
