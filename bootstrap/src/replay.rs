@@ -712,9 +712,12 @@ impl Replayer<'_> {
             }
         };
         // The statement may still run: the permit is released only once the server shows
-        // the connection gone (dropping the Conn alone proves nothing).
-        conn.conn = None;
-        match crate::bounded::kill_confirmed(self.target, "target", id).await {
+        // the connection gone (dropping the Conn alone proves nothing). The Conn is kept
+        // until then, so what the server shows is the KILL's doing.
+        let dead = conn.conn.take();
+        let killed = crate::bounded::kill_confirmed(self.target, "target", id).await;
+        drop(dead);
+        match killed {
             Ok(()) => {
                 permit.release_confirmed();
                 outcome
