@@ -325,11 +325,10 @@ pub async fn after_windows(
 /// target-write permit, so replay and activation count against `--target-writes` like
 /// FINAL pages (DESIGN §8). The permit is released when `work` has returned: its callee
 /// closed every target connection it used (replay statements have no client deadline: a
-/// hung one keeps the permit). On success every statement was answered. Known gap: after
-/// a replay error on a lost connection inside such a run, `crate::replay` closes it
-/// without KILL and PROCESSLIST confirmation, so the release is then assumed, not
-/// confirmed. If `work` is dropped unfinished (task aborted), the permit stays a hold
-/// (release unknown). Continuous replay (STREAMING, unbounded) is not run under this: it
+/// hung one keeps the permit). On success every statement was answered; after a replay
+/// batch lost its connection or ended uncertain, `crate::replay` KILLs it and confirms it
+/// gone, and if it cannot, `work` fails with `release_unconfirmed` and the permit stays a
+/// hold (release unknown), as it does when `work` is dropped unfinished (task aborted). Continuous replay (STREAMING, unbounded) is not run under this: it
 /// takes one permit per batch ([`Finish::stream_admitted`], KILL-confirmed on failure).
 pub(crate) async fn under_write_permit<T>(
     ctx: &JobCtx,
@@ -344,7 +343,13 @@ pub(crate) async fn under_write_permit<T>(
         .await
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
     let r = work.await;
-    permit.release_confirmed();
+    match &r {
+        // A target statement of `work` may still run (its KILL was not confirmed).
+        Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+            permit.mark_release_unknown(d.message.clone());
+        }
+        _ => permit.release_confirmed(),
+    }
     r
 }
 

@@ -729,30 +729,35 @@ impl Replayer<'_> {
         }
     }
 
-    /// Today's behaviour for runs under a coarse permit (or none): no per-batch permit.
+    /// For runs under a coarse permit (or none): no per-batch permit; a transient failure or
+    /// an unknown COMMIT is KILL-confirmed (a definite `release_unconfirmed` if it cannot
+    /// be, which [`crate::finish::under_write_permit`] turns into a hold).
     async fn attempt_unadmitted(
         &self,
         conn: &mut Conn1<'_>,
         prev: Option<&GroupEnd>,
         groups: &[ReplayGroup],
     ) -> Result<Step> {
-        let r = {
+        let (r, id) = {
             let c = conn.get().await?;
-            apply::apply_groups(c, self.ctx, prev, groups, self.cfg.limits()).await
+            let id = c.id();
+            let r = apply::apply_groups(c, self.ctx, prev, groups, self.cfg.limits()).await;
+            (r, id)
         };
-        match r {
-            Ok(_) => Ok(Step::Done),
-            Err(ApplyError::Failed(e)) => {
-                if e.is_transient() {
-                    conn.close().await;
-                }
-                Err(e)
-            }
-            Err(ApplyError::Unknown(m)) => {
-                conn.close().await;
-                Ok(Step::Unknown(m))
-            }
-        }
+        let outcome = match r {
+            Ok(_) => return Ok(Step::Done),
+            // Answered by the server: the connection stays usable.
+            Err(ApplyError::Failed(e)) if !e.is_transient() => return Err(e),
+            Err(ApplyError::Failed(e)) => Err(e),
+            Err(ApplyError::Unknown(m)) => Ok(Step::Unknown(m)),
+        };
+        // A lost or unanswered connection: its statement may still run, and the caller's
+        // coarse permit is released on our word, so the end is confirmed by KILL first.
+        let dead = conn.conn.take();
+        let killed = crate::bounded::kill_confirmed(self.target, "target", id).await;
+        drop(dead);
+        killed?;
+        outcome
     }
 
     /// The next complete groups after L seq `after`.
