@@ -10,4 +10,4 @@ scripts/ensure-mariadb
 command -v mydumper >/dev/null || echo "mydumper not installed (apt-get install -y mydumper): its column is skipped" >&2
 cargo build --release --quiet -p bootstrap --bin backfill
 BACKFILL_BIN="${CARGO_TARGET_DIR:-target}/release/backfill" \
-  exec cargo run --release --quiet -p bootstrap --example bench_bootstrap -- "${1:-1000000}" "${2:-50000}" "${3:-5000}"
+  exec cargo run --release --quiet -p bootstrap --example bench_bootstrap -- "${1:-1000000}" "${2:-50000}" "${3:-10000}"
