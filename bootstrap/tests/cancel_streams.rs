@@ -15,11 +15,6 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use window_support::*;
 
-fn checksum(server: &harness::Server, db: &str, table: &str) -> String {
-    let out = server.sql_in(db, &format!("CHECKSUM TABLE {table}"));
-    out.split('\t').nth(1).unwrap_or("").trim().to_string()
-}
-
 async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(120);
     while !ok() {

@@ -6,7 +6,6 @@
 //! targets converge to the source and no permit is left in use, held or waiting.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use admission::PoolKind;
 use bootstrap::install::{install, InstallRequest, TableName};
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
@@ -15,24 +14,6 @@ use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use window_support::*;
-
-fn checksum(server: &harness::Server, db: &str, table: &str) -> String {
-    let out = server.sql_in(db, &format!("CHECKSUM TABLE {table}"));
-    out.split('\t').nth(1).unwrap_or("").trim().to_string()
-}
-
-async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(120);
-    while !ok() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn write_pool() -> admission::PoolSnapshot {
-    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
-    snap.pool(PoolKind::TargetWrite).clone()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hung_streaming_batch_holds_the_only_write_permit_and_the_other_table_waits() {

@@ -660,3 +660,27 @@ pub async fn writer(
     }
     n
 }
+
+/// `CHECKSUM TABLE` of `db.table` as the server prints it.
+pub fn checksum(server: &harness::Server, db: &str, table: &str) -> String {
+    let out = server.sql_in(db, &format!("CHECKSUM TABLE {table}"));
+    out.split('\t').nth(1).unwrap_or("").trim().to_string()
+}
+
+/// Polls `ok` every 100 ms for at most two minutes.
+pub async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The target-write pool of the admission snapshot of the serve running in this process.
+pub fn write_pool() -> admission::PoolSnapshot {
+    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
+    snap.pool(admission::PoolKind::TargetWrite).clone()
+}
