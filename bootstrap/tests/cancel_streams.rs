@@ -5,7 +5,7 @@
 //! table follows every later change.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use kernel::control::{Intent, IntentKind};
@@ -34,20 +34,7 @@ fn install_generation(c: &Case, job: u64) -> kernel::ids::Generation {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_late_low_after_k_is_obsolete_and_the_other_table_keeps_streaming() {
     let c = Case::new("cancel_two", 300, 100, 50).await;
-    c.source
-        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    c.source
-        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 200");
-    c.target
-        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    let mut req = InstallRequest::new(
-        c.state_url(),
-        c.source.url(),
-        TableName::new(&c.sdb, "t2"),
-        c.target.url(),
-        TableName::new(&c.tdb, "t2"),
-    );
-    req.control_schema = c.ctl.clone();
+    let req = c.second_table(200);
     let other = install(&req).await.unwrap().job_id;
     bootstrap::commands::start(&c.pool, other).await.unwrap();
 

@@ -5,7 +5,7 @@
 //! `resume` the table completes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::install::install;
 use bootstrap::job::panic_seam;
 use bootstrap::serve;
 use kernel::ids::JobId;
@@ -27,22 +27,9 @@ async fn serve_until_idle(c: &Case) -> serve::Outcomes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_panicking_task_pauses_its_table_only_and_resume_completes_it() {
     let c = Case::new("panic", 300, 100, 50).await;
-    c.source
-        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    c.source
-        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 200");
-    c.target
-        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    let mut req = InstallRequest::new(
-        c.state_url(),
-        c.source.url(),
-        TableName::new(&c.sdb, "t2"),
-        c.target.url(),
-        TableName::new(&c.tdb, "t2"),
-    );
+    let mut req = c.second_table(200);
     req.window_rows = 50;
     req.page_rows = 25;
-    req.control_schema = c.ctl.clone();
     let other = install(&req).await.unwrap().job_id;
     bootstrap::commands::start(&c.pool, other).await.unwrap();
 

@@ -4,7 +4,7 @@
 //! the refused job runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::install::install;
 use bootstrap::serve;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -26,20 +26,7 @@ async fn serve_all(c: &Case, sessions: u32) -> serve::Outcomes {
 async fn a_job_beyond_the_session_limit_is_refused_with_how_to_raise_it() {
     let c = Case::new("sess", 200, 100, 50).await;
     // A second table of the same source in the same state store.
-    c.source
-        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    c.source
-        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 100");
-    c.target
-        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    let mut req = InstallRequest::new(
-        c.state_url(),
-        c.source.url(),
-        TableName::new(&c.sdb, "t2"),
-        c.target.url(),
-        TableName::new(&c.tdb, "t2"),
-    );
-    req.control_schema = c.ctl.clone();
+    let req = c.second_table(100);
     let second = install(&req).await.unwrap().job_id;
     bootstrap::commands::start(&c.pool, second).await.unwrap();
     let out = serve_all(&c, 1).await;

@@ -5,7 +5,7 @@
 //! STREAMING with their targets equal to the source and no permit left.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use std::time::Duration;
@@ -15,22 +15,9 @@ use window_support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn page_writes_wait_while_replay_and_activation_hold_the_only_write_permit() {
     let c = Case::new("replay_permit", 300, 100, 50).await;
-    c.source
-        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    c.source
-        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 200");
-    c.target
-        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    let mut req = InstallRequest::new(
-        c.state_url(),
-        c.source.url(),
-        TableName::new(&c.sdb, "t2"),
-        c.target.url(),
-        TableName::new(&c.tdb, "t2"),
-    );
+    let mut req = c.second_table(200);
     req.window_rows = 100;
     req.page_rows = 50;
-    req.control_schema = c.ctl.clone();
     let other = install(&req).await.unwrap().job_id;
 
     let gate = bootstrap::finish::activation_seam::arm(c.job);

@@ -9,7 +9,7 @@
 //! replay, and the table pauses instead of retrying beside the old statement.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use ledger::record::Phase;
@@ -39,20 +39,7 @@ async fn lock_target(c: &Case) -> mysql_async::Conn {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_timed_out_streaming_batch_keeps_its_permit_until_the_kill_is_confirmed() {
     let c = Case::new("stream_kill", 200, 100, 50).await;
-    c.source
-        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    c.source
-        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 100");
-    c.target
-        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    let mut req = InstallRequest::new(
-        c.state_url(),
-        c.source.url(),
-        TableName::new(&c.sdb, "t2"),
-        c.target.url(),
-        TableName::new(&c.tdb, "t2"),
-    );
-    req.control_schema = c.ctl.clone();
+    let req = c.second_table(100);
     let done = install(&req).await.unwrap();
     let (other, other_g) = (done.job_id, done.generation);
     bootstrap::commands::start(&c.pool, other).await.unwrap();

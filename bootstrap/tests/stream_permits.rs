@@ -6,7 +6,7 @@
 //! targets converge to the source and no permit is left in use, held or waiting.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::{install, InstallRequest, TableName};
+use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use ledger::record::Phase;
@@ -18,20 +18,7 @@ use window_support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hung_streaming_batch_holds_the_only_write_permit_and_the_other_table_waits() {
     let c = Case::new("stream_permit", 200, 100, 50).await;
-    c.source
-        .sql_in(&c.sdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    c.source
-        .sql_in(&c.sdb, "INSERT INTO t2 SELECT * FROM t WHERE id <= 100");
-    c.target
-        .sql_in(&c.tdb, &DDL.replace("TABLE t ", "TABLE t2 "));
-    let mut req = InstallRequest::new(
-        c.state_url(),
-        c.source.url(),
-        TableName::new(&c.sdb, "t2"),
-        c.target.url(),
-        TableName::new(&c.tdb, "t2"),
-    );
-    req.control_schema = c.ctl.clone();
+    let req = c.second_table(100);
     let done = install(&req).await.unwrap();
     let (other, other_g) = (done.job_id, done.generation);
     bootstrap::commands::start(&c.pool, other).await.unwrap();

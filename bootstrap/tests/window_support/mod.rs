@@ -684,3 +684,26 @@ pub fn write_pool() -> admission::PoolSnapshot {
     let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
     snap.pool(admission::PoolKind::TargetWrite).clone()
 }
+
+impl Case {
+    /// A second table `t2` of the same shape on the source (its first `rows` rows of `t`)
+    /// and an empty one on the target; returns its install request (control schema set).
+    pub fn second_table(&self, rows: u64) -> bootstrap::install::InstallRequest {
+        let ddl = DDL.replace("TABLE t ", "TABLE t2 ");
+        self.source.sql_in(&self.sdb, &ddl);
+        self.source.sql_in(
+            &self.sdb,
+            &format!("INSERT INTO t2 SELECT * FROM t WHERE id <= {rows}"),
+        );
+        self.target.sql_in(&self.tdb, &ddl);
+        let mut req = bootstrap::install::InstallRequest::new(
+            self.state_url(),
+            self.source.url(),
+            bootstrap::install::TableName::new(&self.sdb, "t2"),
+            self.target.url(),
+            bootstrap::install::TableName::new(&self.tdb, "t2"),
+        );
+        req.control_schema = self.ctl.clone();
+        req
+    }
+}
