@@ -123,6 +123,21 @@ impl Admission {
             .await
     }
 
+    /// Waits (FIFO) for `n` target-write permits granted together, at most `deadline`:
+    /// all or none, so two owners each holding part of what they need (a deadlock at
+    /// a small capacity) cannot occur, and a queued request is never overtaken. `n`
+    /// above the capacity is refused at once (it could never be granted).
+    pub async fn acquire_writes(
+        &self,
+        owner: &str,
+        n: usize,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Permit>, AdmissionError> {
+        self.acquire_n(PoolKind::TargetWrite, owner, n, deadline, cancel)
+            .await
+    }
+
     /// Takes a session now or refuses: a tail holds its session indefinitely,
     /// so waiting for one could be endless.
     pub fn try_acquire_session(&self, owner: &str) -> Result<Permit, AdmissionError> {
@@ -167,24 +182,52 @@ impl Admission {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Result<Permit, AdmissionError> {
+        let mut permits = self.acquire_n(kind, owner, 1, deadline, cancel).await?;
+        permits.pop().ok_or(AdmissionError::InvalidLimit {
+            field: "permits asked",
+        })
+    }
+
+    async fn acquire_n(
+        &self,
+        kind: PoolKind,
+        owner: &str,
+        n: usize,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Permit>, AdmissionError> {
         if cancel.is_cancelled() {
             return Err(cancelled(kind, owner));
         }
-        let admit = self
-            .shared
-            .pool(kind)
-            .take_or_enqueue(owner, Instant::now());
-        let (id, granted) = match admit {
-            Admit::Granted(id) => return Ok(Permit::new(self.shared.clone(), id, owner)),
-            Admit::Queued(id, granted) => (id, granted),
+        let n = n.max(1);
+        let admit = {
+            let mut pool = self.shared.pool(kind);
+            if n > pool.capacity() as usize {
+                return Err(AdmissionError::BeyondCapacity {
+                    pool: kind,
+                    asked: n,
+                    capacity: pool.capacity(),
+                });
+            }
+            pool.take_or_enqueue(owner, n, Instant::now())
+        };
+        let (ids, granted) = match admit {
+            Admit::Granted(ids) => return Ok(self.permits(&ids, owner)),
+            Admit::Queued(ids, granted) => (ids, granted),
         };
         let waiter = Waiter {
             shared: self.shared.clone(),
-            id,
+            ids,
             since: Instant::now(),
             settled: false,
         };
         waiter.wait(owner, granted, deadline, cancel).await
+    }
+
+    fn permits(&self, ids: &[PermitId], owner: &str) -> Vec<Permit> {
+        ids.iter()
+            .map(|id| Permit::new(self.shared.clone(), *id, owner))
+            .collect()
     }
 }
 
@@ -195,10 +238,10 @@ enum Outcome {
 }
 
 /// A queued request. Dropping it (or giving up) removes it from the queue, or
-/// releases the permit if it was granted but never handed out.
+/// releases the permits if they were granted but never handed out.
 struct Waiter {
     shared: Arc<Shared>,
-    id: PermitId,
+    ids: Vec<PermitId>,
     since: Instant,
     settled: bool,
 }
@@ -210,7 +253,7 @@ impl Waiter {
         granted: oneshot::Receiver<()>,
         deadline: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Permit, AdmissionError> {
+    ) -> Result<Vec<Permit>, AdmissionError> {
         let outcome = tokio::select! {
             biased;
             () = grant_signal(granted) => Outcome::Granted,
@@ -218,16 +261,20 @@ impl Waiter {
             () = tokio::time::sleep(deadline) => Outcome::TimedOut,
         };
         self.settled = true;
-        let kind = self.id.pool();
+        let kind = self.kind();
         match outcome {
-            Outcome::Granted => Ok(Permit::new(self.shared.clone(), self.id, owner)),
+            Outcome::Granted => Ok(self
+                .ids
+                .iter()
+                .map(|id| Permit::new(self.shared.clone(), *id, owner))
+                .collect()),
             Outcome::Cancelled => {
                 self.give_up();
                 Err(cancelled(kind, owner))
             }
             Outcome::TimedOut => {
                 let mut pool = self.shared.pool(kind);
-                pool.abandon(self.id, Instant::now());
+                pool.abandon(&self.ids, Instant::now());
                 Err(AdmissionError::Timeout {
                     pool: kind,
                     waited: self.since.elapsed(),
@@ -237,10 +284,16 @@ impl Waiter {
         }
     }
 
+    fn kind(&self) -> PoolKind {
+        self.ids
+            .first()
+            .map_or(PoolKind::TargetWrite, |id| id.pool())
+    }
+
     fn give_up(&self) {
         self.shared
-            .pool(self.id.pool())
-            .abandon(self.id, Instant::now());
+            .pool(self.kind())
+            .abandon(&self.ids, Instant::now());
     }
 }
 

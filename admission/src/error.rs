@@ -54,6 +54,16 @@ pub enum AdmissionError {
     /// `confirm_hold` named a hold that does not exist (never made or already confirmed).
     #[error("{0} is not recorded: never made or already confirmed")]
     UnknownHold(HoldId),
+    /// More permits asked at once than the pool holds: it could never be granted.
+    #[error(
+        "{asked} {pool} permits asked at once but the capacity is {capacity}: it could \
+         never be granted; raise the capacity (--target-writes) or ask for fewer"
+    )]
+    BeyondCapacity {
+        pool: PoolKind,
+        asked: usize,
+        capacity: u32,
+    },
     /// A configured limit is zero: nothing could ever be admitted.
     #[error("invalid admission limit: {field} must be at least 1")]
     InvalidLimit { field: &'static str },

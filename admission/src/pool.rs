@@ -14,10 +14,10 @@ use crate::snapshot::{HoldSnapshot, InUseSnapshot, PoolSnapshot, WaiterSnapshot}
 
 /// The result of asking for a permit.
 pub(crate) enum Admit {
-    /// Capacity was free and nobody was queued: the permit is in use now.
-    Granted(PermitId),
-    /// Queued; the receiver fires once the permit is granted (it is then in use).
-    Queued(PermitId, oneshot::Receiver<()>),
+    /// Capacity was free and nobody was queued: the permits are in use now.
+    Granted(Vec<PermitId>),
+    /// Queued; the receiver fires once ALL the permits are granted (they are then in use).
+    Queued(Vec<PermitId>, oneshot::Receiver<()>),
 }
 
 struct InUse {
@@ -31,8 +31,9 @@ struct Hold {
     since: Instant,
 }
 
+/// One request in the queue: `ids.len()` permits granted together or not at all.
 struct Waiter {
-    id: PermitId,
+    ids: Vec<PermitId>,
     owner: String,
     since: Instant,
     grant: oneshot::Sender<()>,
@@ -71,37 +72,59 @@ impl PoolState {
 
     /// Takes a permit only if one is free and nobody is queued ahead.
     pub(crate) fn try_take(&mut self, owner: &str, now: Instant) -> Option<PermitId> {
-        if self.free() == 0 || !self.waiters.is_empty() {
-            return None;
-        }
-        let id = self.next_id();
-        self.in_use.insert(id, in_use(owner, now));
-        Some(id)
+        self.try_take_n(owner, 1, now)
+            .and_then(|ids| ids.first().copied())
     }
 
-    /// Takes a permit if possible, otherwise queues `owner` at the back.
-    pub(crate) fn take_or_enqueue(&mut self, owner: &str, now: Instant) -> Admit {
-        if let Some(id) = self.try_take(owner, now) {
-            return Admit::Granted(id);
+    /// Takes `n` permits at once only if `n` are free and nobody is queued ahead:
+    /// all or none, so two owners each holding part of what they need cannot occur.
+    fn try_take_n(&mut self, owner: &str, n: usize, now: Instant) -> Option<Vec<PermitId>> {
+        if self.free() < n.max(1) || !self.waiters.is_empty() {
+            return None;
         }
-        let id = self.next_id();
+        let ids: Vec<PermitId> = (0..n.max(1)).map(|_| self.next_id()).collect();
+        for id in &ids {
+            self.in_use.insert(*id, in_use(owner, now));
+        }
+        Some(ids)
+    }
+
+    /// Takes `n` permits (all or none) if possible, otherwise queues `owner` at the
+    /// back. A queued request is granted only whole and only at the head of the queue
+    /// (FIFO): later requests never overtake it, even smaller ones, so it cannot starve.
+    /// `n` above the capacity is the caller's to refuse (it would never be granted).
+    pub(crate) fn take_or_enqueue(&mut self, owner: &str, n: usize, now: Instant) -> Admit {
+        if let Some(ids) = self.try_take_n(owner, n, now) {
+            return Admit::Granted(ids);
+        }
+        let ids: Vec<PermitId> = (0..n.max(1)).map(|_| self.next_id()).collect();
         let (grant, granted) = oneshot::channel();
         self.waiters.push_back(Waiter {
-            id,
+            ids: ids.clone(),
             owner: owner.to_owned(),
             since: now,
             grant,
         });
-        Admit::Queued(id, granted)
+        Admit::Queued(ids, granted)
     }
 
-    /// A waiter gives up. If it was granted meanwhile, the permit was never
-    /// handed to anyone, so nothing can run under it: it is released.
-    pub(crate) fn abandon(&mut self, id: PermitId, now: Instant) {
-        if let Some(pos) = self.waiters.iter().position(|w| w.id == id) {
+    /// A waiter gives up. If it was granted meanwhile, the permits were never
+    /// handed to anyone, so nothing can run under them: they are released.
+    pub(crate) fn abandon(&mut self, ids: &[PermitId], now: Instant) {
+        let Some(first) = ids.first() else { return };
+        if let Some(pos) = self
+            .waiters
+            .iter()
+            .position(|w| w.ids.first() == Some(first))
+        {
             self.waiters.remove(pos);
+            // The head may have been waiting for more than is free; the next may fit.
+            self.grant_waiters(now);
         } else {
-            self.release(id, now);
+            for id in ids {
+                self.in_use.remove(id);
+            }
+            self.grant_waiters(now);
         }
     }
 
@@ -176,19 +199,20 @@ impl PoolState {
     }
 
     /// A queued waiter is blocked by holds when confirming the holds would
-    /// admit it: waiters exist only while nothing is free, so confirming `h`
-    /// holds admits exactly the first `h` waiters.
+    /// admit it: requests are granted whole in FIFO order, so confirming every hold
+    /// admits exactly the waiters whose cumulative need fits in free + held.
     fn waiting_snapshot(&self, now: Instant) -> Vec<WaiterSnapshot> {
         let held = self.holds.len();
-        let entries = self
-            .waiters
-            .iter()
-            .enumerate()
-            .map(|(i, w)| WaiterSnapshot {
+        let room = self.free() + held;
+        let mut need = 0usize;
+        let entries = self.waiters.iter().map(|w| {
+            need += w.ids.len();
+            WaiterSnapshot {
                 owner: w.owner.clone(),
                 waited: now.saturating_duration_since(w.since),
-                blocked_by_holds: i < held,
-            });
+                blocked_by_holds: held > 0 && need <= room,
+            }
+        });
         entries.collect()
     }
 
@@ -197,16 +221,26 @@ impl PoolState {
         PermitId::new(self.kind, self.next_seq)
     }
 
+    /// Grants whole requests from the head of the queue while they fit; the head that
+    /// does not fit blocks the others (FIFO, no overtaking).
     fn grant_waiters(&mut self, now: Instant) {
-        while self.free() > 0 {
+        while self
+            .waiters
+            .front()
+            .is_some_and(|w| w.ids.len() <= self.free())
+        {
             let Some(waiter) = self.waiters.pop_front() else {
                 return;
             };
-            self.in_use.insert(waiter.id, in_use(&waiter.owner, now));
+            for id in &waiter.ids {
+                self.in_use.insert(*id, in_use(&waiter.owner, now));
+            }
             // A waiter removes itself from the queue before its receiver goes
-            // away, so this cannot fail; if it did, nobody holds the permit.
+            // away, so this cannot fail; if it did, nobody holds the permits.
             if waiter.grant.send(()).is_err() {
-                self.in_use.remove(&waiter.id);
+                for id in &waiter.ids {
+                    self.in_use.remove(id);
+                }
             }
         }
     }
@@ -234,7 +268,7 @@ mod tests {
 
     fn queued(admit: Admit) -> (PermitId, oneshot::Receiver<()>) {
         match admit {
-            Admit::Queued(id, rx) => (id, rx),
+            Admit::Queued(ids, rx) => (ids[0], rx),
             Admit::Granted(_) => panic!("expected to be queued"),
         }
     }
@@ -257,8 +291,8 @@ mod tests {
         let now = Instant::now();
         let mut pool = PoolState::new(PoolKind::TargetWrite, 1);
         let a = pool.try_take("a", now).expect("free");
-        let (b, mut b_rx) = queued(pool.take_or_enqueue("b", now));
-        let (_c, mut c_rx) = queued(pool.take_or_enqueue("c", now));
+        let (b, mut b_rx) = queued(pool.take_or_enqueue("b", 1, now));
+        let (_c, mut c_rx) = queued(pool.take_or_enqueue("c", 1, now));
         // Nobody may jump the queue, even with a non-blocking attempt.
         assert!(pool.try_take("d", now).is_none());
         pool.release(a, now);
@@ -273,11 +307,51 @@ mod tests {
         let now = Instant::now();
         let mut pool = PoolState::new(PoolKind::ReadWindow, 1);
         let a = pool.try_take("a", now).expect("free");
-        let (b, _b_rx) = queued(pool.take_or_enqueue("b", now));
+        let (b, _b_rx) = queued(pool.take_or_enqueue("b", 1, now));
         pool.release(a, now);
         assert_eq!(pool.free(), 0);
-        pool.abandon(b, now);
+        pool.abandon(&[b], now);
         assert_eq!(pool.free(), 1);
+    }
+
+    #[test]
+    fn a_multi_permit_request_is_granted_whole_and_never_overtaken() {
+        let now = Instant::now();
+        let mut pool = PoolState::new(PoolKind::TargetWrite, 3);
+        let a = pool.try_take("a", now).expect("free");
+        // 2 are free but 3 are asked: nothing is taken (no partial holding).
+        let (ids, mut rx) = match pool.take_or_enqueue("streams", 3, now) {
+            Admit::Queued(ids, rx) => (ids, rx),
+            Admit::Granted(_) => panic!("expected to be queued"),
+        };
+        assert_eq!(ids.len(), 3);
+        assert_eq!(pool.free(), 2);
+        // A smaller request behind it waits too (FIFO): it cannot starve the big one.
+        let (_d, mut d_rx) = queued(pool.take_or_enqueue("d", 1, now));
+        assert!(pool.try_take("e", now).is_none());
+        pool.release(a, now);
+        assert!(rx.try_recv().is_ok());
+        assert!(d_rx.try_recv().is_err());
+        assert_eq!(pool.free(), 0);
+        for id in &ids[..2] {
+            pool.release(*id, now);
+        }
+        assert!(d_rx.try_recv().is_ok());
+    }
+
+    #[test]
+    fn abandoning_a_multi_permit_wait_lets_the_next_in() {
+        let now = Instant::now();
+        let mut pool = PoolState::new(PoolKind::TargetWrite, 2);
+        let _a = pool.try_take("a", now).expect("free");
+        let (ids, _rx) = match pool.take_or_enqueue("streams", 2, now) {
+            Admit::Queued(ids, rx) => (ids, rx),
+            Admit::Granted(_) => panic!("expected to be queued"),
+        };
+        let (_d, mut d_rx) = queued(pool.take_or_enqueue("d", 1, now));
+        pool.abandon(&ids, now);
+        assert!(d_rx.try_recv().is_ok());
+        assert_eq!(pool.free(), 0);
     }
 
     #[test]
@@ -287,8 +361,8 @@ mod tests {
         let a = pool.try_take("a", now).expect("free");
         let _b = pool.try_take("b", now).expect("free");
         pool.hold(a, "statement may still run".into(), now);
-        let _c = queued(pool.take_or_enqueue("c", now));
-        let _d = queued(pool.take_or_enqueue("d", now));
+        let _c = queued(pool.take_or_enqueue("c", 1, now));
+        let _d = queued(pool.take_or_enqueue("d", 1, now));
         let snap = pool.snapshot(now);
         let blocked: Vec<bool> = snap.waiting.iter().map(|w| w.blocked_by_holds).collect();
         assert_eq!(blocked, [true, false]);

@@ -260,3 +260,41 @@ async fn snapshot_serializes_for_status() {
     assert_eq!(hold["age_ms"], 0);
     assert_eq!(json["read_windows"]["pool"], "read-window");
 }
+
+#[tokio::test(start_paused = true)]
+async fn write_permits_are_taken_together_or_not_at_all() {
+    let adm = admission(1, 8);
+    let cancel = CancellationToken::new();
+    // More than the pool holds could never be granted: refused at once, naming the flag.
+    let e = adm
+        .acquire_writes("streams", 3, LONG, &cancel)
+        .await
+        .expect_err("beyond capacity");
+    assert!(e.is_definite());
+    assert!(e.to_string().contains("--target-writes"), "{e}");
+    let one = adm
+        .acquire_write("page", LONG, &cancel)
+        .await
+        .expect("granted");
+    // 1 of 2 free: the request waits holding nothing, then times out holding nothing.
+    let e = adm
+        .acquire_writes("streams", 2, Duration::from_secs(5), &cancel)
+        .await
+        .expect_err("timed out");
+    assert!(matches!(e, AdmissionError::Timeout { .. }), "{e}");
+    let snap = adm.snapshot();
+    assert_eq!(snap.pool(PoolKind::TargetWrite).available, 1);
+    // Queued behind the page; released, both permits come together.
+    let (a2, c2) = (adm.clone(), cancel.clone());
+    let waiter = tokio::spawn(async move { a2.acquire_writes("streams", 2, LONG, &c2).await });
+    settle().await;
+    assert_eq!(waiting(&adm, PoolKind::TargetWrite), ["streams"]);
+    one.release_confirmed();
+    let got = waiter.await.expect("joined").expect("granted");
+    assert_eq!(got.len(), 2);
+    assert_eq!(adm.snapshot().pool(PoolKind::TargetWrite).available, 0);
+    for p in got {
+        p.release_confirmed();
+    }
+    assert_eq!(adm.snapshot().pool(PoolKind::TargetWrite).available, 2);
+}
