@@ -28,6 +28,7 @@ mod literal;
 pub mod manifest;
 pub mod material;
 pub mod page;
+pub mod parts;
 pub mod plan;
 pub mod range;
 pub mod record;

@@ -6,6 +6,7 @@
 //! | `_backfill_ledger_pages` | FINAL page credential (window, page, attempt, blake3) | [`crate::apply::apply_page`] |
 //! | `_backfill_ledger_cursor` | table-generation: last replayed group, sub-cursor | [`crate::apply::apply_groups`] |
 //! | `_backfill_ledger_activation` | table-generation: activation credential | [`write_activation`] |
+//! | `_backfill_ledger_cursor_parts` | table-generation and key partition p >= 1: that partition's replay cursor | [`crate::parts::apply_groups_parts`] |
 //!
 //! Each apply transaction first reads the owner row under a shared lock and refuses a stale
 //! token; a new owner's [`claim`] needs the exclusive lock, so it waits for in-flight
@@ -27,6 +28,7 @@ pub const OWNER: &str = "_backfill_ledger_owner";
 pub const PAGES: &str = "_backfill_ledger_pages";
 pub const CURSOR: &str = "_backfill_ledger_cursor";
 pub const ACTIVATION: &str = "_backfill_ledger_activation";
+pub const CURSOR_PARTS: &str = "_backfill_ledger_cursor_parts";
 
 /// Statements every target session runs on connect.
 pub fn session_init() -> Vec<String> {
@@ -116,6 +118,18 @@ pub async fn ensure_ledger_tables(conn: &mut Conn, db: &str) -> Result<()> {
                 credential BLOB NOT NULL, digest BINARY(32) NOT NULL,
                 PRIMARY KEY (job_id, generation)) ENGINE=InnoDB",
             q(ACTIVATION)
+        ),
+        // Key-partitioned replay (crate::parts): one cursor per partition p >= 1 under the
+        // scheme of `parts` partitions; partition 0 is the main cursor above.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
+                part INT UNSIGNED NOT NULL, parts INT UNSIGNED NOT NULL,
+                file VARCHAR(255) NOT NULL, pos BIGINT UNSIGNED NOT NULL,
+                gtid VARCHAR(128) NULL, rows_done INT UNSIGNED NOT NULL,
+                group_digest BINARY(32) NOT NULL, token BIGINT UNSIGNED NOT NULL,
+                PRIMARY KEY (job_id, generation, part)) ENGINE=InnoDB",
+            q(CURSOR_PARTS)
         ),
     ];
     for sql in ddl {
@@ -301,26 +315,83 @@ pub async fn replay_cursor(
         .await
         .map_err(my("reading T's cursor"))?;
     tx.commit().await.map_err(my("reading T's cursor"))?;
-    row.map(|(file, pos, gtid, rows_done, d)| {
-        let gtid = match gtid {
-            None => None,
-            Some(g) => Some(kernel::position::Gtid::parse(&g).ok_or_else(|| {
-                Error::definite(
-                    DefiniteCode::EvidenceCorrupt,
-                    format!("{}: T cursor GTID `{g}` does not parse", ctx.who()),
-                )
-            })?),
-        };
-        Ok(ReplayCursor {
-            end: kernel::change::GroupEnd {
-                pos: BinlogPos::new(file, pos),
-                gtid,
-            },
-            rows_done,
-            group_digest: digest_col(&d, "T cursor")?,
-        })
+    row.map(|r| cursor_of(ctx, r, "T cursor")).transpose()
+}
+
+fn cursor_of(ctx: &TargetCtx, row: CursorRow, what: &str) -> Result<ReplayCursor> {
+    let (file, pos, gtid, rows_done, d) = row;
+    let gtid = match gtid {
+        None => None,
+        Some(g) => Some(kernel::position::Gtid::parse(&g).ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::EvidenceCorrupt,
+                format!("{}: {what} GTID `{g}` does not parse", ctx.who()),
+            )
+        })?),
+    };
+    Ok(ReplayCursor {
+        end: kernel::change::GroupEnd {
+            pos: BinlogPos::new(file, pos),
+            gtid,
+        },
+        rows_done,
+        group_digest: digest_col(&d, what)?,
     })
-    .transpose()
+}
+
+/// One row of `_backfill_ledger_cursor_parts`: partition `part` (>= 1) of the scheme with
+/// `parts` partitions has applied every change of its keys through `cursor`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PartRow {
+    pub part: u32,
+    pub parts: u32,
+    pub cursor: ReplayCursor,
+}
+
+/// T's main cursor and every part row of the table-generation (in part order), read in
+/// one transaction under share locks, so a writer still in flight is waited for.
+pub async fn replay_cursors(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+) -> Result<(Option<ReplayCursor>, Vec<PartRow>)> {
+    let what = "reading T's replay cursors";
+    let mut tx = conn
+        .start_transaction(Default::default())
+        .await
+        .map_err(my(what))?;
+    let main: Option<CursorRow> = tx
+        .exec_first(
+            format!(
+                "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ? LOCK IN SHARE MODE",
+                ctx.t(CURSOR)
+            ),
+            (ctx.job.0, ctx.generation.0),
+        )
+        .await
+        .map_err(my(what))?;
+    let parts: Vec<(u32, u32, String, u64, Option<String>, u32, Vec<u8>)> = tx
+        .exec(
+            format!(
+                "SELECT part, parts, file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ? ORDER BY part LOCK IN SHARE MODE",
+                ctx.t(CURSOR_PARTS)
+            ),
+            (ctx.job.0, ctx.generation.0),
+        )
+        .await
+        .map_err(my(what))?;
+    tx.commit().await.map_err(my(what))?;
+    let main = main.map(|r| cursor_of(ctx, r, "T cursor")).transpose()?;
+    let parts = parts
+        .into_iter()
+        .map(|(part, n, file, pos, gtid, rows_done, d)| {
+            Ok(PartRow {
+                part,
+                parts: n,
+                cursor: cursor_of(ctx, (file, pos, gtid, rows_done, d), "T part cursor")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((main, parts))
 }
 
 /// The activation credential (DESIGN §7): deterministic, binds generation, B, F, the
