@@ -37,6 +37,7 @@ pub mod apply;
 pub mod attempts;
 pub mod garbage;
 pub mod hooks;
+pub mod panics;
 pub mod pipeline;
 pub mod produce;
 pub mod progress;

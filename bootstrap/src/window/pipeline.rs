@@ -19,14 +19,16 @@
 //! * On any error nothing new starts; pages in flight finish (their write permits are
 //!   released only on a known outcome), the producer's current attempt ends, windows
 //!   already complete in T are still recorded in J, then the error is returned.
+//! * A panic of a sub-task is a definite error naming the window ([`panics`]): the table
+//!   pauses at once instead of retrying a bug up to the attempt cap.
 use crate::job::JobCtx;
 use crate::window::produce::{self, Ready, Shared};
-use crate::window::{apply, fp, progress};
+use crate::window::{apply, fp, panics, progress};
 use admission::PoolKind;
 use kernel::failpoint;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
 use kernel::{Error, Result};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -55,7 +57,7 @@ pub async fn run(ctx: &JobCtx, from: u32, n: u32, shared: Shared) -> Result<()> 
     stop.cancel();
     let produced = producer
         .await
-        .map_err(|e| Error::transient(format!("the window producer task failed: {e}")));
+        .map_err(|e| panics::task_failed(ctx.id(), "window producer", e));
     first_error(applied.err(), produced.err())
 }
 
@@ -69,6 +71,13 @@ fn first_error(a: Option<Error>, b: Option<Error>) -> Result<()> {
         } else {
             a
         }),
+    }
+}
+
+/// Keeps the error that decides the outcome: the first definite one, else the first.
+fn keep(failed: &mut Option<Error>, e: Error) {
+    if let Err(e) = first_error(failed.take(), Some(e)) {
+        *failed = Some(e);
     }
 }
 
@@ -92,22 +101,21 @@ async fn produce_all(
     loop {
         while inflight.len() < width && next < n && !stop.is_cancelled() {
             let (c, s, w) = (ctx.clone(), shared.clone(), WindowId(next));
-            inflight.push_back(tokio::spawn(
-                async move { produce::produce(&c, w, &s).await },
-            ));
+            let h = tokio::spawn(async move { produce::produce(&c, w, &s).await });
+            inflight.push_back((w, h));
             next += 1;
         }
-        let Some(h) = inflight.pop_front() else {
+        let Some((w, h)) = inflight.pop_front() else {
             return;
         };
         let r = h
             .await
-            .unwrap_or_else(|e| Err(Error::transient(format!("a window task failed: {e}"))));
+            .unwrap_or_else(|e| Err(panics::task_failed(ctx.id(), &format!("{w} read-ahead"), e)));
         let failed = r.is_err();
         let gone = tx.send(r).await.is_err();
         if failed || gone {
             stop.cancel();
-            for h in inflight {
+            for (_, h) in inflight {
                 let _ = h.await; // attempts already taken end before the error is reported
             }
             return;
@@ -143,6 +151,8 @@ async fn apply_all(
     let mut windows: VecDeque<Pending> = VecDeque::new();
     let mut queue: VecDeque<PageJob> = VecDeque::new();
     let mut set: JoinSet<(WindowId, Result<u64>)> = JoinSet::new();
+    // What each page task applies, to name it if it panics.
+    let mut tasks: HashMap<tokio::task::Id, String> = HashMap::new();
     let mut alone = false; // the table's first page is in flight, alone
     let mut open = true;
     let mut failed: Option<Error> = None;
@@ -168,10 +178,12 @@ async fn apply_all(
             let job = queue.pop_front().expect("front exists");
             alone = first;
             let c = ctx.clone();
-            set.spawn(async move {
+            let what = format!("{} page {} apply", job.window, job.page);
+            let task = set.spawn(async move {
                 let r = apply::apply_one(&c, job.window, job.attempt, job.page, &job.bytes).await;
                 (job.window, r)
             });
+            tasks.insert(task.id(), what);
         }
         let drained = !open && queue.is_empty() && windows.is_empty();
         if set.is_empty() && (failed.is_some() || drained) {
@@ -180,16 +192,23 @@ async fn apply_all(
         let want = open && failed.is_none() && queue.len() < width;
         tokio::select! {
             biased;
-            Some(j) = set.join_next(), if !set.is_empty() => {
+            Some(j) = set.join_next_with_id(), if !set.is_empty() => {
                 alone = false;
                 match j {
-                    Ok((w, Ok(_))) => {
+                    Ok((id, (w, Ok(_)))) => {
+                        tasks.remove(&id);
                         if let Some(p) = windows.iter_mut().find(|p| p.window == w) {
                             p.left -= 1;
                         }
                     }
-                    Ok((_, Err(e))) => { failed.get_or_insert(e); }
-                    Err(e) => { failed.get_or_insert(Error::transient(format!("a page task failed: {e}"))); }
+                    Ok((id, (_, Err(e)))) => {
+                        tasks.remove(&id);
+                        keep(&mut failed, e);
+                    }
+                    Err(e) => {
+                        let what = tasks.remove(&e.id()).unwrap_or_else(|| "page apply".into());
+                        keep(&mut failed, panics::task_failed(ctx.id(), &what, e));
+                    }
                 }
             }
             m = rx.recv(), if want => match m {

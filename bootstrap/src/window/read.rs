@@ -48,6 +48,7 @@ pub async fn read_window(
         .acquire_read(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
         .await
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+    crate::window::panics::seam::hit(ctx.id(), w);
     let mut conn = match crate::connect::connect(ctx.source.clone(), "source", "(read view)").await
     {
         Ok(c) => c,
