@@ -39,7 +39,7 @@ use kernel::change::{Change, GroupEnd, Op};
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::schema::SealedSchema;
-use kernel::value::Row;
+use kernel::value::{Row, SqlValue};
 use kernel::{failpoint, Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Transaction, TxOpts};
@@ -104,13 +104,13 @@ impl Default for Limits {
 // Pages
 // ---------------------------------------------------------------------------------------
 
-async fn rollback_quietly(tx: Transaction<'_>) {
+pub(crate) async fn rollback_quietly(tx: Transaction<'_>) {
     let _ = tx.rollback().await;
 }
 
 /// Commits an apply transaction between its two fault points. A failed COMMIT leaves the
 /// outcome unknown: only reading T can tell (DESIGN §3.5).
-async fn commit_between(
+pub(crate) async fn commit_between(
     tx: Transaction<'_>,
     what: &str,
     [before, after]: [&'static str; 2],
@@ -317,6 +317,18 @@ impl ReplayGroup {
 }
 
 fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> {
+    steps_where(schema, ch, &|_| true, out)
+}
+
+/// The replay steps of one change whose key `keep` accepts (a key-changing update's
+/// delete is judged by the old key, its upsert by the new one); every image is checked
+/// whatever `keep` says.
+pub(crate) fn steps_where(
+    schema: &SealedSchema,
+    ch: &Change,
+    keep: &dyn Fn(&SqlValue) -> bool,
+    out: &mut Vec<Step>,
+) -> Result<()> {
     let bad = |m: &str| {
         Error::definite(
             DefiniteCode::EvidenceCorrupt,
@@ -338,10 +350,12 @@ fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> 
         Op::Insert => {
             let a = ch
                 .after
-                .clone()
+                .as_ref()
                 .ok_or_else(|| bad("insert without after-image"))?;
-            check_row(schema, &a, "replay")?;
-            out.push(Step::Upsert(normalize_row(schema, a)));
+            check_row(schema, a, "replay")?;
+            if keep(&a[schema.pk]) {
+                out.push(Step::Upsert(normalize_row(schema, a.clone())));
+            }
         }
         Op::Update => {
             let b = ch
@@ -350,14 +364,16 @@ fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> 
                 .ok_or_else(|| bad("update without before-image"))?;
             let a = ch
                 .after
-                .clone()
+                .as_ref()
                 .ok_or_else(|| bad("update without after-image"))?;
-            check_row(schema, &a, "replay")?;
-            let (kb, ka) = (key(b)?, key(&a)?);
-            if kb.as_key() != ka.as_key() {
+            check_row(schema, a, "replay")?;
+            let (kb, ka) = (key(b)?, key(a)?);
+            if kb.as_key() != ka.as_key() && keep(&kb) {
                 out.push(Step::Delete(kb));
             }
-            out.push(Step::Upsert(normalize_row(schema, a)));
+            if keep(&ka) {
+                out.push(Step::Upsert(normalize_row(schema, a.clone())));
+            }
         }
         Op::Delete => {
             let b = ch
@@ -368,7 +384,9 @@ fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> 
             if k.as_key().is_none() {
                 return Err(bad("delete key is not an integer"));
             }
-            out.push(Step::Delete(k));
+            if keep(&k) {
+                out.push(Step::Delete(k));
+            }
         }
     }
     Ok(())
@@ -376,7 +394,7 @@ fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> 
 
 /// Runs one transaction's steps as their net effect per key ([`fold_steps`]): one
 /// DELETE list, then one upsert list, whatever the order of the changes.
-async fn run_steps(
+pub(crate) async fn run_steps(
     tx: &mut Transaction<'_>,
     dml: &Dml,
     schema: &SealedSchema,
@@ -397,7 +415,7 @@ async fn run_steps(
 
 /// Writes the cursor as the first ledger write: an insert when T has none, otherwise a
 /// conditional update from the expected cursor. Returns false when T's cursor moved.
-async fn write_cursor(
+pub(crate) async fn write_cursor(
     tx: &mut Transaction<'_>,
     ctx: &TargetCtx,
     expect: Option<&ReplayCursor>,

@@ -29,6 +29,7 @@ pub mod manifest;
 pub mod material;
 pub mod page;
 pub mod parts;
+pub mod parts_plan;
 pub mod plan;
 pub mod range;
 pub mod record;

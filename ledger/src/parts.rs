@@ -34,13 +34,36 @@
 //!   behind main are rewritten by CAS when next used.
 //! - A published target may briefly show part of a source transaction (some partitions
 //!   committed): DESIGN §6 already says so for chunked large transactions.
-use crate::apply::{self, Applied, ApplyError, Limits, ReplayGroup};
-use crate::target::TargetCtx;
+//!
+//! Locks between parts: parts write interleaved keys of one table at once, and part 0
+//! waits (in this process, invisible to InnoDB) for the others before its COMMIT. Under
+//! READ COMMITTED a part takes record locks only on its own keys and cursor row (no gap
+//! locks: a DELETE of an absent key locks nothing), so no part can wait for part 0 and
+//! part 0 runs its DML concurrently. A session whose binlog_format is STATEMENT refuses
+//! DML under READ COMMITTED; there the session default isolation is kept and part 0 starts
+//! only after the others committed, so no wait can cross the in-process one. Deadlocks
+//! (1213) and lock wait timeouts (1205) between parts are transient: nothing of that part
+//! committed, and the whole apply re-plans from T a few times before giving up.
+use crate::apply::{
+    self, commit_between, rollback_quietly, run_steps, write_cursor, Applied, ApplyError, Limits,
+    ReplayGroup,
+};
+use crate::dml::Dml;
+use crate::parts_plan::{
+    change_parts, part_steps, plan_parts, PartStep, PartsInput, PartsPlan, PartsTxn,
+};
+use crate::plan::GroupSummary;
+use crate::target::{self, check_owner, PartRow, TargetCtx, CURSOR_PARTS};
+use crate::util::{my, my_is_dup};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::value::SqlValue;
-use kernel::Error;
-use mysql_async::Conn;
+use kernel::{failpoint, Error, Result};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, IsolationLevel, Params, Transaction, TxOpts};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 /// The most key partitions (connections) one replay may use.
 pub const MAX_PARTS: usize = 16;
@@ -69,8 +92,34 @@ pub fn partition_of(key: &SqlValue, parts: usize) -> usize {
     }
 }
 
+/// How the part sessions run (the defaults are what [`apply_groups_parts`] uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartsOpts {
+    /// Part transactions at READ COMMITTED (unless a session's binlog_format is
+    /// STATEMENT); false keeps the session default and serialises part 0 after the others.
+    pub read_committed: bool,
+    /// Whole-apply attempts when a part fails transiently on a live connection.
+    pub attempts: u32,
+}
+
+impl Default for PartsOpts {
+    fn default() -> PartsOpts {
+        PartsOpts {
+            read_committed: true,
+            attempts: 4,
+        }
+    }
+}
+
 /// Replays `groups` like [`apply::apply_groups`], split over `conns.len()` key partitions
-/// (the configured P; 1 = exactly `apply_groups` on `conns[0]`).
+/// (the configured P; 1 = exactly `apply_groups` on `conns[0]`). If T holds part rows
+/// ahead of the main cursor under another scheme, that scheme is finished first on the
+/// given connections (parts may share a connection, one transaction at a time).
+///
+/// Errors: like `apply_groups`. [`ApplyError::Unknown`] when any part's COMMIT got no
+/// answer: the caller re-calls on NEW connections (it re-plans from T). After any error
+/// other than a server-answered definite one, a statement may still run on ANY of the
+/// connections: the caller KILL-confirms every connection id it passed in.
 pub async fn apply_groups_parts(
     conns: &mut [Conn],
     ctx: &TargetCtx,
@@ -78,21 +127,444 @@ pub async fn apply_groups_parts(
     groups: &[ReplayGroup],
     limits: Limits,
 ) -> Result<Applied, ApplyError> {
-    match conns {
-        [] => Err(Error::definite(
-            DefiniteCode::Usage,
-            format!("{}: replay needs at least one target connection", ctx.who()),
-        )
-        .into()),
-        [one] => apply::apply_groups(one, ctx, prev, groups, limits).await,
-        _ => Err(Error::definite(
+    apply_groups_parts_with(conns, ctx, prev, groups, limits, PartsOpts::default()).await
+}
+
+/// [`apply_groups_parts`] with explicit session options (benchmarks compare them).
+pub async fn apply_groups_parts_with(
+    conns: &mut [Conn],
+    ctx: &TargetCtx,
+    prev: Option<&GroupEnd>,
+    groups: &[ReplayGroup],
+    limits: Limits,
+    opts: PartsOpts,
+) -> Result<Applied, ApplyError> {
+    if conns.is_empty() || conns.len() > MAX_PARTS {
+        return Err(Error::definite(
             DefiniteCode::Usage,
             format!(
-                "{}: key-partitioned replay over {} connections is not built yet; use 1",
+                "{}: replay over {} target connections: use 1..={MAX_PARTS}",
                 ctx.who(),
                 conns.len()
             ),
         )
-        .into()),
+        .into());
     }
+    let mut committed = false;
+    let attempts = opts.attempts.max(1);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let iso = isolation(conns, opts).await?;
+        match replan_loop(conns, ctx, prev, groups, limits, iso, &mut committed).await {
+            Err(ApplyError::Failed(e)) if e.is_transient() && attempt < attempts => {
+                if !all_alive(conns).await {
+                    return Err(e.into());
+                }
+                tracing::info!(target: "ledger::parts", attempt, error = %e, "part transaction failed on a live connection: re-planning from T");
+                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt))).await;
+            }
+            Ok(a) => {
+                return Ok(if committed { Applied::Committed } else { a });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether every connection still answers (then a transient failure was answered by the
+/// server, its transaction rolled back, and nothing of it runs any more).
+async fn all_alive(conns: &mut [Conn]) -> bool {
+    for c in conns.iter_mut() {
+        if c.ping().await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// The isolation of the part sessions: READ COMMITTED unless asked otherwise or a
+/// session logs statements (`binlog_format=STATEMENT` refuses DML under READ COMMITTED).
+async fn isolation(conns: &mut [Conn], opts: PartsOpts) -> Result<Option<IsolationLevel>> {
+    if !opts.read_committed || conns.len() == 1 {
+        return Ok(None);
+    }
+    for c in conns.iter_mut() {
+        let f: Option<String> = c
+            .query_first("SELECT @@SESSION.binlog_format")
+            .await
+            .map_err(my("reading the target session's binlog_format"))?;
+        if f.is_some_and(|f| f.eq_ignore_ascii_case("STATEMENT")) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(IsolationLevel::ReadCommitted))
+}
+
+async fn replan_loop(
+    conns: &mut [Conn],
+    ctx: &TargetCtx,
+    prev: Option<&GroupEnd>,
+    groups: &[ReplayGroup],
+    limits: Limits,
+    iso: Option<IsolationLevel>,
+    committed: &mut bool,
+) -> Result<Applied, ApplyError> {
+    let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
+    let dml = Dml::new(&ctx.schema, limits);
+    for _replan in 0..3 {
+        let (main, rows) = target::replay_cursors(&mut conns[0], ctx).await?;
+        let input = PartsInput {
+            main: main.as_ref(),
+            rows: &rows,
+            configured: conns.len(),
+            prev,
+            groups: &summaries,
+            txn_rows: limits.txn_rows,
+        };
+        let touches = |g: usize, i: usize, parts: usize| {
+            change_parts(&ctx.schema, &groups[g].changes[i], parts)
+        };
+        let txns = match plan_parts(input, touches).map_err(Error::Definite)? {
+            PartsPlan::AlreadyCommitted => return Ok(Applied::AlreadyCommitted),
+            PartsPlan::Apply(t) => t,
+        };
+        if conns.len() == 1 && txns.iter().all(|t| t.parts == 1) {
+            return apply::apply_groups(&mut conns[0], ctx, prev, groups, limits).await;
+        }
+        let mut moved = false;
+        for t in &txns {
+            match run_txn(conns, ctx, groups, &dml, t, iso).await? {
+                Ended::Committed => *committed = true,
+                Ended::Moved => {
+                    moved = true;
+                    break;
+                }
+            }
+        }
+        if !moved {
+            return Ok(Applied::Committed);
+        }
+    }
+    Err(Error::transient(format!(
+        "{}: T's cursors kept moving under this apply (another writer?)",
+        ctx.who()
+    ))
+    .into())
+}
+
+/// How one part (or the whole transaction) ended without error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Committed,
+    /// A cursor CAS matched no row: T moved, re-plan.
+    Moved,
+}
+
+type MainTx<'a> = Option<Transaction<'a>>;
+type TaskOut<'a> = Result<(Ended, MainTx<'a>), ApplyError>;
+type Task<'a> = Pin<Box<dyn Future<Output = TaskOut<'a>> + Send + 'a>>;
+
+/// Polls every task to completion, concurrently on this task (they borrow the caller's
+/// connections, so they cannot be spawned).
+async fn join_all<'a>(mut tasks: Vec<Task<'a>>) -> Vec<TaskOut<'a>> {
+    let mut out: Vec<Option<TaskOut<'a>>> = (0..tasks.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (t, o) in tasks.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match t.as_mut().poll(cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// One replay transaction over its parts: parts p >= 1 on connection `p % n`, part 0 on
+/// connection 0 after that connection's other parts; part 0 COMMITs only when every
+/// other part committed (or had nothing to do).
+async fn run_txn(
+    conns: &mut [Conn],
+    ctx: &TargetCtx,
+    groups: &[ReplayGroup],
+    dml: &Dml,
+    t: &PartsTxn,
+    iso: Option<IsolationLevel>,
+) -> Result<Ended, ApplyError> {
+    let n = conns.len();
+    let main_with_others = iso.is_some();
+    let mut tasks: Vec<Task<'_>> = Vec::with_capacity(n);
+    let mut conn_iter = conns.iter_mut();
+    let (first, rest) = match conn_iter.next() {
+        Some(c) => (c, conn_iter),
+        None => return Err(Error::transient("no target connection").into()),
+    };
+    let mine = |c: usize| -> Vec<usize> { (1..t.parts).filter(|p| p % n == c).collect() };
+    let first_parts = mine(0);
+    tasks.push(Box::pin(async move {
+        for p in first_parts {
+            if run_part(first, ctx, groups, dml, t, p, iso).await? == Ended::Moved {
+                return Ok((Ended::Moved, None));
+            }
+        }
+        if main_with_others {
+            return prepare_main(first, ctx, groups, dml, t, iso).await;
+        }
+        Ok((Ended::Committed, None))
+    }));
+    for (i, c) in rest.enumerate() {
+        let ps = mine(i + 1);
+        tasks.push(Box::pin(async move {
+            for p in ps {
+                if run_part(c, ctx, groups, dml, t, p, iso).await? == Ended::Moved {
+                    return Ok((Ended::Moved, None));
+                }
+            }
+            Ok((Ended::Committed, None))
+        }));
+    }
+    let outs = join_all(tasks).await;
+    let mut main_tx = None;
+    let mut ended = Ended::Committed;
+    let (mut unknown, mut definite, mut transient) = (None, None, None);
+    for o in outs {
+        match o {
+            Ok((e, tx)) => {
+                if e == Ended::Moved {
+                    ended = Ended::Moved;
+                }
+                if tx.is_some() {
+                    main_tx = tx;
+                }
+            }
+            Err(ApplyError::Unknown(m)) => unknown = unknown.or(Some(m)),
+            Err(ApplyError::Failed(e)) if e.is_transient() => transient = transient.or(Some(e)),
+            Err(ApplyError::Failed(e)) => definite = definite.or(Some(e)),
+        }
+    }
+    let failed = unknown.is_some() || definite.is_some() || transient.is_some();
+    if failed || ended == Ended::Moved {
+        if let Some(tx) = main_tx {
+            rollback_quietly(tx).await;
+        }
+        if let Some(m) = unknown {
+            return Err(ApplyError::Unknown(m));
+        }
+        if let Some(e) = definite.or(transient) {
+            return Err(e.into());
+        }
+        return Ok(Ended::Moved);
+    }
+    // Every other part committed or had nothing to do: now part 0.
+    if let Some(tx) = main_tx {
+        return commit_main(tx, ctx, t).await;
+    }
+    drop(main_tx);
+    match prepare_main(&mut conns[0], ctx, groups, dml, t, iso).await? {
+        (Ended::Committed, Some(tx)) => commit_main(tx, ctx, t).await,
+        _ => Ok(Ended::Moved),
+    }
+}
+
+async fn commit_main(
+    tx: Transaction<'_>,
+    ctx: &TargetCtx,
+    t: &PartsTxn,
+) -> Result<Ended, ApplyError> {
+    failpoint::hit("ledger.parts.before_main_commit");
+    let what = format!(
+        "{} replay part 0/{} to {} (+{})",
+        ctx.who(),
+        t.parts,
+        t.main.next.end.pos,
+        t.main.next.rows_done
+    );
+    let points = ["ledger.groups.before_commit", "ledger.groups.after_commit"];
+    commit_between(tx, &what, points).await?;
+    Ok(Ended::Committed)
+}
+
+fn tx_opts(iso: Option<IsolationLevel>) -> TxOpts {
+    let mut o = TxOpts::default();
+    o.with_isolation_level(iso);
+    o
+}
+
+/// Part 0 up to (not including) its COMMIT: owner check, main cursor CAS, the steps of
+/// partition 0. Returns the open transaction (None when T's cursor moved).
+async fn prepare_main<'a>(
+    conn: &'a mut Conn,
+    ctx: &TargetCtx,
+    groups: &[ReplayGroup],
+    dml: &Dml,
+    t: &PartsTxn,
+    iso: Option<IsolationLevel>,
+) -> TaskOut<'a> {
+    let what = format!(
+        "{} replay part 0/{} to {} (+{})",
+        ctx.who(),
+        t.parts,
+        t.main.next.end.pos,
+        t.main.next.rows_done
+    );
+    let steps = part_steps(&ctx.schema, groups, &t.main.pieces, t.parts, 0)?;
+    let mut tx = conn
+        .start_transaction(tx_opts(iso))
+        .await
+        .map_err(my(&what))?;
+    if let Err(e) = check_owner(&mut tx, ctx).await {
+        rollback_quietly(tx).await;
+        return Err(e.into());
+    }
+    match write_cursor(&mut tx, ctx, t.main.expect.as_ref(), &t.main.next).await {
+        Ok(true) => {}
+        Ok(false) => {
+            rollback_quietly(tx).await;
+            return Ok((Ended::Moved, None));
+        }
+        Err(e) => {
+            rollback_quietly(tx).await;
+            return Err(e.into());
+        }
+    }
+    if let Err(e) = run_steps(&mut tx, dml, &ctx.schema, steps).await {
+        rollback_quietly(tx).await;
+        return Err(e.into());
+    }
+    Ok((Ended::Committed, Some(tx)))
+}
+
+/// Part p >= 1 of one replay transaction, COMMIT included (nothing when the plan skips it).
+async fn run_part(
+    conn: &mut Conn,
+    ctx: &TargetCtx,
+    groups: &[ReplayGroup],
+    dml: &Dml,
+    t: &PartsTxn,
+    p: usize,
+    iso: Option<IsolationLevel>,
+) -> Result<Ended, ApplyError> {
+    let Some(PartStep::Apply {
+        expect,
+        next,
+        pieces,
+    }) = t.others.get(p - 1)
+    else {
+        return Ok(Ended::Committed);
+    };
+    let what = format!(
+        "{} replay part {p}/{} to {} (+{})",
+        ctx.who(),
+        t.parts,
+        next.cursor.end.pos,
+        next.cursor.rows_done
+    );
+    let steps = part_steps(&ctx.schema, groups, pieces, t.parts, p)?;
+    let mut tx = conn
+        .start_transaction(tx_opts(iso))
+        .await
+        .map_err(my(&what))?;
+    if let Err(e) = check_owner(&mut tx, ctx).await {
+        rollback_quietly(tx).await;
+        return Err(e.into());
+    }
+    match write_part_row(&mut tx, ctx, expect.as_ref(), next).await {
+        Ok(true) => {}
+        Ok(false) => {
+            rollback_quietly(tx).await;
+            return Ok(Ended::Moved);
+        }
+        Err(e) => {
+            rollback_quietly(tx).await;
+            return Err(e.into());
+        }
+    }
+    if let Err(e) = run_steps(&mut tx, dml, &ctx.schema, steps).await {
+        rollback_quietly(tx).await;
+        return Err(e.into());
+    }
+    tx.commit()
+        .await
+        .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
+    failpoint::hit("ledger.parts.after_part_commit");
+    Ok(Ended::Committed)
+}
+
+/// Writes a part row as the first ledger write of its transaction: an insert when T has
+/// none, otherwise a conditional update from the whole expected row. False when T moved.
+async fn write_part_row(
+    tx: &mut Transaction<'_>,
+    ctx: &TargetCtx,
+    expect: Option<&PartRow>,
+    next: &PartRow,
+) -> Result<bool> {
+    let what = format!("advancing T's part {} cursor of {}", next.part, ctx.who());
+    let c = &next.cursor;
+    let gtid = c.end.gtid.as_ref().map(|g| g.to_string());
+    let Some(x) = expect else {
+        let r = tx
+            .exec_drop(
+                format!(
+                    "INSERT INTO {} (job_id, generation, part, parts, file, pos, gtid, rows_done, group_digest, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    ctx.t(CURSOR_PARTS)
+                ),
+                Params::Positional(vec![
+                    ctx.job.0.into(),
+                    ctx.generation.0.into(),
+                    next.part.into(),
+                    next.parts.into(),
+                    c.end.pos.file.clone().into(),
+                    c.end.pos.pos.into(),
+                    gtid.into(),
+                    c.rows_done.into(),
+                    c.group_digest.0.to_vec().into(),
+                    ctx.token.into(),
+                ]),
+            )
+            .await;
+        return match r {
+            Ok(()) => Ok(true),
+            Err(e) if my_is_dup(&e) => Ok(false),
+            Err(e) => Err(my(&what)(e)),
+        };
+    };
+    let xc = &x.cursor;
+    let xg = xc.end.gtid.as_ref().map(|g| g.to_string());
+    tx.exec_drop(
+        format!(
+            "UPDATE {} SET parts = ?, file = ?, pos = ?, gtid = ?, rows_done = ?, group_digest = ?, token = ?
+             WHERE job_id = ? AND generation = ? AND part = ? AND parts = ? AND file = ? AND pos = ? AND gtid <=> ? AND rows_done = ? AND group_digest = ?",
+            ctx.t(CURSOR_PARTS)
+        ),
+        Params::Positional(vec![
+            next.parts.into(),
+            c.end.pos.file.clone().into(),
+            c.end.pos.pos.into(),
+            gtid.into(),
+            c.rows_done.into(),
+            c.group_digest.0.to_vec().into(),
+            ctx.token.into(),
+            ctx.job.0.into(),
+            ctx.generation.0.into(),
+            x.part.into(),
+            x.parts.into(),
+            xc.end.pos.file.clone().into(),
+            xc.end.pos.pos.into(),
+            xg.into(),
+            xc.rows_done.into(),
+            xc.group_digest.0.to_vec().into(),
+        ]),
+    )
+    .await
+    .map_err(my(&what))?;
+    Ok(tx.affected_rows() == 1)
 }

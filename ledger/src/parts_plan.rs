@@ -1,0 +1,307 @@
+//! The pure planner of key-partitioned replay ([`crate::parts`], STYLE §4): given T's
+//! main cursor and part rows, the configured number of partitions and a batch of groups,
+//! it says for every replay transaction of the main plan and every part what to do. No
+//! I/O; property-tested against a model with crashes in `tests/parts_plan.rs`.
+//!
+//! Points: a position in the batch is `(group index, changes of it applied)`; the start of
+//! the batch is `(-1, 0)` and a complete group `k` is `(k, len k)`. Main's point is where
+//! part 0 (and, by the commit order, every partition) is. A part row's point means
+//! something only when it is after main's: that partition holds its keys through it.
+use crate::apply::{steps_where, ReplayGroup};
+use crate::parts::{partition_of, MAX_PARTS};
+use crate::plan::{plan_replay, GroupSummary, Piece, Plan, Step, TxnPlan};
+use crate::target::{PartRow, ReplayCursor};
+use kernel::change::{Change, GroupEnd, Op};
+use kernel::error::{Definite, DefiniteCode};
+use kernel::schema::SealedSchema;
+use kernel::value::Row;
+use kernel::Result;
+use std::cmp::Ordering;
+
+/// What a part does in one replay transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartStep {
+    /// The part row is at or after the transaction's end: its partition holds it already.
+    Ahead,
+    /// No change of the transaction (after the part's start) touches this partition.
+    Empty,
+    /// Write `next` over `expect` (insert when None) first, then the steps of this
+    /// partition in `pieces`.
+    Apply {
+        expect: Option<PartRow>,
+        next: PartRow,
+        pieces: Vec<Piece>,
+    },
+}
+
+/// One replay transaction split over the partitions of scheme `parts`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartsTxn {
+    /// Part 0: the main cursor CAS and the steps of partition 0 in `main.pieces`.
+    pub main: TxnPlan,
+    /// The scheme (number of partitions) this transaction is split by.
+    pub parts: usize,
+    /// Parts 1..parts, in order (`others[p - 1]` is part p).
+    pub others: Vec<PartStep>,
+}
+
+/// What a batch needs given T.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartsPlan {
+    AlreadyCommitted,
+    Apply(Vec<PartsTxn>),
+}
+
+/// Everything the planner reads.
+#[derive(Clone, Copy, Debug)]
+pub struct PartsInput<'a> {
+    pub main: Option<&'a ReplayCursor>,
+    pub rows: &'a [PartRow],
+    /// The configured number of partitions (connections), 1..=MAX_PARTS.
+    pub configured: usize,
+    pub prev: Option<&'a GroupEnd>,
+    pub groups: &'a [GroupSummary],
+    pub txn_rows: usize,
+}
+
+type Point = (i64, usize);
+const START: Point = (-1, 0);
+const BEYOND: Point = (i64::MAX, usize::MAX);
+
+fn conflict(message: String) -> Definite {
+    Definite {
+        code: DefiniteCode::EvidenceConflict,
+        message,
+    }
+}
+
+/// Where a part row's cursor lies against the batch.
+fn locate(
+    c: &ReplayCursor,
+    prev: Option<&GroupEnd>,
+    groups: &[GroupSummary],
+    what: &str,
+) -> Result<Point, Definite> {
+    if let Some(k) = groups.iter().position(|g| g.end == c.end) {
+        let g = &groups[k];
+        if g.digest != c.group_digest {
+            return Err(conflict(format!(
+                "{what} names group {} with hash {} but L's group there hashes to {}: same key, different bytes",
+                c.end.pos, c.group_digest, g.digest
+            )));
+        }
+        return match c.rows_done as usize {
+            0 => Ok((k as i64, g.len)),
+            r if r < g.len => Ok((k as i64, r)),
+            r => Err(conflict(format!(
+                "{what} says {r} changes of group {} applied but it has {}",
+                c.end.pos, g.len
+            ))),
+        };
+    }
+    if prev == Some(&c.end) && c.rows_done == 0 {
+        return Ok(START);
+    }
+    let (Some(first), Some(last)) = (groups.first(), groups.last()) else {
+        return Ok(START);
+    };
+    let cmp = |g: &GroupSummary| {
+        c.end
+            .pos
+            .try_cmp(&g.end.pos)
+            .map_err(|e| conflict(format!("{what}: {e}")))
+    };
+    if cmp(last)? == Ordering::Greater {
+        return Ok(BEYOND);
+    }
+    if cmp(first)? == Ordering::Less {
+        // Before the batch, hence at or before `prev`: behind main, meaningless.
+        return Ok(START);
+    }
+    Err(conflict(format!(
+        "{what} {} (sub-cursor {}) is not at a group boundary of this batch",
+        c.end.pos, c.rows_done
+    )))
+}
+
+fn check_row_shape(r: &PartRow) -> Result<(), Definite> {
+    let (p, n) = (r.part as usize, r.parts as usize);
+    if p == 0 || p >= n || n > MAX_PARTS {
+        return Err(Definite {
+            code: DefiniteCode::EvidenceCorrupt,
+            message: format!(
+                "T part row {p} of {n} partitions is impossible (parts 1..{n} of at most {MAX_PARTS})"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The pieces of `pieces` after point `from`.
+fn trim(pieces: &[Piece], from: Point) -> Vec<Piece> {
+    pieces
+        .iter()
+        .filter_map(|p| {
+            let g = p.group as i64;
+            let start = match g.cmp(&from.0) {
+                Ordering::Less => return None,
+                Ordering::Equal => p.from.max(from.1),
+                Ordering::Greater => p.from,
+            };
+            (start < p.to).then_some(Piece {
+                group: p.group,
+                from: start,
+                to: p.to,
+            })
+        })
+        .collect()
+}
+
+/// Plans the batch. `touches(group, change, parts)` is the bit set of the partitions the
+/// steps of that change fall in under `parts` partitions ([`change_parts`]).
+pub fn plan_parts(
+    input: PartsInput<'_>,
+    touches: impl Fn(usize, usize, usize) -> u32,
+) -> Result<PartsPlan, Definite> {
+    let PartsInput {
+        main,
+        rows,
+        configured,
+        prev,
+        groups,
+        txn_rows,
+    } = input;
+    if configured == 0 || configured > MAX_PARTS {
+        return Err(Definite {
+            code: DefiniteCode::Usage,
+            message: format!("replay over {configured} key partitions: use 1..={MAX_PARTS}"),
+        });
+    }
+    let txns = match plan_replay(main, prev, groups, txn_rows)? {
+        Plan::AlreadyCommitted => return Ok(PartsPlan::AlreadyCommitted),
+        Plan::Apply(t) => t,
+    };
+    let main_at = match main {
+        None => START,
+        Some(c) => locate(c, prev, groups, "T's cursor")?,
+    };
+    // Current row and, when ahead of main, its point, per part number.
+    let mut cur: Vec<Option<PartRow>> = vec![None; MAX_PARTS];
+    let mut ahead: Vec<Option<Point>> = vec![None; MAX_PARTS];
+    let mut scheme: Option<usize> = None;
+    for r in rows {
+        check_row_shape(r)?;
+        let p = r.part as usize;
+        let at = locate(&r.cursor, prev, groups, &format!("T part row {p}"))?;
+        if at > main_at {
+            match scheme {
+                Some(s) if s != r.parts as usize => {
+                    return Err(conflict(format!(
+                        "T part rows ahead of the main cursor were written by {s} and by {} partitions: which partitions hold which keys is ambiguous",
+                        r.parts
+                    )))
+                }
+                _ => scheme = Some(r.parts as usize),
+            }
+            ahead[p] = Some(at);
+        }
+        cur[p] = Some(r.clone());
+    }
+    let ahead_max = ahead.iter().flatten().max().copied().unwrap_or(START);
+    let mut out = Vec::with_capacity(txns.len());
+    let mut e_at = main_at;
+    for t in txns {
+        let last = t.pieces.last().copied().unwrap_or(Piece {
+            group: 0,
+            from: 0,
+            to: 0,
+        });
+        let n_at: Point = (last.group as i64, last.to);
+        let parts = match scheme {
+            Some(s) if ahead_max > e_at => s,
+            _ => configured,
+        };
+        let mut others = Vec::with_capacity(parts.saturating_sub(1));
+        for p in 1..parts {
+            let start = ahead[p].map_or(e_at, |a| a.max(e_at));
+            if start >= n_at {
+                others.push(PartStep::Ahead);
+                continue;
+            }
+            let pieces = trim(&t.pieces, start);
+            let bit = 1u32 << p;
+            let any = pieces
+                .iter()
+                .any(|pc| (pc.from..pc.to).any(|i| touches(pc.group, i, parts) & bit != 0));
+            if !any {
+                others.push(PartStep::Empty);
+                continue;
+            }
+            let next = PartRow {
+                part: p as u32,
+                parts: parts as u32,
+                cursor: t.next.clone(),
+            };
+            others.push(PartStep::Apply {
+                expect: cur[p].replace(next.clone()),
+                next,
+                pieces,
+            });
+            ahead[p] = Some(n_at);
+        }
+        e_at = n_at;
+        out.push(PartsTxn {
+            main: t,
+            parts,
+            others,
+        });
+    }
+    Ok(PartsPlan::Apply(out))
+}
+
+/// The bit set of the partitions (of `parts`) that the steps of `ch` fall in: the
+/// after-image's key for inserts and updates, the before-image's key for deletes and for
+/// the delete of a key-changing update. A change without the images its op needs
+/// touches every partition (the part that applies it reports the error).
+pub fn change_parts(schema: &SealedSchema, ch: &Change, parts: usize) -> u32 {
+    let bit = |r: &Option<Row>| {
+        r.as_ref()
+            .and_then(|r| r.get(schema.pk))
+            .map(|k| 1u32 << partition_of(k, parts))
+    };
+    let all = u32::MAX;
+    match ch.id.op {
+        Op::Insert => bit(&ch.after).unwrap_or(all),
+        Op::Delete => bit(&ch.before).unwrap_or(all),
+        Op::Update => match (bit(&ch.before), bit(&ch.after)) {
+            (Some(b), Some(a)) => {
+                let same_key = ch.before.as_ref().map(|r| r[schema.pk].as_key())
+                    == ch.after.as_ref().map(|r| r[schema.pk].as_key());
+                if same_key {
+                    a
+                } else {
+                    a | b
+                }
+            }
+            _ => all,
+        },
+    }
+}
+
+/// The replay steps of partition `part` (of `parts`) in `pieces`, in binlog order.
+pub fn part_steps(
+    schema: &SealedSchema,
+    groups: &[ReplayGroup],
+    pieces: &[Piece],
+    parts: usize,
+    part: usize,
+) -> Result<Vec<Step>> {
+    let keep = |k: &kernel::value::SqlValue| partition_of(k, parts) == part;
+    let mut out = Vec::new();
+    for p in pieces {
+        for ch in &groups[p.group].changes[p.from..p.to] {
+            steps_where(schema, ch, &keep, &mut out)?;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,476 @@
+//! The pure planner of key-partitioned replay against a model table, with crashes after
+//! any subset of part commits, other P and txn_rows on every restart (issue 6). No server.
+#![allow(clippy::unwrap_used)]
+use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use kernel::ids::Digest;
+use kernel::position::BinlogPos;
+use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
+use kernel::value::SqlValue;
+use ledger::apply::{fold_steps, ReplayGroup, Step};
+use ledger::parts::{partition_of, partition_of_int, MAX_PARTS};
+use ledger::parts_plan::{change_parts, part_steps, plan_parts, PartStep, PartsInput, PartsPlan};
+use ledger::plan::{GroupSummary, Piece};
+use ledger::target::{PartRow, ReplayCursor};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+
+#[test]
+fn partition_of_is_pinned() {
+    // These values are persisted in meaning by part rows: they never change.
+    let keys = [0i64, 1, 2, 3, -1, -2, 42, 1_000_000, i64::MIN, i64::MAX];
+    let got: Vec<Vec<usize>> = [2usize, 3, 4, 16]
+        .iter()
+        .map(|&p| keys.iter().map(|&k| partition_of_int(k, p)).collect())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            GOLDEN_2.to_vec(),
+            GOLDEN_3.to_vec(),
+            GOLDEN_4.to_vec(),
+            GOLDEN_16.to_vec(),
+        ]
+    );
+    for p in [1, 2, 3, 4, 16] {
+        // One key, whatever value type carries it.
+        assert_eq!(partition_of(&SqlValue::Int(42), p), partition_of_int(42, p));
+        assert_eq!(
+            partition_of(&SqlValue::UInt(42), p),
+            partition_of_int(42, p)
+        );
+        assert_eq!(
+            partition_of(&SqlValue::Bytes(b"42".to_vec()), p),
+            partition_of_int(42, p)
+        );
+        assert_eq!(
+            partition_of(&SqlValue::Bytes(b"-7".to_vec()), p),
+            partition_of_int(-7, p)
+        );
+        // No signed 64-bit integer: partition 0 (such keys are refused by replay).
+        assert_eq!(partition_of(&SqlValue::UInt(u64::MAX), p), 0);
+        assert_eq!(partition_of(&SqlValue::Bytes(b"12.5".to_vec()), p), 0);
+        assert_eq!(partition_of(&SqlValue::Null, p), 0);
+    }
+    assert!((-1000..1000).all(|k| partition_of_int(k, 1) == 0));
+    // Consecutive keys spread evenly enough.
+    let mut n = [0usize; 4];
+    for k in 0..4000 {
+        n[partition_of_int(k, 4)] += 1;
+    }
+    assert!(n.iter().all(|&c| (800..1200).contains(&c)), "{n:?}");
+}
+
+const GOLDEN_2: [usize; 10] = [1, 1, 0, 1, 0, 1, 1, 1, 1, 1];
+const GOLDEN_3: [usize; 10] = [1, 2, 1, 0, 2, 2, 1, 0, 1, 0];
+const GOLDEN_4: [usize; 10] = [3, 1, 2, 1, 0, 1, 1, 3, 3, 3];
+const GOLDEN_16: [usize; 10] = [15, 1, 14, 13, 0, 1, 5, 7, 11, 7];
+
+fn schema() -> SealedSchema {
+    let col = |name: &str| ColumnDef {
+        name: name.into(),
+        kind: ColumnKind::BigInt,
+        column_type: String::new(),
+        unsigned: false,
+        nullable: false,
+        char_len: None,
+        numeric_precision: None,
+        numeric_scale: None,
+        datetime_precision: None,
+        charset: None,
+        collation: None,
+    };
+    SealedSchema {
+        database: "d".into(),
+        table: "t".into(),
+        columns: vec![col("id"), col("v")],
+        pk: 0,
+    }
+}
+
+#[derive(Clone, Debug)]
+enum M {
+    Ins(i64, i64),
+    Upd(i64, i64, i64),
+    Del(i64),
+}
+
+fn m() -> impl Strategy<Value = M> {
+    // Few keys: several changes of one key in one group, key changes onto live keys.
+    prop_oneof![
+        (0i64..8, 0i64..100).prop_map(|(k, v)| M::Ins(k, v)),
+        (0i64..8, 0i64..8, 0i64..100).prop_map(|(a, b, v)| M::Upd(a, b, v)),
+        (0i64..8, 0i64..100).prop_map(|(k, v)| M::Upd(k, k, v)),
+        (0i64..8).prop_map(M::Del),
+    ]
+}
+
+fn change(g: usize, i: usize, m: &M) -> Change {
+    let r = |k: i64, v: i64| Some(vec![SqlValue::Int(k), SqlValue::Int(v)]);
+    let (op, before, after) = match *m {
+        M::Ins(k, v) => (Op::Insert, None, r(k, v)),
+        M::Upd(a, b, v) => (Op::Update, r(a, -1), r(b, v)),
+        M::Del(k) => (Op::Delete, r(k, -1), None),
+    };
+    Change {
+        id: ChangeId {
+            lineage: Digest([1; 32]),
+            schema: "s".into(),
+            table: "t".into(),
+            file: "mysql-bin.000001".into(),
+            event_pos: 100 * g as u64 + 4,
+            row: i as u32,
+            op,
+        },
+        before,
+        after,
+    }
+}
+
+fn end(g: usize) -> GroupEnd {
+    GroupEnd {
+        pos: BinlogPos::new("mysql-bin.000001", 100 * (g as u64 + 1)),
+        gtid: None,
+    }
+}
+
+type Table = BTreeMap<i64, i64>;
+
+fn apply(t: &mut Table, steps: Vec<Step>) {
+    let f = fold_steps(0, steps).unwrap();
+    for k in f.deletes {
+        t.remove(&k.as_key().unwrap());
+    }
+    for r in f.upserts {
+        t.insert(r[0].as_key().unwrap(), r[1].as_key().unwrap());
+    }
+}
+
+/// A crash after the parts in `mask` committed, in transaction `txn`, before main.
+#[derive(Clone, Debug)]
+struct Attempt {
+    parts: usize,
+    txn_rows: usize,
+    start: usize,
+    crash: Option<(usize, u32)>,
+}
+
+fn attempt() -> impl Strategy<Value = Attempt> {
+    (
+        1usize..=5,
+        1usize..12,
+        0usize..100,
+        proptest::option::of((0usize..6, any::<u32>())),
+    )
+        .prop_map(|(parts, txn_rows, start, crash)| Attempt {
+            parts,
+            txn_rows,
+            start,
+            crash,
+        })
+}
+
+/// T and the target of the model.
+struct World {
+    groups: Vec<ReplayGroup>,
+    main: Option<ReplayCursor>,
+    rows: BTreeMap<u32, PartRow>,
+    table: Table,
+    /// (group, change, is the delete of a key change) -> times committed.
+    done: HashMap<(usize, usize, bool), u32>,
+}
+
+impl World {
+    /// The global point of a cursor: (group, changes applied), complete = (g, len).
+    fn point(&self, c: &ReplayCursor) -> (usize, usize) {
+        let g = self.groups.iter().position(|x| x.end == c.end).unwrap();
+        let len = self.groups[g].changes.len();
+        (
+            g,
+            if c.rows_done == 0 {
+                len
+            } else {
+                c.rows_done as usize
+            },
+        )
+    }
+
+    fn record(&mut self, batch0: usize, pieces: &[Piece], parts: usize, part: usize) {
+        let s = schema();
+        for p in pieces {
+            for i in p.from..p.to {
+                let one = [Piece {
+                    group: p.group,
+                    from: i,
+                    to: i + 1,
+                }];
+                let batch = &self.groups[batch0..];
+                for st in part_steps(&s, batch, &one, parts, part).unwrap() {
+                    let del = matches!(st, Step::Delete(_))
+                        && matches!(batch[p.group].changes[i].id.op, Op::Update);
+                    let n = self.done.entry((batch0 + p.group, i, del)).or_default();
+                    *n += 1;
+                    assert_eq!(
+                        *n,
+                        1,
+                        "step of change {i} of group {} ran twice",
+                        batch0 + p.group
+                    );
+                }
+            }
+        }
+    }
+
+    fn commit(&mut self, batch0: usize, pieces: &[Piece], parts: usize, part: usize) {
+        self.record(batch0, pieces, parts, part);
+        let steps = part_steps(&schema(), &self.groups[batch0..], pieces, parts, part).unwrap();
+        apply(&mut self.table, steps);
+    }
+
+    /// Main >= X implies every step of every change through X committed.
+    fn check_main_covers(&self) {
+        let Some(c) = &self.main else { return };
+        let (g, r) = self.point(c);
+        let s = schema();
+        for (gi, grp) in self.groups.iter().enumerate().take(g + 1) {
+            let upto = if gi == g { r } else { grp.changes.len() };
+            for i in 0..upto {
+                let one = [Piece {
+                    group: gi,
+                    from: i,
+                    to: i + 1,
+                }];
+                for st in part_steps(&s, &self.groups, &one, 1, 0).unwrap() {
+                    let del = matches!(st, Step::Delete(_)) && grp.changes[i].id.op == Op::Update;
+                    assert_eq!(
+                        self.done.get(&(gi, i, del)),
+                        Some(&1),
+                        "main is at {:?} but change {i} of group {gi} is not applied",
+                        (g, r)
+                    );
+                }
+            }
+        }
+    }
+
+    fn run(&mut self, a: &Attempt) {
+        // The batch starts at a group at or before main (any regrouping by the reader).
+        let max_start = match &self.main {
+            None => 0,
+            Some(c) => {
+                let (g, r) = self.point(c);
+                if r == self.groups[g].changes.len() {
+                    g + 1
+                } else {
+                    g
+                }
+            }
+        };
+        let b0 = a.start % (max_start + 1);
+        let prev = b0.checked_sub(1).map(end);
+        let batch: Vec<ReplayGroup> = self.groups[b0..].to_vec();
+        let summaries: Vec<GroupSummary> = batch.iter().map(ReplayGroup::summary).collect();
+        let rows: Vec<PartRow> = self.rows.values().cloned().collect();
+        let s = schema();
+        let plan = plan_parts(
+            PartsInput {
+                main: self.main.as_ref(),
+                rows: &rows,
+                configured: a.parts,
+                prev: prev.as_ref(),
+                groups: &summaries,
+                txn_rows: a.txn_rows,
+            },
+            |g, i, p| change_parts(&s, &batch[g].changes[i], p),
+        )
+        .unwrap();
+        let PartsPlan::Apply(txns) = plan else {
+            assert_eq!(
+                self.main.as_ref().map(|c| self.point(c)),
+                Some((
+                    self.groups.len() - 1,
+                    self.groups.last().unwrap().changes.len()
+                ))
+            );
+            return;
+        };
+        for (ti, t) in txns.iter().enumerate() {
+            let crash = a.crash.filter(|(c, _)| *c == ti).map(|(_, mask)| mask);
+            assert!(t.parts >= 1 && t.parts <= MAX_PARTS);
+            assert_eq!(t.others.len(), t.parts - 1);
+            for (k, step) in t.others.iter().enumerate() {
+                let p = k + 1;
+                let PartStep::Apply {
+                    expect,
+                    next,
+                    pieces,
+                } = step
+                else {
+                    continue;
+                };
+                assert_eq!(expect.as_ref(), self.rows.get(&(p as u32)), "part {p} CAS");
+                assert_eq!(next.cursor, t.main.next);
+                if crash.is_some_and(|mask| mask & (1 << p) == 0) {
+                    continue; // this part did not commit before the crash
+                }
+                self.commit(b0, pieces, t.parts, p);
+                self.rows.insert(p as u32, next.clone());
+            }
+            if crash.is_some() {
+                return;
+            }
+            assert_eq!(t.main.expect, self.main, "main CAS");
+            self.commit(b0, &t.main.pieces, t.parts, 0);
+            let before = self.main.as_ref().map(|c| self.point(c));
+            let after = self.point(&t.main.next);
+            assert!(
+                before.is_none_or(|b| b < after),
+                "main moved back: {before:?} -> {after:?}"
+            );
+            self.main = Some(t.main.next.clone());
+            self.check_main_covers();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    /// Whatever P, txn_rows and batch start each run uses, and whichever parts committed
+    /// before a crash: no step runs twice, main never moves back and covers every
+    /// partition, and the final table equals the serial replay.
+    #[test]
+    fn crashes_and_scheme_changes_converge_to_the_serial_replay(
+        gs in proptest::collection::vec(proptest::collection::vec(m(), 0..8), 1..7),
+        attempts in proptest::collection::vec(attempt(), 0..6),
+        last in attempt(),
+    ) {
+        let groups: Vec<ReplayGroup> = gs
+            .iter()
+            .enumerate()
+            .map(|(g, ms)| ReplayGroup {
+                end: end(g),
+                changes: ms.iter().enumerate().map(|(i, m)| change(g, i, m)).collect(),
+            })
+            .collect();
+        let mut serial = Table::new();
+        for g in &groups {
+            let mut steps = Vec::new();
+            let one = [Piece { group: 0, from: 0, to: g.changes.len() }];
+            steps.extend(part_steps(&schema(), std::slice::from_ref(g), &one, 1, 0).unwrap());
+            apply(&mut serial, steps);
+        }
+        let mut w = World { groups, main: None, rows: BTreeMap::new(), table: Table::new(), done: HashMap::new() };
+        for a in &attempts {
+            w.run(a);
+        }
+        w.run(&Attempt { crash: None, ..last });
+        prop_assert_eq!(&w.table, &serial);
+        let (g, r) = w.point(w.main.as_ref().unwrap());
+        prop_assert_eq!((g, r), (w.groups.len() - 1, w.groups.last().unwrap().changes.len()));
+    }
+}
+
+fn gsum(lens: &[usize]) -> Vec<GroupSummary> {
+    lens.iter()
+        .enumerate()
+        .map(|(i, n)| GroupSummary {
+            end: end(i),
+            len: *n,
+            digest: Digest::of(&[i as u8]),
+        })
+        .collect()
+}
+
+fn cur(g: &GroupSummary, rows_done: u32) -> ReplayCursor {
+    ReplayCursor {
+        end: g.end.clone(),
+        rows_done,
+        group_digest: g.digest,
+    }
+}
+
+#[test]
+fn an_ahead_scheme_is_finished_before_the_configured_one() {
+    let gs = gsum(&[2, 2, 2, 2]);
+    let row = |part: u32, parts: u32, c: ReplayCursor| PartRow {
+        part,
+        parts,
+        cursor: c,
+    };
+    // Scheme 3 got part 1 to group 1 and part 2 to group 0; main is before the batch.
+    let rows = [row(1, 3, cur(&gs[1], 0)), row(2, 3, cur(&gs[0], 0))];
+    let input = PartsInput {
+        main: None,
+        rows: &rows,
+        configured: 2,
+        prev: None,
+        groups: &gs,
+        txn_rows: 2,
+    };
+    let PartsPlan::Apply(t) = plan_parts(input, |_, _, _| u32::MAX).unwrap() else {
+        panic!()
+    };
+    let schemes: Vec<usize> = t.iter().map(|t| t.parts).collect();
+    assert_eq!(schemes, [3, 3, 2, 2]);
+    assert_eq!(t[0].others[0], PartStep::Ahead);
+    assert_eq!(t[0].others[1], PartStep::Ahead);
+    assert_eq!(t[1].others[0], PartStep::Ahead);
+    assert!(matches!(&t[1].others[1], PartStep::Apply { expect: Some(e), .. } if e == &rows[1]));
+    // Once main caught up, part 1 of the new scheme CASes over the old row.
+    assert!(
+        matches!(&t[2].others[0], PartStep::Apply { expect: Some(e), next, .. }
+        if e == &rows[0] && next.parts == 2)
+    );
+    // Two ahead rows of different schemes: which partition holds which keys is ambiguous.
+    let bad = [row(1, 3, cur(&gs[1], 0)), row(2, 4, cur(&gs[0], 0))];
+    let e = plan_parts(
+        PartsInput {
+            rows: &bad,
+            ..input
+        },
+        |_, _, _| u32::MAX,
+    )
+    .unwrap_err();
+    assert_eq!(e.code, kernel::error::DefiniteCode::EvidenceConflict);
+    // Rows at or behind main mean nothing, whatever their scheme.
+    let m = cur(&gs[1], 0);
+    let PartsPlan::Apply(t) = plan_parts(
+        PartsInput {
+            main: Some(&m),
+            rows: &bad,
+            ..input
+        },
+        |_, _, _| u32::MAX,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert!(t.iter().all(|t| t.parts == 2));
+    // An impossible row is corrupt evidence.
+    let odd = [row(3, 3, cur(&gs[1], 0))];
+    let e = plan_parts(
+        PartsInput {
+            rows: &odd,
+            ..input
+        },
+        |_, _, _| 0,
+    )
+    .unwrap_err();
+    assert_eq!(e.code, kernel::error::DefiniteCode::EvidenceCorrupt);
+    // A part with nothing of its partition is skipped; part rows name no foreign digest.
+    let PartsPlan::Apply(t) = plan_parts(PartsInput { rows: &[], ..input }, |_, _, _| 1).unwrap()
+    else {
+        panic!()
+    };
+    assert!(t.iter().all(|t| t.others == [PartStep::Empty]));
+    let mut forged = rows[0].clone();
+    forged.cursor.group_digest = Digest([9; 32]);
+    let e = plan_parts(
+        PartsInput {
+            rows: &[forged],
+            ..input
+        },
+        |_, _, _| 1,
+    )
+    .unwrap_err();
+    assert_eq!(e.code, kernel::error::DefiniteCode::EvidenceConflict);
+}
