@@ -4,6 +4,9 @@
 //! * phase, pause reason and window count from J (the authority on where a table is);
 //! * rows known (the server's estimate at install) versus rows read, sealed and applied
 //!   (`window_progress`, counters written by the window runner);
+//! * in the window phase, the window J is on: its attempts and, once one failed, the last
+//!   error kept for it (`window_attempts`, redacted), and the bytes of abandoned attempts'
+//!   materials awaiting release (`Registry::garbage_bytes`);
 //! * replay cursor, groups applied and lag (`replay_progress`, written by the replayer);
 //! * the capture position D of the job's source stream;
 //! * commands recorded but not yet carried out by `serve` (`start`, `cancel`, `resume`);
@@ -16,11 +19,13 @@
 use crate::jobs::{self, JobRecord};
 use crate::replay;
 use crate::serve_state::{self, ServeRow};
-use crate::window::progress;
+use crate::window::{attempts, progress};
 use kernel::error::{Definite, DefiniteCode};
-use kernel::ids::JobId;
+use kernel::ids::{JobId, WindowId};
 use kernel::Result;
-use ledger::journal::Journal;
+use ledger::journal::{Head, Journal};
+use ledger::record::Phase;
+use ledger::registry::Registry;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
 
@@ -54,6 +59,62 @@ pub struct JobStatus {
     pub replay: Option<replay::Progress>,
     /// Commands recorded for this generation that serve has not carried out yet.
     pub pending: Vec<Pending>,
+    /// In the window phase: the window J is on.
+    pub window: Option<WindowNow>,
+}
+
+/// The window J is on, while the table is in the window phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowNow {
+    pub window: WindowId,
+    pub attempts: attempts::Tries,
+    /// Materials of abandoned attempts not released yet (`Registry::garbage_bytes`).
+    pub garbage_bytes: u64,
+}
+
+impl WindowNow {
+    /// The last attempt's error, shown once the window has had more than one attempt
+    /// (an error is then why the current attempt exists), redacted.
+    pub fn last_error(&self) -> Option<String> {
+        match &self.attempts.last_error {
+            Some(e) if self.attempts.attempts > 1 => Some(kernel::redact::redact_text(e)),
+            _ => None,
+        }
+    }
+
+    /// One text line: `w3 attempt 2 (last error: ...)`.
+    pub fn text(&self) -> String {
+        let mut out = format!("{} attempt {}", self.window, self.attempts.attempts);
+        if let Some(e) = self.last_error() {
+            out.push_str(&format!(" (last error: {e})"));
+        }
+        out
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "window": self.window.0,
+            "attempts": self.attempts.attempts,
+            "last_error": self.last_error(),
+            "garbage_bytes": self.garbage_bytes,
+        })
+    }
+}
+
+/// The window J is on, when J is in the window phase with windows left.
+async fn window_now(pool: &MySqlPool, job: &JobRecord, head: &Head) -> Result<Option<WindowNow>> {
+    let r = &head.record;
+    if r.phase != Phase::Windows || r.completed >= job.windows {
+        return Ok(None);
+    }
+    let w = WindowId(r.completed);
+    Ok(Some(WindowNow {
+        window: w,
+        attempts: attempts::tries(pool, job.job_id, job.generation, w).await?,
+        garbage_bytes: Registry::new(pool.clone())
+            .garbage_bytes(job.job_id, job.generation)
+            .await?,
+    }))
 }
 
 /// A persisted command not yet carried out by `serve`.
@@ -113,6 +174,10 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
     };
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
     let pending = pending(pool, &job, head.is_some()).await?;
+    let window = match &head {
+        Some(h) => window_now(pool, &job, h).await?,
+        None => None,
+    };
     let (phase, paused, windows_done) = match head {
         Some(h) => (
             Some(format!("{:?}", h.record.phase).to_uppercase()),
@@ -133,6 +198,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         capture,
         replay,
         pending,
+        window,
     })
 }
 
@@ -176,6 +242,7 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
         "windows_done": s.windows_done,
         "estimated_rows": j.estimated_rows,
         "rows": { "known": j.estimated_rows, "read": s.rows_read, "final": s.rows_final, "applied": s.rows_applied },
+        "window": s.window.as_ref().map(WindowNow::json),
         "window_rows": j.window_rows,
         "page_rows": j.page_rows,
         "fingerprint": j.fingerprint.to_hex(),
@@ -382,6 +449,16 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             ),
         ),
     ];
+    if let Some(w) = &s.window {
+        rows.push(("window now", w.text()));
+        rows.push((
+            "garbage",
+            format!(
+                "{} bytes of abandoned attempts awaiting release",
+                w.garbage_bytes
+            ),
+        ));
+    }
     rows.push((
         "capture D",
         match &s.capture {
@@ -501,4 +578,43 @@ async fn render(pool: &MySqlPool, a: &crate::cli::StatusArgs) -> Result<String> 
             format!("{jobs}{}", serves_text(&serves))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now(attempts: u32, last_error: Option<&str>) -> WindowNow {
+        WindowNow {
+            window: WindowId(3),
+            attempts: attempts::Tries {
+                attempts,
+                last_error: last_error.map(str::to_string),
+            },
+            garbage_bytes: 4096,
+        }
+    }
+
+    #[test]
+    fn the_last_error_shows_after_a_failed_attempt_redacted() {
+        let w = now(2, Some("lost mysql://u:pw@h:1/db mid-read"));
+        assert_eq!(
+            w.text(),
+            "w3 attempt 2 (last error: lost mysql://u:***@h:1/db mid-read)"
+        );
+        let j = w.json();
+        assert_eq!(j["window"], 3);
+        assert_eq!(j["attempts"], 2);
+        assert_eq!(j["garbage_bytes"], 4096);
+        assert_eq!(j["last_error"], "lost mysql://u:***@h:1/db mid-read");
+        assert!(!j.to_string().contains("pw@"), "{j}");
+    }
+
+    #[test]
+    fn a_first_attempt_shows_no_error() {
+        assert_eq!(now(1, Some("stale")).last_error(), None);
+        assert_eq!(now(1, None).text(), "w3 attempt 1");
+        assert_eq!(now(0, None).json()["last_error"], Value::Null);
+        assert_eq!(now(4, None).last_error(), None);
+    }
 }

@@ -73,3 +73,39 @@ pub async fn note_failure(ctx: &JobCtx, w: WindowId, a: Attempt, error: &str) ->
     .map_err(|e| from_sqlx("recording a window attempt's failure", &e))?;
     Ok(())
 }
+
+/// What `status` shows of the window J is on: its last attempt number and the most
+/// recent failure kept for it (None when no attempt of it failed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tries {
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}
+
+/// The attempts of window `w` of a table-generation (read by `status`, no job context).
+pub async fn tries(
+    pool: &sqlx::MySqlPool,
+    job: kernel::ids::JobId,
+    g: kernel::ids::Generation,
+    w: WindowId,
+) -> Result<Tries> {
+    let (attempts, last_error): (Option<u32>, Option<String>) = sqlx::query_as(
+        "SELECT MAX(attempt), (SELECT e.last_error FROM window_attempts e WHERE \
+         e.job_id = ? AND e.generation = ? AND e.window_id = ? AND e.last_error IS NOT NULL \
+         ORDER BY e.attempt DESC LIMIT 1) FROM window_attempts WHERE job_id = ? \
+         AND generation = ? AND window_id = ?",
+    )
+    .bind(job.0)
+    .bind(g.0)
+    .bind(w.0)
+    .bind(job.0)
+    .bind(g.0)
+    .bind(w.0)
+    .fetch_one(pool)
+    .await
+    .map_err(|e| from_sqlx("reading a window's attempts", &e))?;
+    Ok(Tries {
+        attempts: attempts.unwrap_or(0),
+        last_error,
+    })
+}

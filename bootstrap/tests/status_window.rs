@@ -1,0 +1,111 @@
+//! `backfill status` of a table in the window phase against real MariaDB: the window J is
+//! on, its attempt count, the last attempt's error once it had more than one attempt, and
+//! the garbage bytes awaiting release, in the text and the JSON output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod window_support;
+use bootstrap::window::hooks::HookFuture;
+use bootstrap::window::WindowHooks;
+use kernel::ids::{Attempt, JobId, WindowId};
+use mysql_async::prelude::Queryable;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use window_support::*;
+
+/// KILLs the read connection of window 1 in every attempt, after its first RAW page.
+struct KillWindow1 {
+    url: String,
+    kills: AtomicU32,
+}
+
+impl WindowHooks for KillWindow1 {
+    fn mid_read(&self, _: JobId, w: WindowId, _: Attempt, id: u32) -> HookFuture<'_> {
+        Box::pin(async move {
+            if w == WindowId(1) {
+                let opts = mysql_async::Opts::from_url(&self.url).unwrap();
+                let mut c = mysql_async::Conn::new(opts).await.unwrap();
+                c.query_drop(format!("KILL CONNECTION {id}")).await.unwrap();
+                c.disconnect().await.unwrap();
+                self.kills.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    }
+}
+
+fn status(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .arg("status")
+        .args(args)
+        .env_remove("BACKFILL_FORMAT")
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s}{err}");
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_shows_the_current_windows_last_error_and_garbage() {
+    let c = Case::new("stwin", 3_000, 1_000, 100).await;
+    let state = c.state_url();
+    let job = c.job.0.to_string();
+    let hooks = Arc::new(KillWindow1 {
+        url: c.source.url(),
+        kills: AtomicU32::new(0),
+    });
+    let mut cfg = c.serve_cfg();
+    cfg.run.max_attempts = 3;
+    cfg.hooks = Some(hooks.clone());
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        bootstrap::serve::serve(cfg, tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("serve became idle")
+    .unwrap();
+    let out = out.get(&c.job).cloned().unwrap_or_default();
+    assert!(out.starts_with("paused: preparation"), "{out}");
+    assert_eq!(hooks.kills.load(Ordering::SeqCst), 3);
+    assert_eq!(c.head().await.completed, 1, "J is on window 1");
+    let kept: String = sqlx::query_scalar(
+        "SELECT last_error FROM window_attempts WHERE job_id = ? AND window_id = 1 \
+         AND attempt = 3",
+    )
+    .bind(c.job.0)
+    .fetch_one(&c.pool)
+    .await
+    .unwrap();
+    let shown = kernel::redact::redact_text(&kept);
+    let garbage = c.garbage_bytes().await;
+
+    let v: serde_json::Value =
+        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+            .unwrap();
+    let w = &v["window"];
+    assert_eq!(w["window"], 1, "{v}");
+    assert_eq!(w["attempts"], 3, "{v}");
+    assert_eq!(w["last_error"].as_str(), Some(shown.as_str()), "{v}");
+    assert_eq!(w["garbage_bytes"], garbage, "{v}");
+
+    let text = status(&["--state", &state, &job]);
+    assert!(
+        text.contains(&format!("window now       w1 attempt 3 (last error: {shown})")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "garbage          {garbage} bytes of abandoned attempts awaiting release"
+        )),
+        "{text}"
+    );
+
+    // Past the window phase there is no current window.
+    bootstrap::pause::request(&c.pool, c.job).await.unwrap();
+    assert_eq!(c.serve(None).await, "windows_done");
+    let v: serde_json::Value =
+        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+            .unwrap();
+    assert!(v["window"].is_null(), "{v}");
+    assert!(!status(&["--state", &state, &job]).contains("window now"));
+}
