@@ -140,8 +140,14 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
         // wait is bounded by its deadline only.
         let drain = r.run(b.seq, replay::Until::CatchUp { upto: k_seq });
         let what = "drain of the capture up to K";
-        let out =
-            crate::finish::under_write_permit(ctx, what, &CancellationToken::new(), drain).await?;
+        let out = crate::finish::under_write_permits(
+            ctx,
+            what,
+            replay_cfg.apply_streams,
+            &CancellationToken::new(),
+            drain,
+        )
+        .await?;
         tracing::info!(job = %ctx.id(), groups = out.groups_applied, "capture drained up to K");
     }
     let mut next = head.record.clone();

@@ -19,6 +19,7 @@
 //! read_rows_per_sec = 50000      # 0 or absent: unlimited
 //! read_bytes_per_sec = 20000000
 //! target_write_timeout_secs = 300
+//! apply_streams = 1              # replay apply connections per table (<= target_writes)
 //! metrics_addr = "127.0.0.1:9187"
 //! log_format = "json"
 //! ```
@@ -48,6 +49,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("exit_when_idle", "BACKFILL_EXIT_WHEN_IDLE"),
     ("replay_batch_rows", "BACKFILL_REPLAY_BATCH_ROWS"),
     ("replay_batch_groups", "BACKFILL_REPLAY_BATCH_GROUPS"),
+    ("apply_streams", "BACKFILL_APPLY_STREAMS"),
     ("windows_only", "BACKFILL_WINDOWS_ONLY"),
     ("metrics_addr", "BACKFILL_METRICS_ADDR"),
     ("log_format", "BACKFILL_LOG_FORMAT"),

@@ -199,8 +199,9 @@ impl Finish<'_> {
     }
 
     /// As [`Finish::stream`], each replay batch under its own target-write permit from
-    /// `permits` (DESIGN §8: STREAMING writes count against `--target-writes`). Never
-    /// call this under [`under_write_permit`] (a nested acquire deadlocks at 1 permit).
+    /// `permits` (DESIGN §8: STREAMING writes count against `--target-writes`; a batch
+    /// on N apply streams takes N permits together). Never call this under
+    /// [`under_write_permits`] (a nested acquire deadlocks at 1 permit).
     pub async fn stream_admitted(
         &self,
         b_seq: u64,
@@ -272,7 +273,8 @@ pub async fn after_windows(
         let what = "replay of (B, F] and activation";
         // Boxed: the activation future is large (fence, replay and audit state).
         let work = Box::pin(f.activate_unless(&ctx.cancel));
-        let Some(a) = under_write_permit(ctx, what, &ctx.cancel, work).await? else {
+        let n = cfg.apply_streams;
+        let Some(a) = under_write_permits(ctx, what, n, &ctx.cancel, work).await? else {
             return Ok(None);
         };
         tracing::info!(
@@ -283,7 +285,7 @@ pub async fn after_windows(
         );
         if exit_when_idle {
             let what = "replay catch-up";
-            under_write_permit(ctx, what, &ctx.cancel, f.catch_up(a.b.seq)).await
+            under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(a.b.seq)).await
         } else {
             let permits = WritePermits {
                 admission: &ctx.admission,
@@ -321,34 +323,46 @@ pub async fn after_windows(
 }
 
 /// Runs `work`, a bounded stretch of target write transactions of the job (replay of
-/// (B, F] with the activation credential, a catch-up, the drain to K), under one
-/// target-write permit, so replay and activation count against `--target-writes` like
-/// FINAL pages (DESIGN §8). The permit is released when `work` has returned: its callee
+/// (B, F] with the activation credential, a catch-up, the drain to K), under target-write
+/// permits, so replay and activation count against `--target-writes` like FINAL pages
+/// (DESIGN §8).
+///
+/// Runs `work` under `n` target-write permits taken together (all or none, FIFO:
+/// [`admission::Admission::acquire_writes`]): a replay run on `n` apply streams
+/// (`--apply-streams`) writes on `n` connections at once, so it counts as `n` target
+/// writes (DESIGN §8), and taking them together means two tables can never each hold
+/// part of what they need. The permits are released when `work` has returned: its callee
 /// closed every target connection it used (replay statements have no client deadline: a
-/// hung one keeps the permit). On success every statement was answered; after a replay
-/// batch lost its connection or ended uncertain, `crate::replay` KILLs it and confirms it
-/// gone, and if it cannot, `work` fails with `release_unconfirmed` and the permit stays a
-/// hold (release unknown), as it does when `work` is dropped unfinished (task aborted). Continuous replay (STREAMING, unbounded) is not run under this: it
-/// takes one permit per batch ([`Finish::stream_admitted`], KILL-confirmed on failure).
-pub(crate) async fn under_write_permit<T>(
+/// hung one keeps the permits). On success every statement was answered; after a replay
+/// batch lost a connection or ended uncertain, `crate::replay` KILLs every connection and
+/// confirms each gone, and if it cannot, `work` fails with `release_unconfirmed` naming the
+/// connection ids and ALL `n` permits stay holds (release unknown; conservative: the
+/// error does not say how many of the `n` are unconfirmed), as they do when `work` is
+/// dropped unfinished (task aborted). Continuous replay (STREAMING, unbounded) is not run
+/// under this: it takes its permits per batch ([`Finish::stream_admitted`],
+/// KILL-confirmed per connection on failure).
+pub(crate) async fn under_write_permits<T>(
     ctx: &JobCtx,
     what: &str,
+    n: usize,
     cancel: &CancellationToken,
     work: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
     let owner = format!("job {} {} {what}", ctx.id(), ctx.generation());
-    let permit = ctx
+    let permits = ctx
         .admission
-        .acquire_write(&owner, ctx.cfg.permit_timeout, cancel)
+        .acquire_writes(&owner, n.max(1), ctx.cfg.permit_timeout, cancel)
         .await
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
     let r = work.await;
-    match &r {
-        // A target statement of `work` may still run (its KILL was not confirmed).
-        Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
-            permit.mark_release_unknown(d.message.clone());
+    for permit in permits {
+        match &r {
+            // A target statement of `work` may still run (its KILL was not confirmed).
+            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+                permit.mark_release_unknown(d.message.clone());
+            }
+            _ => permit.release_confirmed(),
         }
-        _ => permit.release_confirmed(),
     }
     r
 }

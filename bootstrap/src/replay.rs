@@ -84,6 +84,11 @@ pub struct ReplayConfig {
     pub idle_wait: Duration,
     /// Consecutive transient failures tolerated while following (reset by each commit).
     pub max_retries: u32,
+    /// Target connections the replay applies on at once, keys split between them by
+    /// [`ledger::parts::partition_of`] (1 = one connection, as before key partitions).
+    /// Each is a target write: per-batch permits are taken together, and a coarse run
+    /// holds as many (`crate::finish::under_write_permits`).
+    pub apply_streams: usize,
 }
 
 impl Default for ReplayConfig {
@@ -94,6 +99,7 @@ impl Default for ReplayConfig {
             read_page: 500,
             idle_wait: Duration::from_millis(200),
             max_retries: 3,
+            apply_streams: 1,
         }
     }
 }
@@ -583,7 +589,7 @@ pub struct Replayer<'a> {
 /// Per-batch target-write permits for continuous replay (DESIGN §8): each batch takes one
 /// before its first statement and gives it back only once its end is confirmed (COMMIT
 /// answered, or the connection KILLed and seen gone). Only for runs NOT already under a
-/// coarse permit (`crate::finish::under_write_permit`): a nested acquire there deadlocks at
+/// coarse permit (`crate::finish::under_write_permits`): a nested acquire there deadlocks at
 /// `--target-writes 1`.
 pub struct WritePermits<'a> {
     pub admission: &'a admission::Admission,
@@ -608,26 +614,101 @@ pub enum Until {
     CatchUp { upto: u64 },
 }
 
-struct Conn1<'a> {
+/// The target connections of one replay run: `streams` of them, opened together, one
+/// per key partition ([`ledger::parts`]). Kept open across batches; dropped as a whole
+/// after any failure (each KILL-confirmed first) and reopened by the next batch.
+struct Conns<'a> {
     opts: &'a Opts,
-    conn: Option<Conn>,
+    streams: usize,
+    conns: Vec<Conn>,
 }
 
-impl Conn1<'_> {
-    async fn get(&mut self) -> Result<&mut Conn> {
-        if self.conn.is_none() {
-            self.conn = Some(apply::connect(self.opts).await?);
+impl<'a> Conns<'a> {
+    fn new(opts: &'a Opts, streams: usize) -> Conns<'a> {
+        Conns {
+            opts,
+            streams: streams.clamp(1, ledger::parts::MAX_PARTS),
+            conns: Vec::new(),
         }
-        self.conn
-            .as_mut()
+    }
+
+    async fn get(&mut self) -> Result<&mut [Conn]> {
+        while self.conns.len() < self.streams {
+            match apply::connect(self.opts).await {
+                Ok(c) => self.conns.push(c),
+                Err(e) => {
+                    // Only session settings were sent on them, all answered.
+                    self.close().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(&mut self.conns)
+    }
+
+    async fn first(&mut self) -> Result<&mut Conn> {
+        self.get()
+            .await?
+            .first_mut()
             .ok_or_else(|| Error::transient("target connection unavailable"))
     }
 
+    fn ids(&self) -> Vec<u32> {
+        self.conns.iter().map(|c| c.id()).collect()
+    }
+
     async fn close(&mut self) {
-        if let Some(c) = self.conn.take() {
+        for c in self.conns.drain(..) {
             let _ = c.disconnect().await;
         }
     }
+
+    /// After a failed, unknown or timed-out batch a statement may still run on ANY of
+    /// the connections: each is KILLed and confirmed gone (the `Conn`s are kept open until
+    /// then, so what the server shows is the KILL's doing). Returns, per connection id,
+    /// whether its end is confirmed.
+    async fn kill_all(&mut self) -> Vec<(u32, Result<()>)> {
+        let ids = self.ids();
+        let dead: Vec<Conn> = self.conns.drain(..).collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let r = crate::bounded::kill_confirmed(self.opts, "target", id).await;
+            out.push((id, r));
+        }
+        drop(dead);
+        out
+    }
+}
+
+/// The definite `release_unconfirmed` naming every connection whose KILL was not
+/// confirmed, or Ok when all were.
+fn unconfirmed(killed: &[(u32, Result<()>)]) -> Result<()> {
+    let bad: Vec<String> = killed
+        .iter()
+        .filter_map(|(id, r)| r.as_ref().err().map(|e| format!("{id} ({e})")))
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::definite(
+        DefiniteCode::ReleaseUnconfirmed,
+        format!(
+            "KILL of target connection(s) {} not confirmed: a replay statement may still \
+             run there; check the target (SHOW PROCESSLIST), then restart serve",
+            bad.join(", ")
+        ),
+    ))
+}
+
+/// One replay apply over every connection (key partitions, [`ledger::parts`]).
+async fn apply_on(
+    conns: &mut [Conn],
+    ctx: &TargetCtx,
+    prev: Option<&GroupEnd>,
+    groups: &[ReplayGroup],
+    limits: Limits,
+) -> Result<apply::Applied, ApplyError> {
+    ledger::parts::apply_groups_parts(conns, ctx, prev, groups, limits).await
 }
 
 /// What one apply attempt ended with.
@@ -635,67 +716,70 @@ enum Step {
     Done,
     /// The permit wait was cancelled: nothing was sent.
     Stopped,
-    /// The COMMIT's outcome is unknown (the connection is closed; re-plan from T).
+    /// The COMMIT's outcome is unknown (the connections are gone; re-plan from T).
     Unknown(String),
 }
 
 impl Replayer<'_> {
     /// Applies one batch through T; an unknown COMMIT is resolved by re-reading T's cursor
-    /// on a new connection (apply_groups plans from T again, under a fresh permit).
+    /// on new connections (the apply plans from T again, under fresh permits).
     /// Returns false when a permit wait was cancelled (nothing applied: stop).
     async fn apply(
         &self,
-        conn: &mut Conn1<'_>,
+        conns: &mut Conns<'_>,
         prev: Option<&GroupEnd>,
         groups: &[ReplayGroup],
         permits: Option<&WritePermits<'_>>,
     ) -> Result<bool> {
-        let m = match self.attempt(conn, prev, groups, permits).await? {
+        let m = match self.attempt(conns, prev, groups, permits).await? {
             Step::Done => return Ok(true),
             Step::Stopped => return Ok(false),
             Step::Unknown(m) => m,
         };
         tracing::warn!(job = %self.scope.job, "{m}");
-        match self.attempt(conn, prev, groups, permits).await? {
+        match self.attempt(conns, prev, groups, permits).await? {
             Step::Done => Ok(true),
             Step::Stopped => Ok(false),
             Step::Unknown(m) => Err(Error::transient(m)),
         }
     }
 
+    /// One batch under its own target-write permits: one per connection, taken together
+    /// (all or none, [`admission::Admission::acquire_writes`]) so N connections writing at
+    /// once count as N target writes (DESIGN §8).
     async fn attempt(
         &self,
-        conn: &mut Conn1<'_>,
+        conns: &mut Conns<'_>,
         prev: Option<&GroupEnd>,
         groups: &[ReplayGroup],
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Step> {
         let Some(p) = permits else {
-            return self.attempt_unadmitted(conn, prev, groups).await;
+            return self.attempt_unadmitted(conns, prev, groups).await;
         };
-        let permit = match p
+        let held = match p
             .admission
-            .acquire_write(&p.owner, p.deadline, p.cancel)
+            .acquire_writes(&p.owner, conns.streams, p.deadline, p.cancel)
             .await
         {
-            Ok(permit) => permit,
+            Ok(held) => held,
             Err(_) if p.cancel.is_cancelled() => return Ok(Step::Stopped),
             Err(e) => return Err(Error::transient(format!("{}: {e}", p.owner))),
         };
-        let c = match conn.get().await {
+        let c = match conns.get().await {
             Ok(c) => c,
             Err(e) => {
-                // Nothing was sent on a connection that never opened.
-                permit.release_confirmed();
+                // Nothing was sent on connections that never opened.
+                held.into_iter()
+                    .for_each(admission::Permit::release_confirmed);
                 return Err(e);
             }
         };
-        let id = c.id();
-        let limits = self.cfg.limits();
-        let work = apply::apply_groups(c, self.ctx, prev, groups, limits);
+        let work = apply_on(c, self.ctx, prev, groups, self.cfg.limits());
         let (outcome, reason) = match tokio::time::timeout(p.write_deadline, work).await {
             Ok(Ok(_)) => {
-                permit.release_confirmed();
+                held.into_iter()
+                    .for_each(admission::Permit::release_confirmed);
                 return Ok(Step::Done);
             }
             Ok(Err(ApplyError::Failed(e))) => {
@@ -711,52 +795,46 @@ impl Replayer<'_> {
                 (Err(Error::transient(m.clone())), m)
             }
         };
-        // The statement may still run: the permit is released only once the server shows
-        // the connection gone (dropping the Conn alone proves nothing). The Conn is kept
-        // until then, so what the server shows is the KILL's doing.
-        let dead = conn.conn.take();
-        let killed = crate::bounded::kill_confirmed(self.target, "target", id).await;
-        drop(dead);
-        match killed {
-            Ok(()) => {
-                permit.release_confirmed();
-                outcome
-            }
-            Err(k) => {
-                permit.mark_release_unknown(reason);
-                Err(k)
+        // A statement may still run on any connection: each permit is released only once
+        // the server shows its connection gone; an unconfirmed one stays a hold naming it.
+        let killed = conns.kill_all().await;
+        for (permit, (id, r)) in held.into_iter().zip(&killed) {
+            match r {
+                Ok(()) => permit.release_confirmed(),
+                Err(_) => {
+                    permit.mark_release_unknown(format!("target connection {id}: {reason}"));
+                }
             }
         }
+        unconfirmed(&killed)?;
+        outcome
     }
 
     /// For runs under a coarse permit (or none): no per-batch permit; a transient failure or
-    /// an unknown COMMIT is KILL-confirmed (a definite `release_unconfirmed` if it cannot
-    /// be, which [`crate::finish::under_write_permit`] turns into a hold).
+    /// an unknown COMMIT is KILL-confirmed on every connection (a definite
+    /// `release_unconfirmed` naming the ids if it cannot be, which
+    /// [`crate::finish::under_write_permits`] turns into holds).
     async fn attempt_unadmitted(
         &self,
-        conn: &mut Conn1<'_>,
+        conns: &mut Conns<'_>,
         prev: Option<&GroupEnd>,
         groups: &[ReplayGroup],
     ) -> Result<Step> {
-        let (r, id) = {
-            let c = conn.get().await?;
-            let id = c.id();
-            let r = apply::apply_groups(c, self.ctx, prev, groups, self.cfg.limits()).await;
-            (r, id)
+        let r = {
+            let c = conns.get().await?;
+            apply_on(c, self.ctx, prev, groups, self.cfg.limits()).await
         };
         let outcome = match r {
             Ok(_) => return Ok(Step::Done),
-            // Answered by the server: the connection stays usable.
+            // Answered by the server: the connections stay usable.
             Err(ApplyError::Failed(e)) if !e.is_transient() => return Err(e),
             Err(ApplyError::Failed(e)) => Err(e),
             Err(ApplyError::Unknown(m)) => Ok(Step::Unknown(m)),
         };
         // A lost or unanswered connection: its statement may still run, and the caller's
-        // coarse permit is released on our word, so the end is confirmed by KILL first.
-        let dead = conn.conn.take();
-        let killed = crate::bounded::kill_confirmed(self.target, "target", id).await;
-        drop(dead);
-        killed?;
+        // coarse permits are released on our word, so every end is confirmed by KILL first.
+        let killed = conns.kill_all().await;
+        unconfirmed(&killed)?;
         outcome
     }
 
@@ -774,13 +852,14 @@ impl Replayer<'_> {
         .await
     }
 
-    async fn cursor(&self, conn: &mut Conn1<'_>) -> Result<Option<ReplayCursor>> {
+    /// T's main cursor (the only one "replay reached", status and restarts read).
+    async fn cursor(&self, conns: &mut Conns<'_>) -> Result<Option<ReplayCursor>> {
         let r = {
-            let c = conn.get().await?;
+            let c = conns.first().await?;
             target::replay_cursor(c, self.ctx, false).await
         };
         if r.is_err() {
-            conn.close().await;
+            conns.close().await;
         }
         r
     }
@@ -791,25 +870,22 @@ impl Replayer<'_> {
         self.run_with(b_seq, until, None).await
     }
 
-    /// As [`Replayer::run`], each batch under its own target-write permit when `permits`.
+    /// As [`Replayer::run`], each batch under its own target-write permits when `permits`.
     pub async fn run_with(
         &self,
         b_seq: u64,
         until: Until,
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Outcome> {
-        let mut conn = Conn1 {
-            opts: self.target,
-            conn: None,
-        };
-        let r = self.run_on(&mut conn, b_seq, until, permits).await;
-        conn.close().await;
+        let mut conns = Conns::new(self.target, self.cfg.apply_streams);
+        let r = self.run_on(&mut conns, b_seq, until, permits).await;
+        conns.close().await;
         r
     }
 
     async fn run_on(
         &self,
-        conn: &mut Conn1<'_>,
+        conn: &mut Conns<'_>,
         b_seq: u64,
         until: Until,
         permits: Option<&WritePermits<'_>>,

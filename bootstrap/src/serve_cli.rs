@@ -89,6 +89,16 @@ pub struct ServeArgs {
     /// Source transactions handed to one replay apply call at most.
     #[arg(long, env = "BACKFILL_REPLAY_BATCH_GROUPS", default_value_t = 500)]
     pub replay_batch_groups: usize,
+    /// Target connections each table's replay applies on at once, keys split between
+    /// them (1..=16; 1 = one connection). Each is a target write: at most
+    /// --target-writes. Safe to change across restarts.
+    #[arg(
+        long,
+        env = "BACKFILL_APPLY_STREAMS",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=16)
+    )]
+    pub apply_streams: u32,
     /// Stop each job once every window is applied (no F, replay, activation or streaming).
     #[arg(long, env = "BACKFILL_WINDOWS_ONLY")]
     pub windows_only: bool,
@@ -118,8 +128,26 @@ pub async fn start(a: StartArgs) -> Result<String> {
     })
 }
 
+/// Refuses `--apply-streams` above `--target-writes`: every apply stream is a target write
+/// (DESIGN §8) and a replay batch takes all its permits together, so it could never run.
+pub fn check_streams(apply_streams: u32, target_writes: u32) -> Result<()> {
+    if apply_streams <= target_writes {
+        return Ok(());
+    }
+    Err(kernel::Error::definite(
+        kernel::error::DefiniteCode::Usage,
+        format!(
+            "--apply-streams {apply_streams} is above --target-writes {target_writes}: each \
+             apply stream is one target write and a replay batch needs all of them at once, \
+             so it could never be admitted; lower --apply-streams (BACKFILL_APPLY_STREAMS) \
+             or raise --target-writes (BACKFILL_TARGET_WRITES) to at least {apply_streams}"
+        ),
+    ))
+}
+
 /// Runs `serve` until SIGINT/SIGTERM (or idle, with --exit-when-idle).
 pub async fn serve(a: ServeArgs) -> Result<String> {
+    check_streams(a.apply_streams, a.target_writes)?;
     let mut cfg = ServeConfig::new(&a.state.state, a.data_dir);
     cfg.sources = a.source;
     cfg.targets = a.target;
@@ -142,6 +170,7 @@ pub async fn serve(a: ServeArgs) -> Result<String> {
         cfg.finish = Some(crate::replay::ReplayConfig {
             batch_rows: a.replay_batch_rows.max(1),
             batch_groups: a.replay_batch_groups.max(1),
+            apply_streams: a.apply_streams as usize,
             ..Default::default()
         });
     }
