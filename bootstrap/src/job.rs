@@ -184,6 +184,7 @@ pub async fn pause(ctx: &JobCtx, head: &Head, reason: Definite) -> Result<Defini
     let mut next = head.record.clone();
     next.paused = Some(reason.clone());
     ctx.journal.append(&ctx.lease, head, next).await?;
+    crate::metrics::count_pause(reason.code);
     Ok(reason)
 }
 

@@ -12,11 +12,14 @@
 //!   layer: every retry and every pause is logged at one of these levels;
 //! * automatic retries and recoveries per kind (`backfill_retries_total`): the same layer
 //!   counts every event that carries a `retry = "kind"` field (serve's job task and
-//!   capture reader restarts, recoveries of uncertain target commits, ...).
+//!   capture reader restarts, recoveries of uncertain target commits, ...);
+//! * tables paused by this process per pause code (`backfill_pauses_total`), counted by
+//!   the one place a pause is recorded in J (`crate::job::pause`), through [`count_pause`].
 //!
 //! Labels are low-cardinality: job id, pool, phase, pause code, module; never error text.
 use crate::status::{self, JobStatus};
 use admission::Admission;
+use kernel::error::DefiniteCode;
 use kernel::Result;
 use sqlx::MySqlPool;
 use std::collections::BTreeMap;
@@ -80,6 +83,68 @@ fn count_retry(kind: String) {
         "other".to_string()
     };
     *m.entry(kind).or_insert(0) += 1;
+}
+
+/// Every pause code, each listed at 0 in `backfill_pauses_total` (the label set is this
+/// list, never free text).
+pub const PAUSE_CODES: [DefiniteCode; 13] = [
+    DefiniteCode::Precondition,
+    DefiniteCode::Usage,
+    DefiniteCode::SchemaChanged,
+    DefiniteCode::BinlogPurged,
+    DefiniteCode::LineageChanged,
+    DefiniteCode::EvidenceConflict,
+    DefiniteCode::EvidenceCorrupt,
+    DefiniteCode::CapacityExhausted,
+    DefiniteCode::TargetRejected,
+    DefiniteCode::ReleaseUnconfirmed,
+    DefiniteCode::Fenced,
+    DefiniteCode::Uncapturable,
+    DefiniteCode::Preparation,
+];
+
+/// Fails to compile when a code is added to [`DefiniteCode`] and not to [`PAUSE_CODES`]
+/// (the length above then has to grow with it).
+const _: fn(DefiniteCode) = |c| match c {
+    DefiniteCode::Precondition
+    | DefiniteCode::Usage
+    | DefiniteCode::SchemaChanged
+    | DefiniteCode::BinlogPurged
+    | DefiniteCode::LineageChanged
+    | DefiniteCode::EvidenceConflict
+    | DefiniteCode::EvidenceCorrupt
+    | DefiniteCode::CapacityExhausted
+    | DefiniteCode::TargetRejected
+    | DefiniteCode::ReleaseUnconfirmed
+    | DefiniteCode::Fenced
+    | DefiniteCode::Uncapturable
+    | DefiniteCode::Preparation => {}
+};
+
+fn pauses() -> &'static Mutex<BTreeMap<&'static str, u64>> {
+    static PAUSES: OnceLock<Mutex<BTreeMap<&'static str, u64>>> = OnceLock::new();
+    PAUSES.get_or_init(|| Mutex::new(PAUSE_CODES.iter().map(|c| (c.as_str(), 0)).collect()))
+}
+
+/// Counts one table paused with `code` (called once J records the pause).
+pub fn count_pause(code: DefiniteCode) {
+    *pauses()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(code.as_str())
+        .or_insert(0) += 1;
+}
+
+fn pauses_family() -> Family {
+    let mut f = Family::new(
+        "backfill_pauses_total",
+        "counter",
+        "tables paused by this process per pause code (runbooks/pauses.md)",
+    );
+    for (code, n) in pauses().lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        f.add(&[("reason", code)], *n as f64);
+    }
+    f
 }
 
 fn events() -> &'static Mutex<BTreeMap<(&'static str, String), u64>> {
@@ -284,6 +349,7 @@ pub async fn render(pool: &MySqlPool) -> String {
     }
     ev.write(&mut out);
     retries_family().write(&mut out);
+    pauses_family().write(&mut out);
     out
 }
 
@@ -483,6 +549,27 @@ mod tests {
             .get(kind)
             .copied()
             .unwrap_or(0)
+    }
+
+    #[test]
+    fn every_pause_code_is_listed_and_a_pause_moves_its_own() {
+        let mut before = String::new();
+        pauses_family().write(&mut before);
+        for c in PAUSE_CODES {
+            let line = format!("backfill_pauses_total{{reason=\"{}\"}}", c.as_str());
+            assert!(before.contains(&line), "{before}");
+        }
+        let n = |out: &str| -> f64 {
+            let l = "backfill_pauses_total{reason=\"binlog_purged\"} ";
+            out.lines()
+                .find_map(|x| x.strip_prefix(l))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(-1.0)
+        };
+        count_pause(DefiniteCode::BinlogPurged);
+        let mut after = String::new();
+        pauses_family().write(&mut after);
+        assert_eq!(n(&after), n(&before) + 1.0, "{after}");
     }
 
     #[test]

@@ -229,3 +229,31 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
         "{text}"
     );
 }
+
+/// `backfill_pauses_total{reason}`: a table that pauses moves the counter of its pause code
+/// (here a DDL on the source between install and start: `schema_changed`), and only it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_moves_the_pauses_counter_of_its_code() {
+    let c = window_support::Case::new("mpause", 300, 100, 50).await;
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t ADD COLUMN extra INT NULL");
+    let before = bootstrap::metrics::render(&c.pool).await;
+    let out = c.serve(None).await;
+    assert!(out.starts_with("paused: schema_changed"), "{out}");
+    let after = bootstrap::metrics::render(&c.pool).await;
+    assert!(
+        after.contains("# TYPE backfill_pauses_total counter"),
+        "{after}"
+    );
+    for code in bootstrap::metrics::PAUSE_CODES {
+        let series = format!("backfill_pauses_total{{reason=\"{}\"}}", code.as_str());
+        let moved = series_value(&after, &series) - series_value(&before, &series);
+        let want = if code.as_str() == "schema_changed" {
+            1.0
+        } else {
+            0.0
+        };
+        assert_eq!(moved, want, "{series}:\n{after}");
+        assert!(series_value(&after, &series) >= 0.0, "{series} listed");
+    }
+}
