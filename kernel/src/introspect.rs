@@ -62,6 +62,7 @@ pub const SERVER_VARIABLES: &[&str] = &[
     "gtid_binlog_pos",
     "gtid_executed",
     "log_bin_compress",
+    "binlog_transaction_compression",
 ];
 
 /// The server's identity and binlog configuration.
@@ -85,6 +86,9 @@ pub struct ServerFacts {
     /// MariaDB `log_bin_compress`: compressed QUERY and rows events, which the reader
     /// cannot decode (it pauses on them). False when the server has no such variable.
     pub log_bin_compress: bool,
+    /// MySQL 8.0.20+ `binlog_transaction_compression` as read; None when the server has
+    /// no such variable (MariaDB, older MySQL).
+    pub binlog_transaction_compression: Option<String>,
 }
 
 impl ServerFacts {
@@ -113,6 +117,7 @@ impl ServerFacts {
             },
             gtid_pos: gtid,
             log_bin_compress: get("log_bin_compress").is_some_and(|v| is_on(&v)),
+            binlog_transaction_compression: get("binlog_transaction_compression"),
         }
     }
 

@@ -7,6 +7,9 @@
 //! * binlog on, ROW, FULL image, FULL metadata: the reader decodes full after-images by
 //!   column name and signedness; anything less loses or misreads data (notes/mariadb.md).
 //! * `binlog_order_commits=ON` (MySQL): visibility order must equal binlog order (§3.8).
+//! * `binlog_transaction_compression=OFF` (MySQL 8.0.20+): a compressed transaction
+//!   payload cannot be decoded by the reader; refused here rather than pausing the capture
+//!   at the first compressed transaction.
 //! * binlog filters: a filtered schema never reaches the binlog, so its changes (or the
 //!   control table's fences) would be missing without any error.
 //! * InnoDB base table: the read view and the binlog position must agree (§5).
@@ -115,6 +118,10 @@ pub fn check_binlog(
             format!("binlog_order_commits=ON: {restart}"),
         ));
     }
+    if f.flavor == Flavor::Mysql {
+        let value = f.binlog_transaction_compression.as_deref();
+        out.extend(check_transaction_compression(server, value));
+    }
     if let Some(st) = status {
         for schema in schemas {
             if st.drops_schema(schema) {
@@ -137,6 +144,23 @@ pub fn check_binlog(
         }
     }
     out
+}
+
+/// MySQL's `binlog_transaction_compression` as read from a MySQL source (pure; `None`: the
+/// server has no such variable, as before 8.0.20; MariaDB has none and is not asked).
+/// ON writes whole transactions as one compressed payload the reader cannot decode.
+pub fn check_transaction_compression(server: &str, value: Option<&str>) -> Option<Refusal> {
+    let v = value?;
+    if !matches!(v.to_ascii_uppercase().as_str(), "ON" | "1" | "TRUE" | "YES") {
+        return None;
+    }
+    Some(Refusal::new(
+        format!("source server {server}: variable binlog_transaction_compression"),
+        format!("is {v}: compressed transaction payloads cannot be decoded by the reader"),
+        "SET PERSIST binlog_transaction_compression=OFF (or set it OFF in the [mysqld] \
+         section and restart); sessions already open keep their old value, and no writer \
+         session may SET SESSION binlog_transaction_compression=ON",
+    ))
 }
 
 /// The source table (pure): a sealed schema or every reason it cannot be installed.
@@ -450,6 +474,35 @@ mod tests {
         assert!(check_binlog("s", &old, None, &["d"])[0]
             .to_string()
             .contains("upgrade"));
+    }
+
+    #[test]
+    fn mysql_transaction_compression_is_refused_up_front() {
+        let on = check_transaction_compression("s", Some("ON")).expect("refused");
+        let text = on.to_string();
+        assert!(text.contains("binlog_transaction_compression"), "{text}");
+        assert!(text.contains("is ON"), "{text}");
+        assert!(
+            text.contains("binlog_transaction_compression=OFF"),
+            "fix: {text}"
+        );
+        assert!(check_transaction_compression("s", Some("OFF")).is_none());
+        assert!(check_transaction_compression("s", Some("0")).is_none());
+        assert!(check_transaction_compression("s", None).is_none(), "absent");
+        // Through the install checks: refused on a MySQL source only.
+        let mysql = |v: Option<&str>| {
+            let mut vars = vec![("version", "8.0.36"), ("server_uuid", "u")];
+            vars.extend(v.map(|v| ("binlog_transaction_compression", v)));
+            check_binlog("s", &mariadb(&vars), None, &["d"])
+        };
+        let r = mysql(Some("ON"));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].object.contains("binlog_transaction_compression"));
+        assert!(mysql(Some("OFF")).is_empty());
+        assert!(mysql(None).is_empty(), "MySQL before 8.0.20");
+        // MariaDB has no such variable; a value would not be read as MySQL's.
+        let maria = mariadb(&[("binlog_transaction_compression", "ON")]);
+        assert!(check_binlog("s", &maria, None, &["d"]).is_empty());
     }
 
     #[test]
