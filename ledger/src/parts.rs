@@ -32,6 +32,14 @@
 //!   rows of different schemes are an evidence conflict. That scheme is kept until main
 //!   has caught up with every ahead row, then the configured P takes over; rows at or
 //!   behind main are rewritten by CAS when next used.
+//! - One applier per table-generation at a time: the lease's fencing token (checked
+//!   under a share lock first in every part transaction) and the caller's KILL-confirm of
+//!   a failed call's connections guarantee it. A COMMIT lost on the wire is no second
+//!   applier: its CAS already ran, so its row lock makes the re-plan's share-locked read
+//!   of every cursor wait for its outcome. Two appliers truly running at once with the
+//!   same token are still serialised part by part when they use the same P (each part's
+//!   CAS; tested), but NOT across different P: a part of one scheme and the parts of
+//!   another cover different key sets and share no row.
 //! - A published target may briefly show part of a source transaction (some partitions
 //!   committed): DESIGN §6 already says so for chunked large transactions.
 //!
