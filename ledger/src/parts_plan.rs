@@ -18,7 +18,9 @@ use kernel::value::Row;
 use kernel::Result;
 use std::cmp::Ordering;
 
-/// What a part does in one replay transaction.
+/// What a part does in one replay transaction. (At most MAX_PARTS per transaction, so
+/// the size of the skip variants does not matter.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PartStep {
     /// The part row is at or after the transaction's end: its partition holds it already.

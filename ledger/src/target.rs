@@ -294,6 +294,7 @@ pub struct ReplayCursor {
 }
 
 type CursorRow = (String, u64, Option<String>, u32, Vec<u8>);
+type PartCursorRow = (u32, u32, String, u64, Option<String>, u32, Vec<u8>);
 
 /// T's replay cursor of a table-generation; `locked` waits for an in-flight writer.
 pub async fn replay_cursor(
@@ -369,7 +370,7 @@ pub async fn replay_cursors(
         )
         .await
         .map_err(my(what))?;
-    let parts: Vec<(u32, u32, String, u64, Option<String>, u32, Vec<u8>)> = tx
+    let parts: Vec<PartCursorRow> = tx
         .exec(
             format!(
                 "SELECT part, parts, file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ? ORDER BY part LOCK IN SHARE MODE",
