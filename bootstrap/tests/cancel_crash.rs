@@ -15,13 +15,7 @@ use ledger::record::Phase;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use window_support::*;
-
-fn checksum(server: &harness::Server, db: &str) -> String {
-    let out = server.sql_in(db, "CHECKSUM TABLE t");
-    out.split('\t').nth(1).unwrap_or("").trim().to_string()
-}
 
 /// Runs `backfill serve` until it exits; returns its exit code. With `hook`, every
 /// window's LOW is followed by that SQL file on the source (changes inside (B, F]).
@@ -61,23 +55,14 @@ static IN_PROCESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// waited for; returns the job's outcome.
 async fn serve_in_process(c: &Case) -> String {
     let _one = IN_PROCESS.lock().await;
-    let mut cfg = c.serve_cfg();
-    cfg.owner = "cancel-crash".into();
-    cfg.finish = Some(ReplayConfig::default());
-    let out = tokio::time::timeout(
-        Duration::from_secs(180),
-        bootstrap::serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
-    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
-    for kind in admission::PoolKind::ALL {
-        let p = snap.pool(kind);
-        assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
-        assert!(p.in_use.is_empty() && p.holds.is_empty() && p.waiting.is_empty());
-    }
-    out.get(&c.job).cloned().unwrap_or_default()
+    let out = c
+        .serve_tuned(Duration::from_secs(180), |cfg| {
+            cfg.owner = "cancel-crash".into();
+            cfg.finish = Some(ReplayConfig::default());
+        })
+        .await;
+    assert_no_permit_left();
+    out
 }
 
 /// A SQL file that changes rows of the case's table (run after each window's LOW, so the
@@ -140,7 +125,7 @@ async fn crash_then_cancel_with(
         // (before K) must be drained into the published target.
         c.source.sql_in(&c.sdb, "DELETE FROM t WHERE id = 3");
     }
-    let at_crash = checksum(c.target, &c.tdb);
+    let at_crash = checksum(c.target, &c.tdb, "t");
     bootstrap::commands::cancel(&c.pool, c.job).await.unwrap();
     // The cancel itself is killed once right after CANCELING, then completes.
     let code = serve_bin(&c, windows_only, "cancel.after_canceling", None);
@@ -159,15 +144,15 @@ async fn crash_then_cancel_with(
         ),
     );
     assert_eq!(ks, "1", "K written once across the restart");
-    let at_k = checksum(c.target, &c.tdb);
+    let at_k = checksum(c.target, &c.tdb, "t");
     if activated {
-        assert_eq!(at_k, checksum(c.source, &c.sdb), "drained up to K");
+        assert_eq!(at_k, checksum(c.source, &c.sdb, "t"), "drained up to K");
     } else {
         assert_eq!(at_k, at_crash, "not activated: the partial target is kept");
     }
     c.source.sql_in(&c.sdb, "UPDATE t SET v = 'after-k'");
     assert_eq!(serve_in_process(&c).await, "");
-    assert_eq!(checksum(c.target, &c.tdb), at_k, "untouched after K");
+    assert_eq!(checksum(c.target, &c.tdb, "t"), at_k, "untouched after K");
     c
 }
 

@@ -14,11 +14,6 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use window_support::*;
 
-fn checksum(server: &harness::Server, db: &str) -> String {
-    let out = server.sql_in(db, "CHECKSUM TABLE t");
-    out.split('\t').nth(1).unwrap_or("").trim().to_string()
-}
-
 fn job_state(c: &Case) -> String {
     c.target.sql_in(
         &c.state_db,
@@ -27,25 +22,10 @@ fn job_state(c: &Case) -> String {
 }
 
 async fn serve_idle(c: &Case) -> String {
-    let mut cfg = c.serve_cfg();
-    cfg.finish = Some(ReplayConfig::default());
-    let out = tokio::time::timeout(
-        Duration::from_secs(300),
-        serve::serve(cfg, CancellationToken::new()),
-    )
+    c.serve_tuned(Duration::from_secs(300), |cfg| {
+        cfg.finish = Some(ReplayConfig::default());
+    })
     .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
-    out.get(&c.job).cloned().unwrap_or_default()
-}
-
-fn assert_no_permit_left() {
-    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
-    for kind in admission::PoolKind::ALL {
-        let p = snap.pool(kind);
-        assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
-        assert!(p.in_use.is_empty() && p.holds.is_empty() && p.waiting.is_empty());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -112,13 +92,17 @@ async fn cancel_during_replay_is_never_activated_and_ends_cancelled_at_k() {
     assert_no_permit_left();
 
     // The target stays as it was at K: later source writes never reach it.
-    let before = checksum(c.target, &c.tdb);
+    let before = checksum(c.target, &c.tdb, "t");
     c.source.sql_in(
         &c.sdb,
         "INSERT INTO t VALUES (900001, 1, 'after-k'); UPDATE t SET v = 'after-k' WHERE id = 2;",
     );
     assert_eq!(serve_idle(&c).await, "", "a cancelled job is not run again");
-    assert_eq!(checksum(c.target, &c.tdb), before, "target changed after K");
+    assert_eq!(
+        checksum(c.target, &c.tdb, "t"),
+        before,
+        "target changed after K"
+    );
     assert_no_permit_left();
 
     // Re-adding needs a new generation and a new empty target.

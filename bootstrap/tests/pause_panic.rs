@@ -7,22 +7,9 @@
 mod window_support;
 use bootstrap::install::install;
 use bootstrap::job::panic_seam;
-use bootstrap::serve;
 use kernel::ids::JobId;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use window_support::*;
-
-async fn serve_until_idle(c: &Case) -> serve::Outcomes {
-    let cfg = c.serve_cfg();
-    tokio::time::timeout(
-        Duration::from_secs(300),
-        serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_panicking_task_pauses_its_table_only_and_resume_completes_it() {
@@ -34,7 +21,7 @@ async fn a_panicking_task_pauses_its_table_only_and_resume_completes_it() {
     bootstrap::commands::start(&c.pool, other).await.unwrap();
 
     bootstrap::job::panic_seam::arm(c.job);
-    let out = serve_until_idle(&c).await;
+    let out = serve_until_idle(c.serve_cfg(), Duration::from_secs(300)).await;
     let mine = out.get(&c.job).cloned().unwrap_or_default();
     assert!(mine.starts_with("paused: preparation"), "{mine}");
     assert!(mine.contains("panicked"), "{mine}");
@@ -57,7 +44,7 @@ async fn a_panicking_task_pauses_its_table_only_and_resume_completes_it() {
     // The operator resumes; without the fault the table completes.
     panic_seam::arm(JobId(0));
     bootstrap::pause::request(&c.pool, c.job).await.unwrap();
-    let out = serve_until_idle(&c).await;
+    let out = serve_until_idle(c.serve_cfg(), Duration::from_secs(300)).await;
     assert_eq!(
         out.get(&c.job).map(String::as_str),
         Some("windows_done"),

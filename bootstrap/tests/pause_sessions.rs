@@ -13,13 +13,7 @@ use window_support::*;
 async fn serve_all(c: &Case, sessions: u32) -> serve::Outcomes {
     let mut cfg = c.serve_cfg();
     cfg.limits.sessions = sessions;
-    tokio::time::timeout(
-        Duration::from_secs(300),
-        serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"))
+    serve_until_idle(cfg, Duration::from_secs(300)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

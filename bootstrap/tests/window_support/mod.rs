@@ -707,3 +707,37 @@ impl Case {
         req
     }
 }
+
+/// Runs serve in-process with `cfg` until it is idle, for at most `limit`; returns every
+/// job's outcome (the in-process serve of the serve-level tests).
+pub async fn serve_until_idle(cfg: ServeConfig, limit: Duration) -> serve::Outcomes {
+    tokio::time::timeout(limit, serve::serve(cfg, CancellationToken::new()))
+        .await
+        .expect("serve did not become idle")
+        .unwrap_or_else(|e| panic!("serve: {e}"))
+}
+
+/// Asserts that the last serve of this process left no permit in use, held or waited for.
+pub fn assert_no_permit_left() {
+    let snap = bootstrap::metrics::admission_snapshot().expect("serve registered admission");
+    for kind in admission::PoolKind::ALL {
+        let p = snap.pool(kind);
+        assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
+        assert!(p.in_use.is_empty() && p.holds.is_empty() && p.waiting.is_empty());
+    }
+}
+
+impl Case {
+    /// [`serve_until_idle`] with this case's configuration, changed by `tune`; returns this
+    /// job's outcome ("" when serve did not run it).
+    pub async fn serve_tuned(
+        &self,
+        limit: Duration,
+        tune: impl FnOnce(&mut ServeConfig),
+    ) -> String {
+        let mut cfg = self.serve_cfg();
+        tune(&mut cfg);
+        let out = serve_until_idle(cfg, limit).await;
+        out.get(&self.job).cloned().unwrap_or_default()
+    }
+}
