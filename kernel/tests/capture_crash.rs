@@ -5,13 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod capture_common;
+mod probe_support;
 
 use capture_common::*;
 use kernel::capture::Reader;
 use kernel::control::IntentKind;
 use kernel::log;
+use probe_support::{end, Probe};
 use std::collections::{BTreeMap, HashSet};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,41 +23,11 @@ const POINTS: [&str; 3] = [
     "capture.after_store",
 ];
 
-fn probe(e: &Env, stream: &str, failpoint: Option<String>) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capture-probe"));
-    cmd.args([
-        e.state_url.as_str(),
-        &e.src.url(),
-        stream,
-        &e.ctl,
-        &replica_id().to_string(),
-        &(1 + rand::random::<u32>() % 20).to_string(),
-        &format!("{}.t=1", e.db),
-        &format!("{}.x=2", e.db),
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    if let Some(fp) = failpoint {
-        cmd.env(kernel::failpoint::ENV, fp);
-    }
-    cmd.spawn().unwrap()
-}
-
-/// Waits up to `within` for the child to exit by itself, else SIGKILLs it. Returns the
-/// exit code when it exited by itself.
-fn end(mut child: Child, within: Duration) -> Option<i32> {
-    let t = Instant::now();
-    while t.elapsed() < within {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.kill().unwrap(); // SIGKILL: no destructor, no flush
-    child.wait().unwrap();
-    None
-}
+const PROBE: Probe = Probe {
+    max_batch: 20,
+    tables: &[("t", 1), ("x", 2)],
+    pipe_stderr: true,
+};
 
 /// Every 7th round prepares an XA transaction on `x` (150 rows: a held group of two
 /// chunks); the 4th round after it commits it, or rolls it back every other time, so
@@ -151,7 +122,7 @@ async fn killed_at_every_fault_point_under_load_converges_identically() {
     for i in 0..24 {
         let fp =
             (i % 4 != 3).then(|| format!("{}@{}", POINTS[i % 3], 1 + rand::random::<u32>() % 15));
-        let child = probe(&e, "crash", fp);
+        let child = PROBE.spawn(&e, "crash", fp);
         let within = Duration::from_millis(300 + rand::random::<u64>() % 1500);
         match end(child, within) {
             Some(code) => {
@@ -167,12 +138,8 @@ async fn killed_at_every_fault_point_under_load_converges_identically() {
     w.join().unwrap();
     let t0 = Instant::now();
     let f = e.intent(1, IntentKind::F).await;
-    let child = probe(&e, "crash", None);
+    PROBE.catch_up(&e, "crash", f.nonce).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    log::wait_for_marker(&e.pool, "crash", f.nonce, deadline)
-        .await
-        .unwrap();
-    end(child, Duration::ZERO);
     eprintln!(
         "{fault_exits} fault-point exits, {kills} SIGKILLs; catch-up {:?}",
         t0.elapsed()

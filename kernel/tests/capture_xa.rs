@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod capture_common;
+mod probe_support;
 
 use capture_common::*;
 use kernel::capture::Reader;
@@ -15,8 +16,8 @@ use kernel::change::Change;
 use kernel::control::IntentKind;
 use kernel::log::{self, RecordBody, StoredRecord};
 use kernel::position::BinlogPos;
+use probe_support::{end, Probe};
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const T: &str =
@@ -193,39 +194,11 @@ async fn prepared_groups_take_effect_at_commit_and_are_dropped_at_rollback() {
     }
 }
 
-fn probe(e: &Env, stream: &str, failpoint: Option<String>) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capture-probe"));
-    cmd.args([
-        e.state_url.as_str(),
-        &e.src.url(),
-        stream,
-        &e.ctl,
-        &replica_id().to_string(),
-        &(1 + rand::random::<u32>() % 5).to_string(),
-        &format!("{}.t=1", e.db),
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::inherit());
-    if let Some(fp) = failpoint {
-        cmd.env(kernel::failpoint::ENV, fp);
-    }
-    cmd.spawn().unwrap()
-}
-
-/// Waits up to `within` for the child to exit by itself, else SIGKILLs it.
-fn end(mut child: Child, within: Duration) -> Option<i32> {
-    let t = Instant::now();
-    while t.elapsed() < within {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    None
-}
+const PROBE: Probe = Probe {
+    max_batch: 5,
+    tables: &[("t", 1)],
+    pipe_stderr: false,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_between_prepare_and_commit_resumes_with_the_hold() {
@@ -238,7 +211,7 @@ async fn killed_between_prepare_and_commit_resumes_with_the_hold() {
     e.intent(1, IntentKind::B).await;
     prepare_big(&e, "k_");
     // The hold becomes durable with D past the XA PREPARE; then the process is killed.
-    let child = probe(&e, "crash", None);
+    let child = PROBE.spawn(&e, "crash", None);
     let t = Instant::now();
     while log::holds(&e.pool, "crash").await.unwrap().is_empty() {
         assert!(t.elapsed() < Duration::from_secs(60), "no hold registered");
@@ -271,18 +244,17 @@ async fn killed_between_prepare_and_commit_resumes_with_the_hold() {
         if log::holds(&e.pool, "crash").await.unwrap().is_empty() {
             break;
         }
-        if let Some(code) = end(probe(&e, "crash", Some(fp.into())), Duration::from_secs(30)) {
+        if let Some(code) = end(
+            PROBE.spawn(&e, "crash", Some(fp.into())),
+            Duration::from_secs(30),
+        ) {
             assert_eq!(code, kernel::failpoint::EXIT_CODE, "probe failed");
             exits += 1;
         }
         log::verify_chain(&e.pool, "crash").await.unwrap();
     }
-    let child = probe(&e, "crash", None);
+    PROBE.catch_up(&e, "crash", f.nonce).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    log::wait_for_marker(&e.pool, "crash", f.nonce, deadline)
-        .await
-        .unwrap();
-    end(child, Duration::ZERO);
     if cfg!(feature = "failpoints") {
         assert!(exits > 0, "no fault point fired");
     }
