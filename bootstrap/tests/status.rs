@@ -10,30 +10,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use window_support::*;
 
-fn status(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
-        .arg("status")
-        .args(args)
-        .env_remove("BACKFILL_FORMAT")
-        .output()
-        .unwrap();
-    let s = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{s}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    s
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_shows_windows_rows_capture_and_replay() {
     let c = Case::new("stat", 3000, 1000, 500).await;
     let state = c.state_url();
     let job = c.job.0.to_string();
     let before: serde_json::Value =
-        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+        serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())
             .unwrap();
     assert_eq!(before["windows_done"], 0);
     assert_eq!(before["rows"]["applied"], 0);
@@ -41,7 +24,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
     // Recorded commands that no serve carried out yet are listed.
     bootstrap::pause::request(&c.pool, c.job).await.unwrap();
     let pending: serde_json::Value =
-        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+        serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())
             .unwrap();
     let cmds: Vec<&str> = pending["pending_commands"]
         .as_array()
@@ -50,7 +33,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
         .map(|p| p["command"].as_str().unwrap())
         .collect();
     assert_eq!(cmds, ["start", "resume"], "{pending}");
-    let text = status(&["--state", &state, &job]);
+    let text = status_cli(&["--state", &state, &job]);
     assert!(
         text.contains("pending          start recorded ")
             && text.contains("resume recorded ")
@@ -76,7 +59,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
         .await
         .unwrap();
     let v: serde_json::Value =
-        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+        serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())
             .unwrap();
     assert_eq!(v["state"], "STREAMING", "{v}");
     let n = v["windows"].as_u64().unwrap();
@@ -91,9 +74,9 @@ async fn status_shows_windows_rows_capture_and_replay() {
     assert_eq!(v["pending_commands"], serde_json::json!([]), "{v}");
     assert_eq!(v["serve"][0]["state"], "stopped", "{v}");
     let all: serde_json::Value =
-        serde_json::from_str(status(&["--state", &state, "--format", "json"]).trim()).unwrap();
+        serde_json::from_str(status_cli(&["--state", &state, "--format", "json"]).trim()).unwrap();
     assert!(!all["jobs"].as_array().unwrap().is_empty());
-    let text = status(&["--state", &state, &job]);
+    let text = status_cli(&["--state", &state, &job]);
     for want in &[
         &format!("job {job}  STREAMING  generation g1"),
         &format!("windows          {n}/{n} done"),

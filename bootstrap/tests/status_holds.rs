@@ -10,30 +10,12 @@
 //! waiter.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use window_support::*;
 
-fn status(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
-        .arg("status")
-        .args(args)
-        .env_remove("BACKFILL_FORMAT")
-        .output()
-        .unwrap();
-    let s = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{s}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    s
-}
-
 fn status_json(state: &str, job: &str) -> serde_json::Value {
-    serde_json::from_str(status(&["--state", state, job, "--format", "json"]).trim()).unwrap()
+    serde_json::from_str(status_cli(&["--state", state, job, "--format", "json"]).trim()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -104,7 +86,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     assert_eq!(s["stale"], false, "{v}");
     assert_eq!(s["pools"][0]["capacity"], 1, "{v}");
     assert_eq!(s["pools"][0]["holds"].as_array().unwrap().len(), 1, "{v}");
-    let text = status(&["--state", &state, &job]);
+    let text = status_cli(&["--state", &state, &job]);
     for want in [
         "read-window permit HELD, release unknown, by `job ",
         "waiting for a read-window permit for ",
@@ -135,7 +117,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     assert_eq!(c.target_count(), 3000);
     let v = status_json(&state, &job);
     assert_eq!(v["serve"][0]["state"], "stopped", "{v}");
-    let text = status(&["--state", &state, &job]);
+    let text = status_cli(&["--state", &state, &job]);
     assert!(text.contains("STOPPED"), "{text}");
     assert!(text.contains("no serve running"), "{text}");
 }

@@ -7,9 +7,9 @@ use bootstrap::window::hooks::HookFuture;
 use bootstrap::window::WindowHooks;
 use kernel::ids::{Attempt, JobId, WindowId};
 use mysql_async::prelude::Queryable;
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use window_support::*;
 
 /// KILLs the read connection of window 1 in every attempt, after its first RAW page.
@@ -32,19 +32,6 @@ impl WindowHooks for KillWindow1 {
     }
 }
 
-fn status(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_backfill"))
-        .arg("status")
-        .args(args)
-        .env_remove("BACKFILL_FORMAT")
-        .output()
-        .unwrap();
-    let s = String::from_utf8_lossy(&out.stdout).into_owned();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{s}{err}");
-    s
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_shows_the_current_windows_last_error_and_garbage() {
     let c = Case::new("stwin", 3_000, 1_000, 100).await;
@@ -54,17 +41,12 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
         url: c.source.url(),
         kills: AtomicU32::new(0),
     });
-    let mut cfg = c.serve_cfg();
-    cfg.run.max_attempts = 3;
-    cfg.hooks = Some(hooks.clone());
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(120),
-        bootstrap::serve::serve(cfg, tokio_util::sync::CancellationToken::new()),
-    )
-    .await
-    .expect("serve became idle")
-    .unwrap();
-    let out = out.get(&c.job).cloned().unwrap_or_default();
+    let out = c
+        .serve_tuned(Duration::from_secs(120), |cfg| {
+            cfg.run.max_attempts = 3;
+            cfg.hooks = Some(hooks.clone());
+        })
+        .await;
     assert!(out.starts_with("paused: preparation"), "{out}");
     assert_eq!(hooks.kills.load(Ordering::SeqCst), 3);
     assert_eq!(c.head().await.completed, 1, "J is on window 1");
@@ -80,7 +62,7 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
     let garbage = c.garbage_bytes().await;
 
     let v: serde_json::Value =
-        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+        serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())
             .unwrap();
     let w = &v["window"];
     assert_eq!(w["window"], 1, "{v}");
@@ -88,9 +70,11 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
     assert_eq!(w["last_error"].as_str(), Some(shown.as_str()), "{v}");
     assert_eq!(w["garbage_bytes"], garbage, "{v}");
 
-    let text = status(&["--state", &state, &job]);
+    let text = status_cli(&["--state", &state, &job]);
     assert!(
-        text.contains(&format!("window now       w1 attempt 3 (last error: {shown})")),
+        text.contains(&format!(
+            "window now       w1 attempt 3 (last error: {shown})"
+        )),
         "{text}"
     );
     assert!(
@@ -104,8 +88,8 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
     bootstrap::pause::request(&c.pool, c.job).await.unwrap();
     assert_eq!(c.serve(None).await, "windows_done");
     let v: serde_json::Value =
-        serde_json::from_str(status(&["--state", &state, &job, "--format", "json"]).trim())
+        serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())
             .unwrap();
     assert!(v["window"].is_null(), "{v}");
-    assert!(!status(&["--state", &state, &job]).contains("window now"));
+    assert!(!status_cli(&["--state", &state, &job]).contains("window now"));
 }

@@ -741,3 +741,17 @@ impl Case {
         out.get(&self.job).cloned().unwrap_or_default()
     }
 }
+
+/// `backfill status ARGS` run by the real binary; asserts it exits 0, returns its stdout.
+pub fn status_cli(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_backfill"))
+        .arg("status")
+        .args(args)
+        .env_remove("BACKFILL_FORMAT")
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s}{err}");
+    s
+}
