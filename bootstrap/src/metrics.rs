@@ -103,8 +103,8 @@ pub const PAUSE_CODES: [DefiniteCode; 13] = [
     DefiniteCode::Preparation,
 ];
 
-/// Fails to compile when a code is added to [`DefiniteCode`] and not to [`PAUSE_CODES`]
-/// (the length above then has to grow with it).
+/// Fails to compile when a code is added to [`DefiniteCode`]: whoever adds it here adds it
+/// to [`PAUSE_CODES`] next to it.
 const _: fn(DefiniteCode) = |c| match c {
     DefiniteCode::Precondition
     | DefiniteCode::Usage
