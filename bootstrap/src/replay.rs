@@ -33,6 +33,16 @@
 //!   could not decode safely), a group whose chunks do not chain, or a cursor that names no
 //!   group boundary stop the replay with a definite error naming the position.
 //!
+//! * Apply streams ([`ReplayConfig::apply_streams`]). With N > 1 a batch is applied over
+//!   N target connections by [`ledger::parts::apply_groups_parts`]: keys split into N
+//!   partitions, each its own target transaction with its own cursor row in T, the one
+//!   moving the main cursor committed last (see that module for why I1/I2 hold). This
+//!   loop keeps reading only the main cursor, so what it skips, the restart point and the
+//!   lag are as with one stream. N connections writing at once are N target writes
+//!   (DESIGN §8): a STREAMING batch takes N permits together, and after any failed,
+//!   unknown or timed-out batch every one of the N connections is KILLed and confirmed
+//!   gone before its permit is released (an unconfirmed one stays a hold naming it).
+//!
 //! * Read-ahead. While a batch applies, the next one is read from L (append-only, hash
 //!   chained, read only up to the same bound). It is used only once the batch before it
 //!   committed and is dropped on any failure; what to apply is still decided by T's

@@ -9,8 +9,12 @@
 //! on our target server). The replica logs what it applies (`log_slave_updates=ON`,
 //! `BENCH_REPLICA_LOG=0` turns that off) because our target's binlog records every change
 //! we apply too. The workload after activation: BENCH_TXNS (default 2 000; 200 000 for
-//! the benchmark) single-row INSERT transactions, then BENCH_BIG (default 5; 200 for the
-//! benchmark) UPDATE transactions of 1 000 rows.
+//! the benchmark) single-row INSERT transactions, then, once per entry of BENCH_STREAMS
+//! (comma-separated apply-stream counts, default `1,2`: the suite's small run exercises
+//! key-partitioned apply; `1,2,4` for the benchmark), BENCH_BIG (default 5; 200 for the
+//! benchmark) UPDATE transactions of 1 000 rows. Workload A is applied on 1 stream; each
+//! B segment on its own stream count, timed separately against the replica's time for
+//! the same segment (its SQL thread stopped at each segment's end).
 //! Both sides apply the SAME binlog from an already-fetched copy: ours from L (the capture
 //! has stored it before the clock starts), the replica's SQL thread from its relay log
 //! (the IO thread has fetched it before the clock starts). The replica's time ends when
@@ -130,6 +134,7 @@ async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> u64 {
 async fn streaming_apply_versus_a_native_replica() {
     let txns = env("BENCH_TXNS", 2_000);
     let big = env("BENCH_BIG", 5);
+    let streams = streams_list();
     let src = Server::start_private(ServerOpts::source().config("innodb_buffer_pool_size=256M"));
     let tgt = Server::start_private(durable(ServerOpts::target()));
     // The native replica, measured in the same run (BENCH_REPLICA=0 leaves it out).
@@ -232,12 +237,17 @@ async fn streaming_apply_versus_a_native_replica() {
         "bench: L holds workload A {:?} after the writer finished",
         g.elapsed()
     );
-    // Workload B: 1 000-row transactions.
-    sc.query_drop(format!("CALL `{pdb}`.gen_b()"))
-        .await
-        .unwrap();
-    let pb = end_of(&src).await;
-    let sb = wait_l(&w, &pool, &pb).await;
+    // Workload B: 1 000-row transactions, one segment per stream count.
+    let mut segs = Vec::new();
+    for _ in &streams {
+        sc.query_drop(format!("CALL `{pdb}`.gen_b()"))
+            .await
+            .unwrap();
+        let pb = end_of(&src).await;
+        let sb = wait_l(&w, &pool, &pb).await;
+        segs.push((pb, sb));
+    }
+    let pb = segs.last().map(|s| s.0.clone()).unwrap();
     // The replica's IO thread fetches everything before its SQL thread's clock starts.
     while let Some(rc) = rc.as_mut() {
         let r: mysql_async::Row = rc.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
@@ -266,17 +276,31 @@ async fn streaming_apply_versus_a_native_replica() {
     let t = Instant::now();
     let oa = r.run(a.b.seq, Until::CatchUp { upto: sa }).await.unwrap();
     let ours_a = t.elapsed();
-    let t = Instant::now();
-    let ob = r.run(a.b.seq, Until::CatchUp { upto: sb }).await.unwrap();
-    let ours_b = t.elapsed();
-    let (ga, gb) = (gtid_at(&src, &pa).await, gtid_at(&src, &pb).await);
-    let (rep_a, rep_b) = match rc.as_mut() {
-        Some(rc) => (
-            replica_apply_until(rc, &pa, &ga).await,
-            replica_apply_until(rc, &pb, &gb).await,
-        ),
-        None => (Duration::ZERO, Duration::ZERO),
+    let mut ours_b = Vec::new();
+    for (&n, (_, sb)) in streams.iter().zip(&segs) {
+        let cfg_n = ReplayConfig {
+            apply_streams: n,
+            ..cfg.clone()
+        };
+        let rn = Replayer { cfg: &cfg_n, ..r };
+        let t = Instant::now();
+        let ob = rn.run(a.b.seq, Until::CatchUp { upto: *sb }).await.unwrap();
+        ours_b.push((n, ob, t.elapsed()));
+    }
+    let ga = gtid_at(&src, &pa).await;
+    let mut rep_b = Vec::new();
+    let rep_a = match rc.as_mut() {
+        Some(rc) => {
+            let d = replica_apply_until(rc, &pa, &ga).await;
+            for (pb, _) in &segs {
+                let gb = gtid_at(&src, pb).await;
+                rep_b.push(replica_apply_until(rc, pb, &gb).await);
+            }
+            d
+        }
+        None => Duration::ZERO,
     };
+    rep_b.resize(segs.len(), Duration::ZERO);
     let rate = |n: u64, d: Duration| n as f64 / d.as_secs_f64();
     eprintln!(
         "A single-row: ours {} groups in {ours_a:?} = {:.0} txn/s; replica {rep_a:?} = {:.0} txn/s; ratio {:.2}",
@@ -285,13 +309,16 @@ async fn streaming_apply_versus_a_native_replica() {
         rate(txns, rep_a),
         rep_a.as_secs_f64() / ours_a.as_secs_f64()
     );
-    eprintln!(
-        "B 1000-row: ours {} groups in {ours_b:?} = {:.0} rows/s; replica {rep_b:?} = {:.0} rows/s; ratio {:.2}",
-        ob.groups_applied,
-        rate(big * 1000, ours_b),
-        rate(big * 1000, rep_b),
-        rep_b.as_secs_f64() / ours_b.as_secs_f64()
-    );
+    for ((n, ob, ours), rep) in ours_b.iter().zip(&rep_b) {
+        eprintln!(
+            "B 1000-row, {n} apply stream(s): ours {} groups in {ours:?} = {:.0} rows/s; replica {rep:?} = {:.0} rows/s; ratio {:.2}",
+            ob.groups_applied,
+            rate(big * 1000, *ours),
+            rate(big * 1000, *rep),
+            rep.as_secs_f64() / ours.as_secs_f64()
+        );
+        assert_eq!(ob.groups_applied, big, "{n} streams");
+    }
     eprintln!(
         "settings: ours batch_rows={} batch_groups={} read_page={} stmt_rows={} stmt_bytes={}; \
          both durable (flush_log_at_trx_commit=1, sync_binlog=1, binlog on), replica \
@@ -303,7 +330,6 @@ async fn streaming_apply_versus_a_native_replica() {
         cfg.limits().stmt_bytes
     );
     assert_eq!(oa.groups_applied, txns);
-    assert_eq!(ob.groups_applied, big);
     assert_eq!(checksum(&src, &w.db), checksum(&tgt, &w.tdb));
     if let (Some(rep), Some(rc)) = (&rep, rc) {
         assert_eq!(checksum(&src, &w.db), checksum(rep, &w.db));
@@ -324,6 +350,21 @@ async fn streaming_apply_versus_a_native_replica() {
     );
     assert_eq!(checksum(&src, &w.db), checksum(&tgt, &w.tdb));
     reader.stop().await.unwrap();
+}
+
+/// BENCH_STREAMS: the apply-stream counts of the B segments (default `1,2`).
+fn streams_list() -> Vec<usize> {
+    let v: Vec<usize> = std::env::var("BENCH_STREAMS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .filter(|n| (1..=ledger::parts::MAX_PARTS).contains(n))
+        .collect();
+    if v.is_empty() {
+        vec![1]
+    } else {
+        v
+    }
 }
 
 fn pct(sorted: &[Duration], p: usize) -> Duration {
