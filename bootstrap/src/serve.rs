@@ -568,7 +568,7 @@ impl Serve {
         e: tokio::task::JoinError,
     ) -> String {
         let job = ctx.id();
-        let what = panic_message(e.into_panic());
+        let what = crate::window::panics::text(e.into_panic());
         tracing::error!(%job, panic = %what, "job task panicked; pausing the table");
         if let Err(e) = self.admission.confirm_hold(session) {
             tracing::warn!(%job, error = %e, "the panicked task's session was not a hold");
@@ -697,17 +697,6 @@ fn spawn_renewal(
             }
         }
     })
-}
-
-/// The text of a panic payload (`panic!` gives a `&str` or a `String`).
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(p) => match p.downcast::<&'static str>() {
-            Ok(s) => (*s).to_string(),
-            Err(_) => "a non-text panic payload".to_string(),
-        },
-    }
 }
 
 /// The L stream of a source server: stable per server identity, at most 64 characters.

@@ -22,7 +22,7 @@ pub fn task_failed(job: JobId, what: &str, e: JoinError) -> Error {
     if !e.is_panic() {
         return Error::transient(format!("job {job}: the {what} task failed: {e}"));
     }
-    let msg = kernel::redact::redact_text(&message(e.into_panic()));
+    let msg = text(e.into_panic());
     tracing::error!(%job, task = what, panic = %msg, "a window sub-task panicked; pausing the table");
     Error::definite(
         DefiniteCode::Preparation,
@@ -34,14 +34,17 @@ pub fn task_failed(job: JobId, what: &str, e: JoinError) -> Error {
     )
 }
 
-fn message(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
+/// A panic payload as text for logs and pause reasons, URLs redacted (a panic message may
+/// quote a value that holds one). Also used by `serve` for a panicked job task.
+pub fn text(payload: Box<dyn std::any::Any + Send>) -> String {
+    let raw = match payload.downcast::<String>() {
         Ok(s) => *s,
         Err(p) => match p.downcast::<&'static str>() {
             Ok(s) => (*s).to_string(),
             Err(_) => "a non-text panic payload".to_string(),
         },
-    }
+    };
+    kernel::redact::redact_text(&raw)
 }
 
 /// Test seam (effective only with fault points compiled in): the read task of an armed
@@ -107,6 +110,15 @@ mod tests {
         assert!(s.contains("boom at mysql://u:***@h:1/db"), "{s}");
         assert!(!s.contains("pw@"), "{s}");
         assert!(s.contains("backfill resume 7"), "{s}");
+    }
+
+    #[test]
+    fn panic_payloads_read_as_redacted_text() {
+        let s: Box<dyn std::any::Any + Send> = Box::new("at mysql://u:pw@h:1/db".to_string());
+        assert_eq!(text(s), "at mysql://u:***@h:1/db");
+        let s: Box<dyn std::any::Any + Send> = Box::new("static mysql://u:pw@h/db");
+        assert_eq!(text(s), "static mysql://u:***@h/db");
+        assert_eq!(text(Box::new(7u8)), "a non-text panic payload");
     }
 
     #[tokio::test]
