@@ -1,7 +1,12 @@
 //! Replay throughput: full-image upserts by key through `apply_groups` (T cursor CAS in
-//! every transaction) over a loaded table.
+//! every transaction) over a loaded table, then through `parts::apply_groups_parts` over
+//! P key partitions (P connections) in the same run.
 //!
 //! `cargo run --release -p ledger --example bench_replay -- [ROWS] [GROUP_ROWS] [TXN_ROWS] [STMT_ROWS]`
+//!
+//! `BENCH_PARTS` lists the P values to measure after the two single-connection passes
+//! (default `1,2,4`; `0` skips them); `BENCH_PARTS_RR=1` adds, for every P > 1, a pass at
+//! the session's default isolation (part 0 then starts after the other parts committed).
 #![allow(clippy::unwrap_used)]
 use harness::{Server, ServerOpts};
 use kernel::change::{Change, ChangeId, GroupEnd, Op};
@@ -11,6 +16,7 @@ use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use ledger::apply::{self, Limits, ReplayGroup};
 use ledger::page;
+use ledger::parts::{self, PartsOpts};
 use ledger::target::{self, TargetCtx};
 use std::time::Instant;
 
@@ -125,6 +131,68 @@ async fn main() {
         );
         prev = groups.last().map(|g| g.end.clone());
     }
+    let list = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "1,2,4".into());
+    let rr = std::env::var("BENCH_PARTS_RR").is_ok_and(|v| v == "1");
+    let mut passes: Vec<(usize, bool)> = Vec::new();
+    for p in list
+        .split(',')
+        .filter_map(|p| p.trim().parse::<usize>().ok())
+    {
+        if p == 0 {
+            continue;
+        }
+        passes.push((p, true));
+        if rr && p > 1 {
+            passes.push((p, false));
+        }
+    }
+    println!("load average before the P passes: {}", loadavg());
+    for (i, (p, rc)) in passes.into_iter().enumerate() {
+        let pass = 3 + i as u32;
+        let groups = updates(rows, group_rows, pass);
+        let mut conns = Vec::new();
+        for _ in 0..p {
+            conns.push(apply::connect(&o).await.unwrap());
+        }
+        let limits = Limits {
+            txn_rows,
+            stmt_rows,
+            ..Limits::default()
+        };
+        let opts = PartsOpts {
+            read_committed: rc,
+            ..PartsOpts::default()
+        };
+        let t0 = Instant::now();
+        parts::apply_groups_parts_with(&mut conns, &ctx, prev.as_ref(), &groups, limits, opts)
+            .await
+            .unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        assert_eq!(
+            s.sql_in(
+                &db,
+                &format!("SELECT COUNT(*) FROM t WHERE name LIKE '%-v{pass}-%'")
+            ),
+            rows.to_string()
+        );
+        println!(
+            "parts P={p} {}: replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows} stmt_rows={stmt_rows}: {secs:.2}s = {:.0} rows/s",
+            if rc || p == 1 { "read-committed" } else { "default-isolation" },
+            groups.len(),
+            rows as f64 / secs
+        );
+        prev = groups.last().map(|g| g.end.clone());
+        for c in conns {
+            let _ = c.disconnect().await;
+        }
+    }
+    println!("load average after: {}", loadavg());
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn updates(rows: i64, group_rows: usize, pass: u32) -> Vec<ReplayGroup> {

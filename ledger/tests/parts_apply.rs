@@ -317,14 +317,16 @@ async fn killed_after_some_parts_committed_converges_with_another_p_without_seco
     // The second part COMMIT exits; a third may have been answered just before.
     assert!((2..=3).contains(&rows.lines().count()), "{rows}");
     assert!(rows.lines().all(|l| l.ends_with("\t4\t2000\t0")), "{rows}");
-    // Restart with P = 3 and 7-change transactions: scheme 4 is finished first; killed
-    // again right before part 0's COMMIT of its first transaction.
+    // Restart with P = 3 and 7-change transactions: scheme 4 is finished first (part 3
+    // shares connection 0 with part 0); killed again right before part 0's COMMIT of its
+    // first transaction.
     run_child(&db, 72, 3, 7, "ledger.parts.before_main_commit");
     assert_eq!(cursor(s, &db), "");
     let rows = part_rows(s, &db);
     assert!(rows.lines().all(|l| l.contains("\t4\t")), "{rows}");
-    // And now P = 2 with 13-change transactions on a fresh process's connections.
-    let mut cs = conns(s, &db, 2).await;
+    // And now P = 1 with 13-change transactions on a fresh process's connection: the four
+    // parts of scheme 4 run one after the other on it until main caught up, then P = 1.
+    let mut cs = conns(s, &db, 1).await;
     let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits(13))
         .await
         .unwrap();
