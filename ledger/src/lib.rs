@@ -1,9 +1,10 @@
 //! The ledger: the evidence a table's execution leaves behind (DESIGN §2, §3.5, §4, §5).
 //!
 //! Four kinds of evidence are kept apart and never inferred from one another:
-//! * T ([`target`], [`apply`]): tables in the TARGET schema, written in the same target
-//!   transaction as the business rows they describe: one credential per FINAL page, a
-//!   monotonic replay cursor per table-generation, the activation credential, and the
+//! * T ([`target`], [`apply`], [`parts`]): tables in the TARGET schema, written in the
+//!   same target transaction as the business rows they describe: one credential per FINAL
+//!   page, a monotonic replay cursor per table-generation (plus one per key partition when
+//!   replay runs over several connections), the activation credential, and the
 //!   owner row carrying the fencing token. The credential or cursor is written first, as
 //!   a unique insert or a conditional update, so a COMMIT lost on the wire that lands
 //!   later makes any retry read as AlreadyCommitted: business rows never run twice (I2).

@@ -370,7 +370,7 @@ pub async fn replay_cursors(
         )
         .await
         .map_err(my(what))?;
-    let parts: Vec<PartCursorRow> = tx
+    let parts: Vec<PartCursorRow> = match tx
         .exec(
             format!(
                 "SELECT part, parts, file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ? ORDER BY part LOCK IN SHARE MODE",
@@ -379,7 +379,13 @@ pub async fn replay_cursors(
             (ctx.job.0, ctx.generation.0),
         )
         .await
-        .map_err(my(what))?;
+    {
+        Ok(rows) => rows,
+        // A target whose T predates partitioned replay: no part ever wrote a row (the
+        // table is created before any part writes), so one connection works unchanged.
+        Err(e) if is_missing_table(&e) => Vec::new(),
+        Err(e) => return Err(my(what)(e)),
+    };
     tx.commit().await.map_err(my(what))?;
     let main = main.map(|r| cursor_of(ctx, r, "T cursor")).transpose()?;
     let parts = parts
@@ -393,6 +399,10 @@ pub async fn replay_cursors(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((main, parts))
+}
+
+fn is_missing_table(e: &mysql_async::Error) -> bool {
+    kernel::error::mysql_server_code(e) == Some(kernel::error::codes::ER_NO_SUCH_TABLE)
 }
 
 /// The activation credential (DESIGN §7): deterministic, binds generation, B, F, the

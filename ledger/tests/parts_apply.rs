@@ -412,3 +412,26 @@ async fn statement_binlog_sessions_fall_back_from_read_committed() {
     assert_eq!(r, Applied::Committed);
     assert_eq!((dump(s, &db), audit(s, &db), cursor(s, &db)), want);
 }
+
+#[tokio::test]
+async fn a_target_without_the_parts_table_replays_on_one_connection() {
+    let s = shared_target();
+    let g = rich();
+    let want = serial(s, 75, &g, 60, 9).await;
+    let db = audited_target(s, "pa_old_t");
+    let ctx = ctx(&db, 75, 1);
+    baseline(s, &db, &ctx, 60).await;
+    // T as an older build created it.
+    s.sql_in(&db, "DROP TABLE _backfill_ledger_cursor_parts");
+    let mut two = conns(s, &db, 2).await;
+    let e = parts::apply_groups_parts(&mut two, &ctx, None, &g, limits(9))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("_backfill_ledger_cursor_parts"), "{e}");
+    let mut one = conns(s, &db, 1).await;
+    let r = parts::apply_groups_parts(&mut one, &ctx, None, &g, limits(9))
+        .await
+        .unwrap();
+    assert_eq!(r, Applied::Committed);
+    assert_eq!((dump(s, &db), audit(s, &db), cursor(s, &db)), want);
+}
