@@ -186,7 +186,59 @@ async fn main() {
             let _ = c.disconnect().await;
         }
     }
+    // Peer without any ledger: the same kind of full-image ODKU split by partition_of over
+    // n plain connections, one transaction per `txn_rows / n` rows on each (what the issue
+    // measured by hand), to see whether the server scales at all right now.
+    for (i, n) in [1usize, 2, 4, 1, 2, 4].into_iter().enumerate() {
+        let pass = 100 + i as u32;
+        let t0 = Instant::now();
+        raw_odku(&o, rows, n, txn_rows, pass).await;
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "raw ODKU over {n} connections (no ledger): {rows} rows: {secs:.2}s = {:.0} rows/s",
+            rows as f64 / secs
+        );
+    }
     println!("load average after: {}", loadavg());
+}
+
+async fn raw_odku(o: &mysql_async::Opts, rows: i64, n: usize, txn_rows: usize, pass: u32) {
+    use mysql_async::prelude::Queryable;
+    let mut tasks = Vec::new();
+    for part in 0..n {
+        let o = o.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = mysql_async::Conn::new(o).await.unwrap();
+            let keys: Vec<i64> = (1..=rows)
+                .filter(|k| parts::partition_of_int(*k, n) == part)
+                .collect();
+            for txn in keys.chunks((txn_rows / n).max(1)) {
+                let mut tx = c
+                    .start_transaction(mysql_async::TxOpts::default())
+                    .await
+                    .unwrap();
+                for stmt in txn.chunks(10_000) {
+                    let marks = vec!["(?, ?, ?, ?, ?, ?)"; stmt.len()].join(",");
+                    let sql = format!(
+                        "INSERT INTO t (id, name, amount, at, ts, bin) VALUES {marks} ON DUPLICATE KEY UPDATE name = VALUES(name), amount = VALUES(amount), at = VALUES(at), ts = VALUES(ts), bin = VALUES(bin)"
+                    );
+                    let params: Vec<mysql_async::Value> = stmt
+                        .iter()
+                        .flat_map(|k| row(*k, pass))
+                        .map(mysql_async::Value::from)
+                        .collect();
+                    tx.exec_drop(sql, mysql_async::Params::Positional(params))
+                        .await
+                        .unwrap();
+                }
+                tx.commit().await.unwrap();
+            }
+            let _ = c.disconnect().await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
 }
 
 fn loadavg() -> String {

@@ -220,9 +220,9 @@ impl Dml {
         }
         let bytes: usize = rows.iter().take(64).map(row_bytes).sum::<usize>() / rows.len().min(64);
         let per = self.rows_per_stmt(bytes);
-        let mut it = rows.into_iter().peekable();
-        while it.peek().is_some() {
-            let chunk: Vec<Row> = it.by_ref().take(per).collect();
+        let mut it = rows.into_iter();
+        for n in stmt_sizes(it.len(), per) {
+            let chunk: Vec<Row> = it.by_ref().take(n).collect();
             let sql = self.insert_sql(chunk.len(), upsert);
             let params: Vec<Value> = chunk.into_iter().flatten().map(Value::from).collect();
             tx.exec_drop(sql, Params::Positional(params))
@@ -246,7 +246,10 @@ impl Dml {
                 return self.run_texts(tx, texts).await;
             }
         }
-        for chunk in keys.chunks(self.limits.stmt_rows.clamp(1, 65_535)) {
+        let mut rest = &keys[..];
+        for n in stmt_sizes(keys.len(), self.limits.stmt_rows.clamp(1, 65_535)) {
+            let (chunk, tail) = rest.split_at(n);
+            rest = tail;
             let params: Vec<Value> = chunk.iter().cloned().map(Value::from).collect();
             tx.exec_drop(self.delete_sql(chunk.len()), Params::Positional(params))
                 .await
@@ -254,6 +257,25 @@ impl Dml {
         }
         Ok(())
     }
+}
+
+/// Rows per prepared statement for `total` rows at most `per` each: full statements of
+/// `per`, then the rest as powers of two, largest first. Prepared statements are cached
+/// by their text, which depends on the row count: a rest of any size would prepare a new
+/// statement of thousands of placeholders almost every time (replay batches and, more
+/// so, key partitions have rests of every size); powers of two reuse at most ~16 texts.
+pub(crate) fn stmt_sizes(total: usize, per: usize) -> Vec<usize> {
+    let per = per.max(1);
+    let mut out = vec![per; total / per];
+    let rest = total % per;
+    let mut bit = 1usize << (usize::BITS - 1 - rest.leading_zeros().min(usize::BITS - 1));
+    while bit > 0 {
+        if rest & bit != 0 {
+            out.push(bit);
+        }
+        bit >>= 1;
+    }
+    out
 }
 
 fn row_bytes(r: &Row) -> usize {
@@ -297,4 +319,24 @@ pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> Result<
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stmt_sizes;
+
+    #[test]
+    fn statement_sizes_cover_every_row_with_few_distinct_texts() {
+        assert_eq!(stmt_sizes(0, 100), Vec::<usize>::new());
+        assert_eq!(stmt_sizes(250, 100), vec![100, 100, 32, 16, 2]);
+        assert_eq!(stmt_sizes(7, 0), vec![1; 7]);
+        assert_eq!(stmt_sizes(1, 10_000), vec![1]);
+        for total in 0..3000 {
+            let s = stmt_sizes(total, 1000);
+            assert_eq!(s.iter().sum::<usize>(), total);
+            assert!(s
+                .iter()
+                .all(|&n| n == 1000 || (n < 1000 && n.is_power_of_two())));
+        }
+    }
 }
