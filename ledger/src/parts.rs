@@ -51,7 +51,10 @@
 //! DML under READ COMMITTED; there the session default isolation is kept and part 0 starts
 //! only after the others committed, so no wait can cross the in-process one. Deadlocks
 //! (1213) and lock wait timeouts (1205) between parts are transient: nothing of that part
-//! committed, and the whole apply re-plans from T a few times before giving up.
+//! committed, and the whole apply re-plans from T a few times before giving up; those
+//! later attempts start part 0 only after the others committed, so even a lock the
+//! target should not have (a trigger writing one shared row: DESIGN §9 refuses triggers,
+//! tests add them) costs one innodb_lock_wait_timeout, never a stall.
 use crate::apply::{
     self, commit_between, rollback_quietly, run_steps, write_cursor, Applied, ApplyError, Limits,
     ReplayGroup,
@@ -164,7 +167,15 @@ pub async fn apply_groups_parts_with(
     loop {
         attempt += 1;
         let iso = isolation(conns, opts).await?;
-        match replan_loop(conns, ctx, prev, groups, limits, iso, &mut committed).await {
+        // After a transient failure part 0 no longer overlaps the others: a lock the
+        // target holds beyond DESIGN §9 (a trigger's shared counter row, say) could make
+        // a part wait for part 0 while part 0 waits for it, which InnoDB cannot see and
+        // only innodb_lock_wait_timeout ends.
+        let mode = Mode {
+            iso,
+            overlap: iso.is_some() && attempt == 1,
+        };
+        match replan_loop(conns, ctx, prev, groups, limits, mode, &mut committed).await {
             Err(ApplyError::Failed(e)) if e.is_transient() && attempt < attempts => {
                 if !all_alive(conns).await {
                     return Err(e.into());
@@ -191,6 +202,14 @@ async fn all_alive(conns: &mut [Conn]) -> bool {
     true
 }
 
+/// How the part transactions of one attempt run.
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    iso: Option<IsolationLevel>,
+    /// Part 0 runs its DML while the other parts run theirs (else: after they committed).
+    overlap: bool,
+}
+
 /// The isolation of the part sessions: READ COMMITTED unless asked otherwise or a
 /// session logs statements (`binlog_format=STATEMENT` refuses DML under READ COMMITTED).
 async fn isolation(conns: &mut [Conn], opts: PartsOpts) -> Result<Option<IsolationLevel>> {
@@ -215,7 +234,7 @@ async fn replan_loop(
     prev: Option<&GroupEnd>,
     groups: &[ReplayGroup],
     limits: Limits,
-    iso: Option<IsolationLevel>,
+    mode: Mode,
     committed: &mut bool,
 ) -> Result<Applied, ApplyError> {
     let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
@@ -242,7 +261,7 @@ async fn replan_loop(
         }
         let mut moved = false;
         for t in &txns {
-            match run_txn(conns, ctx, groups, &dml, t, iso).await? {
+            match run_txn(conns, ctx, groups, &dml, t, mode).await? {
                 Ended::Committed => *committed = true,
                 Ended::Moved => {
                     moved = true;
@@ -306,10 +325,10 @@ async fn run_txn(
     groups: &[ReplayGroup],
     dml: &Dml,
     t: &PartsTxn,
-    iso: Option<IsolationLevel>,
+    mode: Mode,
 ) -> Result<Ended, ApplyError> {
     let n = conns.len();
-    let main_with_others = iso.is_some();
+    let (iso, main_with_others) = (mode.iso, mode.overlap);
     let mut tasks: Vec<Task<'_>> = Vec::with_capacity(n);
     let mut conn_iter = conns.iter_mut();
     let (first, rest) = match conn_iter.next() {

@@ -427,11 +427,45 @@ async fn a_target_without_the_parts_table_replays_on_one_connection() {
     let e = parts::apply_groups_parts(&mut two, &ctx, None, &g, limits(9))
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("_backfill_ledger_cursor_parts"), "{e}");
+    assert!(
+        e.to_string().contains("_backfill_ledger_cursor_parts"),
+        "{e}"
+    );
     let mut one = conns(s, &db, 1).await;
     let r = parts::apply_groups_parts(&mut one, &ctx, None, &g, limits(9))
         .await
         .unwrap();
     assert_eq!(r, Applied::Committed);
     assert_eq!((dump(s, &db), audit(s, &db), cursor(s, &db)), want);
+}
+
+#[tokio::test]
+async fn a_trigger_on_one_shared_row_costs_one_lock_wait_timeout_not_a_stall() {
+    let s = shared_target();
+    let g = rich();
+    // The single-counter audit triggers of the other tests: every part's DML updates the
+    // same row, so part p waits for part 0 while part 0 waits (in this process) for part p.
+    let reference = fresh_target(s, "pa_shared_ref");
+    let rctx = ctx(&reference, 76, 1);
+    baseline(s, &reference, &rctx, 60).await;
+    let mut c = apply::connect(&opts(s, &reference)).await.unwrap();
+    apply::apply_groups(&mut c, &rctx, None, &g, limits(9))
+        .await
+        .unwrap();
+    let db = fresh_target(s, "pa_shared");
+    let ctx = ctx(&db, 76, 1);
+    baseline(s, &db, &ctx, 60).await;
+    let mut cs = conns(s, &db, 2).await;
+    for c in cs.iter_mut() {
+        c.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+            .await
+            .unwrap();
+    }
+    let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits(9))
+        .await
+        .unwrap();
+    assert_eq!(r, Applied::Committed);
+    assert_eq!(dump(s, &db), dump(s, &reference));
+    assert_eq!(dml_count(s, &db), dml_count(s, &reference));
+    assert_eq!(cursor(s, &db), cursor(s, &reference));
 }
