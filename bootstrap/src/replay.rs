@@ -710,6 +710,28 @@ fn unconfirmed(killed: &[(u32, Result<()>)]) -> Result<()> {
     ))
 }
 
+/// The reason of a permit wait that timed out: nothing was sent, so it says how long it
+/// waited and who held the permits, never that a release is unconfirmed.
+fn no_permit(owner: &str, e: &admission::AdmissionError) -> String {
+    match e {
+        admission::AdmissionError::Timeout {
+            waited, holders, ..
+        } => {
+            let held: Vec<String> = holders.iter().map(ToString::to_string).collect();
+            format!(
+                "{owner}: waited {} s for a target-write permit (held by: {}); nothing was sent",
+                waited.as_secs(),
+                if held.is_empty() {
+                    "nobody".into()
+                } else {
+                    held.join(", ")
+                }
+            )
+        }
+        e => format!("{owner}: {e}; nothing was sent"),
+    }
+}
+
 /// One replay apply over every connection (key partitions, [`ledger::parts`]).
 async fn apply_on(
     conns: &mut [Conn],
@@ -726,6 +748,8 @@ enum Step {
     Done,
     /// The permit wait was cancelled: nothing was sent.
     Stopped,
+    /// The permit wait timed out: nothing was sent (the reason says how long it waited).
+    NoPermit(String),
     /// The COMMIT's outcome is unknown (the connections are gone; re-plan from T).
     Unknown(String),
 }
@@ -733,24 +757,22 @@ enum Step {
 impl Replayer<'_> {
     /// Applies one batch through T; an unknown COMMIT is resolved by re-reading T's cursor
     /// on new connections (the apply plans from T again, under fresh permits).
-    /// Returns false when a permit wait was cancelled (nothing applied: stop).
+    /// Never returns [`Step::Unknown`]: a second unknown is a transient error.
     async fn apply(
         &self,
         conns: &mut Conns<'_>,
         prev: Option<&GroupEnd>,
         groups: &[ReplayGroup],
         permits: Option<&WritePermits<'_>>,
-    ) -> Result<bool> {
+    ) -> Result<Step> {
         let m = match self.attempt(conns, prev, groups, permits).await? {
-            Step::Done => return Ok(true),
-            Step::Stopped => return Ok(false),
             Step::Unknown(m) => m,
+            other => return Ok(other),
         };
         tracing::warn!(job = %self.scope.job, "{m}");
         match self.attempt(conns, prev, groups, permits).await? {
-            Step::Done => Ok(true),
-            Step::Stopped => Ok(false),
             Step::Unknown(m) => Err(Error::transient(m)),
+            other => Ok(other),
         }
     }
 
@@ -774,7 +796,13 @@ impl Replayer<'_> {
         {
             Ok(held) => held,
             Err(_) if p.cancel.is_cancelled() => return Ok(Step::Stopped),
-            Err(e) => return Err(Error::transient(format!("{}: {e}", p.owner))),
+            Err(e) if e.is_definite() => {
+                return Err(Error::definite(
+                    DefiniteCode::Usage,
+                    format!("{}: {e}", p.owner),
+                ))
+            }
+            Err(e) => return Ok(Step::NoPermit(no_permit(&p.owner, &e))),
         };
         let c = match conns.get().await {
             Ok(c) => c,
@@ -905,6 +933,8 @@ impl Replayer<'_> {
             start_point(self.pool, self.scope, b_seq, cursor.as_ref()).await?;
         let mut out = Outcome::default();
         let mut retries = 0u32;
+        // Permit waits that timed out in a row (nothing sent).
+        let mut waits = 0u32;
         let mut caught_up_at = Instant::now();
         let mut last_status: Option<Instant> = None;
         // The next batch, read from L while the current one applies.
@@ -991,12 +1021,27 @@ impl Replayer<'_> {
                     self.read(next, upto)
                 );
                 match applied {
-                    Ok(true) => {
+                    // `apply` turns a second unknown into an error; never here.
+                    Ok(Step::Unknown(m)) => return Err(Error::transient(m)),
+                    Ok(Step::Done) => {
                         retries = 0;
+                        waits = 0;
                         ahead = Some(read);
                     }
                     // Cancelled while waiting for a write permit: nothing was sent.
-                    Ok(false) => break,
+                    Ok(Step::Stopped) => break,
+                    // Nothing was sent: not a failed batch (never a release_unconfirmed
+                    // pause). Retried here a few times, then a plain transient error:
+                    // serve restarts the task later (the permit's holders are in status).
+                    Ok(Step::NoPermit(m)) => {
+                        waits += 1;
+                        if cancel.is_none() || waits > self.cfg.max_retries {
+                            return Err(Error::transient(m));
+                        }
+                        tracing::warn!(job = %self.scope.job, waits, "{m}; retrying");
+                        tokio::time::sleep(self.cfg.idle_wait).await;
+                        continue;
+                    }
                     Err(e)
                         if e.is_transient()
                             && cancel.is_some()
@@ -1306,6 +1351,25 @@ mod tests {
             coverage(Some(&c(9, 0)), &other).unwrap_err().code,
             DefiniteCode::LineageChanged
         );
+    }
+
+    #[test]
+    fn a_permit_wait_timeout_says_how_long_it_waited_not_unconfirmed() {
+        let e = admission::AdmissionError::Timeout {
+            pool: admission::PoolKind::TargetWrite,
+            waited: Duration::from_millis(2_400),
+            holders: vec![admission::Holder {
+                owner: "job 2 g1 streaming replay batch".into(),
+                release_unknown: None,
+            }],
+        };
+        let m = no_permit("job 1 g1 streaming replay batch", &e);
+        assert!(
+            m.starts_with("job 1 g1 streaming replay batch: waited 2 s for a target-write permit"),
+            "{m}"
+        );
+        assert!(m.contains("held by: job 2 g1"), "{m}");
+        assert!(!m.contains("unconfirmed"), "{m}");
     }
 
     #[test]

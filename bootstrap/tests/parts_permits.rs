@@ -7,8 +7,16 @@
 //! (`bounded::fail_confirmations`) leaves exactly that connection's permit a hold naming
 //! its connection id, the other permit is released, and the table pauses with
 //! `release_unconfirmed` instead of retrying beside the old statement.
+//!
+//! And a STREAMING batch whose permit wait times out (nothing sent) is retried, never
+//! paused as `release_unconfirmed`: with one permit held by the other table's hung batch
+//! for many permit timeouts, the waiting table stays unpaused and converges once the
+//! permit is free.
+//!
+//! One test runs both in turn: the KILL seams are process-wide.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
+use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use ledger::record::Phase;
@@ -26,6 +34,11 @@ fn waiting_on_lock(c: &Case) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn streaming_batches_on_two_streams_and_permit_waits() {
+    a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gone().await;
+    a_permit_wait_timeout_is_retried_not_a_pause().await;
+}
+
 async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gone() {
     let c = Case::new("parts_permit", 200, 100, 50).await;
     let mut cfg = c.serve_cfg();
@@ -148,4 +161,83 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
     let out = task.await.unwrap().unwrap();
     let o = out.get(&c.job).cloned().unwrap_or_default();
     assert!(o.starts_with("paused"), "job {}: {o}", c.job);
+}
+
+async fn a_permit_wait_timeout_is_retried_not_a_pause() {
+    let c = Case::new("parts_wait", 200, 100, 50).await;
+    let done = install(&c.second_table(100)).await.unwrap();
+    let (other, other_g) = (done.job_id, done.generation);
+    bootstrap::commands::start(&c.pool, other).await.unwrap();
+    let mut cfg = c.serve_cfg();
+    cfg.exit_when_idle = false;
+    cfg.finish = Some(ReplayConfig::default());
+    cfg.limits.target_writes = 1;
+    cfg.run.permit_timeout = Duration::from_secs(1);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(serve::serve(cfg, stop.clone()));
+    let j = c.journal();
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let a = j.head(c.job, c.generation).await.unwrap();
+        let b = j.head(other, other_g).await.unwrap();
+        let (a, b) = (a.map(|h| h.record.phase), b.map(|h| h.record.phase));
+        if a == Some(Phase::Streaming) && b == Some(Phase::Streaming) {
+            break;
+        }
+        assert!(Instant::now() < until, "not both STREAMING: {a:?} {b:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The first table's batch hangs on the locked target table, holding the only permit.
+    let url = c.target.url_db(&c.tdb);
+    let mut lock = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    lock.query_drop("LOCK TABLES t WRITE").await.unwrap();
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET v = 'held' WHERE id = 5");
+    let mine = format!("job {} ", c.job);
+    wait_for("the first table's batch holding the permit", || {
+        let w = write_pool();
+        w.in_use.len() == 1 && w.in_use[0].owner.starts_with(&mine)
+    })
+    .await;
+    // The second table's batch waits 1 s at a time, many times over: never a pause.
+    c.source
+        .sql_in(&c.sdb, "INSERT INTO t2 VALUES (700001, 1, 'waited')");
+    let theirs = format!("job {other} ");
+    wait_for("the second table waiting for the permit", || {
+        write_pool()
+            .waiting
+            .iter()
+            .any(|q| q.owner.starts_with(&theirs))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let paused = j
+        .head(other, other_g)
+        .await
+        .unwrap()
+        .and_then(|h| h.record.paused);
+    assert_eq!(paused, None, "a permit wait is no failed batch");
+    let w = write_pool();
+    assert!(
+        w.holds.is_empty(),
+        "nothing was sent, nothing is held: {w:?}"
+    );
+    let queued = "SELECT COUNT(*) FROM t2 WHERE id = 700001";
+    assert_eq!(c.target.sql_in(&c.tdb, queued), "0");
+    // The permit comes free: both tables converge, nothing left held.
+    lock.query_drop("UNLOCK TABLES").await.unwrap();
+    lock.disconnect().await.unwrap();
+    let (src, tgt, sdb, tdb) = (c.source, c.target, c.sdb.clone(), c.tdb.clone());
+    let in_sync = |t: &str| checksum(src, &sdb, t) == checksum(tgt, &tdb, t);
+    wait_for("both tables caught up", || in_sync("t") && in_sync("t2")).await;
+    stop.cancel();
+    let out = task.await.unwrap().unwrap();
+    for job in [c.job, other] {
+        let o = out.get(&job).cloned().unwrap_or_default();
+        assert!(!o.starts_with("paused"), "job {job}: {o}");
+    }
+    let w = write_pool();
+    assert!(w.holds.is_empty() && w.in_use.is_empty(), "{w:?}");
 }
