@@ -22,6 +22,9 @@
 //!   skipped (its row already at or after N, or no change of its partition to apply).
 //!   Hence: main cursor >= X implies every partition applied everything through X. Audit,
 //!   activation, status lag and the restart point keep reading ONLY the main cursor.
+//!   The other parts do not wait for part 0: each runs its transactions in plan order and
+//!   may be several transactions ahead of main (exactly the state a crash leaves), but
+//!   never into a transaction of another scheme before main has caught up.
 //! - A part row AHEAD of main (main's COMMIT failed or the process died after some parts
 //!   committed) means partition p already holds its changes through that row: the next
 //!   plan for part p starts at max(main, row p). A row at or behind main means nothing.
@@ -75,6 +78,7 @@ use mysql_async::{Conn, IsolationLevel, Params, Transaction, TxOpts};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
+use tokio::sync::watch;
 
 /// The most key partitions (connections) one replay may use.
 pub const MAX_PARTS: usize = 16;
@@ -260,13 +264,15 @@ async fn replan_loop(
             return apply::apply_groups(&mut conns[0], ctx, prev, groups, limits).await;
         }
         let mut moved = false;
-        for t in &txns {
-            match run_txn(conns, ctx, groups, &dml, t, mode).await? {
-                Ended::Committed => *committed = true,
-                Ended::Moved => {
-                    moved = true;
-                    break;
-                }
+        // Parts run ahead of part 0 only within one scheme: at a switch every part waits
+        // until main has committed the old scheme's last transaction (two schemes ahead
+        // of main at once would be ambiguous evidence).
+        for seg in txns.chunk_by(|a, b| a.parts == b.parts) {
+            let (ended, any) = run_segment(conns, ctx, groups, &dml, seg, mode).await?;
+            *committed |= any;
+            if ended == Ended::Moved {
+                moved = true;
+                break;
             }
         }
         if !moved {
@@ -288,14 +294,14 @@ enum Ended {
     Moved,
 }
 
-type MainTx<'a> = Option<Transaction<'a>>;
-type TaskOut<'a> = Result<(Ended, MainTx<'a>), ApplyError>;
-type Task<'a> = Pin<Box<dyn Future<Output = TaskOut<'a>> + Send + 'a>>;
+/// A task's end: how it ended and whether it committed a main transaction.
+type TaskOut = Result<(Ended, bool), ApplyError>;
+type Task<'a> = Pin<Box<dyn Future<Output = TaskOut> + Send + 'a>>;
 
 /// Polls every task to completion, concurrently on this task (they borrow the caller's
 /// connections, so they cannot be spawned).
-async fn join_all<'a>(mut tasks: Vec<Task<'a>>) -> Vec<TaskOut<'a>> {
-    let mut out: Vec<Option<TaskOut<'a>>> = (0..tasks.len()).map(|_| None).collect();
+async fn join_all(mut tasks: Vec<Task<'_>>) -> Vec<TaskOut> {
+    let mut out: Vec<Option<TaskOut>> = (0..tasks.len()).map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
         for (t, o) in tasks.iter_mut().zip(out.iter_mut()) {
@@ -316,61 +322,60 @@ async fn join_all<'a>(mut tasks: Vec<Task<'a>>) -> Vec<TaskOut<'a>> {
     out.into_iter().flatten().collect()
 }
 
-/// One replay transaction over its parts: parts p >= 1 on connection `p % n`, part 0 on
-/// connection 0 after that connection's other parts; part 0 COMMITs only when every
-/// other part committed (or had nothing to do).
-async fn run_txn(
+/// How far each connection got in a segment: `done[c]` transactions have every part of
+/// connection c committed (or skipped); `failed` stops everyone at the next boundary.
+#[derive(Debug)]
+struct Progress {
+    done: Vec<usize>,
+    failed: bool,
+}
+
+type Board = watch::Sender<Progress>;
+
+/// Consecutive replay transactions of one scheme. Part p >= 1 runs on connection `p % n`,
+/// each connection its parts in plan order and free to run ahead; part 0 runs on
+/// connection 0 after that connection's other parts of the same transaction, and
+/// COMMITs transaction k only when every connection has committed its parts of k.
+async fn run_segment(
     conns: &mut [Conn],
     ctx: &TargetCtx,
     groups: &[ReplayGroup],
     dml: &Dml,
-    t: &PartsTxn,
+    seg: &[PartsTxn],
     mode: Mode,
-) -> Result<Ended, ApplyError> {
+) -> Result<(Ended, bool), ApplyError> {
     let n = conns.len();
-    let (iso, main_with_others) = (mode.iso, mode.overlap);
-    let mut tasks: Vec<Task<'_>> = Vec::with_capacity(n);
-    let mut conn_iter = conns.iter_mut();
-    let (first, rest) = match conn_iter.next() {
-        Some(c) => (c, conn_iter),
-        None => return Err(Error::transient("no target connection").into()),
+    let (board, _) = watch::channel(Progress {
+        done: vec![0; n],
+        failed: false,
+    });
+    let board = &board;
+    let mut it = conns.iter_mut();
+    let Some(first) = it.next() else {
+        return Err(Error::transient("no target connection").into());
     };
-    let mine = |c: usize| -> Vec<usize> { (1..t.parts).filter(|p| p % n == c).collect() };
-    let first_parts = mine(0);
-    tasks.push(Box::pin(async move {
-        for p in first_parts {
-            if run_part(first, ctx, groups, dml, t, p, iso).await? == Ended::Moved {
-                return Ok((Ended::Moved, None));
-            }
-        }
-        if main_with_others {
-            return prepare_main(first, ctx, groups, dml, t, iso).await;
-        }
-        Ok((Ended::Committed, None))
-    }));
-    for (i, c) in rest.enumerate() {
-        let ps = mine(i + 1);
-        tasks.push(Box::pin(async move {
-            for p in ps {
-                if run_part(c, ctx, groups, dml, t, p, iso).await? == Ended::Moved {
-                    return Ok((Ended::Moved, None));
-                }
-            }
-            Ok((Ended::Committed, None))
-        }));
+    let mut tasks: Vec<Task<'_>> = Vec::with_capacity(n);
+    let job = Job {
+        ctx,
+        groups,
+        dml,
+        seg,
+        mode,
+        board,
+        n,
+    };
+    tasks.push(Box::pin(job.main_conn(first)));
+    for (i, c) in it.enumerate() {
+        tasks.push(Box::pin(job.part_conn(c, i + 1)));
     }
-    let outs = join_all(tasks).await;
-    let mut main_tx = None;
-    let mut ended = Ended::Committed;
     let (mut unknown, mut definite, mut transient) = (None, None, None);
-    for o in outs {
+    let (mut ended, mut any) = (Ended::Committed, false);
+    for o in join_all(tasks).await {
         match o {
-            Ok((e, tx)) => {
+            Ok((e, a)) => {
+                any |= a;
                 if e == Ended::Moved {
                     ended = Ended::Moved;
-                }
-                if tx.is_some() {
-                    main_tx = tx;
                 }
             }
             Err(ApplyError::Unknown(m)) => unknown = unknown.or(Some(m)),
@@ -378,27 +383,122 @@ async fn run_txn(
             Err(ApplyError::Failed(e)) => definite = definite.or(Some(e)),
         }
     }
-    let failed = unknown.is_some() || definite.is_some() || transient.is_some();
-    if failed || ended == Ended::Moved {
-        if let Some(tx) = main_tx {
-            rollback_quietly(tx).await;
-        }
-        if let Some(m) = unknown {
-            return Err(ApplyError::Unknown(m));
-        }
-        if let Some(e) = definite.or(transient) {
-            return Err(e.into());
-        }
-        return Ok(Ended::Moved);
+    if let Some(m) = unknown {
+        return Err(ApplyError::Unknown(m));
     }
-    // Every other part committed or had nothing to do: now part 0.
-    if let Some(tx) = main_tx {
-        return commit_main(tx, ctx, t).await;
+    if let Some(e) = definite.or(transient) {
+        return Err(e.into());
     }
-    drop(main_tx);
-    match prepare_main(&mut conns[0], ctx, groups, dml, t, iso).await? {
-        (Ended::Committed, Some(tx)) => commit_main(tx, ctx, t).await,
-        _ => Ok(Ended::Moved),
+    Ok((ended, any))
+}
+
+/// Waits until every other connection committed its parts of transaction `k`; false
+/// when one of them failed (or the board is gone).
+async fn others_done(rx: &mut watch::Receiver<Progress>, k: usize) -> bool {
+    let ready = |s: &Progress| s.failed || s.done.iter().skip(1).all(|&d| d > k);
+    rx.wait_for(ready).await.is_ok_and(|s| !s.failed)
+}
+
+/// What every connection task of a segment shares.
+#[derive(Clone, Copy)]
+struct Job<'j> {
+    ctx: &'j TargetCtx,
+    groups: &'j [ReplayGroup],
+    dml: &'j Dml,
+    seg: &'j [PartsTxn],
+    mode: Mode,
+    board: &'j Board,
+    n: usize,
+}
+
+impl<'j> Job<'j> {
+    fn fail(&self) {
+        self.board.send_modify(|s| s.failed = true);
+    }
+
+    /// Runs this connection's parts p >= 1 of transaction `t`; stops at the first that
+    /// did not commit (T moved or an error), after telling the others.
+    async fn my_parts(&self, conn: &mut Conn, c: usize, t: &PartsTxn) -> TaskOut {
+        for p in (1..t.parts).filter(|p| p % self.n == c) {
+            let r = run_part(conn, self.ctx, self.groups, self.dml, t, p, self.mode.iso).await;
+            if !matches!(r, Ok(Ended::Committed)) {
+                self.fail();
+                return r.map(|e| (e, false));
+            }
+        }
+        Ok((Ended::Committed, false))
+    }
+
+    /// Connection c >= 1: its parts of every transaction in order, ahead of part 0.
+    async fn part_conn(self, conn: &'j mut Conn, c: usize) -> TaskOut {
+        for (k, t) in self.seg.iter().enumerate() {
+            if self.board.borrow().failed {
+                return Ok((Ended::Moved, false));
+            }
+            let r = self.my_parts(conn, c, t).await?;
+            if r.0 != Ended::Committed {
+                return Ok(r);
+            }
+            self.board.send_modify(|s| s.done[c] = k + 1);
+        }
+        Ok((Ended::Committed, false))
+    }
+
+    /// Connection 0: its other parts, then part 0 of each transaction, COMMITted once
+    /// every connection is done with that transaction.
+    async fn main_conn(self, conn: &'j mut Conn) -> TaskOut {
+        let mut rx = self.board.subscribe();
+        let mut any = false;
+        for (k, t) in self.seg.iter().enumerate() {
+            let r = self.my_parts(conn, 0, t).await?;
+            if r.0 != Ended::Committed {
+                return Ok((r.0, any));
+            }
+            let tx = if self.mode.overlap {
+                let Some(tx) = self.main_tx(conn, t).await? else {
+                    return Ok((Ended::Moved, any));
+                };
+                if !others_done(&mut rx, k).await {
+                    rollback_quietly(tx).await;
+                    return Ok((Ended::Moved, any));
+                }
+                tx
+            } else {
+                if !others_done(&mut rx, k).await {
+                    return Ok((Ended::Moved, any));
+                }
+                let Some(tx) = self.main_tx(conn, t).await? else {
+                    return Ok((Ended::Moved, any));
+                };
+                tx
+            };
+            if let Err(e) = commit_main(tx, self.ctx, t).await {
+                self.fail();
+                return Err(e);
+            }
+            any = true;
+        }
+        Ok((Ended::Committed, any))
+    }
+
+    /// Part 0 of `t` up to its COMMIT; None when T's main cursor moved. Tells the others
+    /// to stop when it cannot go on.
+    async fn main_tx<'c>(
+        &self,
+        conn: &'c mut Conn,
+        t: &PartsTxn,
+    ) -> Result<Option<Transaction<'c>>, ApplyError> {
+        match prepare_main(conn, self.ctx, self.groups, self.dml, t, self.mode.iso).await {
+            Ok((Ended::Committed, Some(tx))) => Ok(Some(tx)),
+            Ok(_) => {
+                self.fail();
+                Ok(None)
+            }
+            Err(e) => {
+                self.fail();
+                Err(e)
+            }
+        }
     }
 }
 
@@ -435,7 +535,7 @@ async fn prepare_main<'a>(
     dml: &Dml,
     t: &PartsTxn,
     iso: Option<IsolationLevel>,
-) -> TaskOut<'a> {
+) -> Result<(Ended, Option<Transaction<'a>>), ApplyError> {
     let what = format!(
         "{} replay part 0/{} to {} (+{})",
         ctx.who(),

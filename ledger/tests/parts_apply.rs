@@ -314,9 +314,14 @@ async fn killed_after_some_parts_committed_converges_with_another_p_without_seco
     run_child(&db, 72, 4, 25, "ledger.parts.after_part_commit@2");
     assert_eq!(cursor(s, &db), "");
     let rows = part_rows(s, &db);
-    // The second part COMMIT exits; a third may have been answered just before.
-    assert!((2..=3).contains(&rows.lines().count()), "{rows}");
-    assert!(rows.lines().all(|l| l.ends_with("\t4\t2000\t0")), "{rows}");
+    // The second part COMMIT exits (parts run ahead of part 0: one part may have
+    // committed two transactions; a third COMMIT may have been answered just before).
+    assert!((1..=3).contains(&rows.lines().count()), "{rows}");
+    assert!(
+        rows.lines()
+            .all(|l| l.ends_with("\t4\t2000\t0") || l.ends_with("\t4\t4000\t0")),
+        "{rows}"
+    );
     // Restart with P = 3 and 7-change transactions: scheme 4 is finished first (part 3
     // shares connection 0 with part 0); killed again right before part 0's COMMIT of its
     // first transaction.
