@@ -474,3 +474,42 @@ async fn a_trigger_on_one_shared_row_costs_one_lock_wait_timeout_not_a_stall() {
     assert_eq!(dml_count(s, &db), dml_count(s, &reference));
     assert_eq!(cursor(s, &db), cursor(s, &reference));
 }
+
+#[tokio::test]
+async fn killed_with_parts_several_transactions_ahead_converges_without_second_dml() {
+    let s = shared_target();
+    let g = distinct();
+    let want = serial(s, 77, &g, 200, 1000).await;
+    let db = audited_target(s, "pa_ahead");
+    let ctx = ctx(&db, 77, 1);
+    baseline(s, &db, &ctx, 200).await;
+    // P = 2, one group per transaction: killed right before main's third COMMIT, while
+    // part 1 may already be transactions further.
+    run_child(&db, 77, 2, 10, "ledger.parts.before_main_commit@3");
+    let main: Vec<String> = s
+        .sql_in(&db, "SELECT pos FROM _backfill_ledger_cursor")
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(main, ["2000"], "main after two COMMITs");
+    let part: u64 = s
+        .sql_in(
+            &db,
+            "SELECT pos FROM _backfill_ledger_cursor_parts WHERE part = 1",
+        )
+        .parse()
+        .unwrap();
+    assert!(
+        part >= 3000,
+        "part 1 at {part}: it committed its share of the third transaction before part 0's COMMIT"
+    );
+    // Restart with P = 3 and 6-change transactions.
+    let mut cs = conns(s, &db, 3).await;
+    let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits(6))
+        .await
+        .unwrap();
+    assert_eq!(r, Applied::Committed);
+    assert_eq!(dump(s, &db), want.0);
+    assert_eq!(audit(s, &db), want.1, "a business DML ran twice (or never)");
+    assert_eq!(cursor(s, &db), want.2);
+}
