@@ -597,8 +597,9 @@ pub struct Replayer<'a> {
 }
 
 /// Per-batch target-write permits for continuous replay (DESIGN §8): each batch takes one
-/// before its first statement and gives it back only once its end is confirmed (COMMIT
-/// answered, or the connection KILLed and seen gone). Only for runs NOT already under a
+/// per apply stream, all together, before its first statement and gives each back only
+/// once its end is confirmed (COMMIT answered, or every connection KILLed and seen gone;
+/// an unconfirmed connection's permit stays a hold). Only for runs NOT already under a
 /// coarse permit (`crate::finish::under_write_permits`): a nested acquire there deadlocks at
 /// `--target-writes 1`.
 pub struct WritePermits<'a> {
