@@ -143,6 +143,13 @@ async fn serve_killed_inside_partitioned_replay_converges_with_each_change_appli
         (1, 200, "ledger.groups.before_commit@3"),
     ];
     for (streams, batch, fp) in runs {
+        // Fresh keys pending for this run (and the final count check): at least 60 more.
+        let want = next.load(Ordering::SeqCst) + 60;
+        let t0 = Instant::now();
+        while next.load(Ordering::SeqCst) < want {
+            assert!(t0.elapsed() < Duration::from_secs(60), "the writer stalled");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let code = serve(&c, streams, batch, Some(fp));
         assert_eq!(
             code,
