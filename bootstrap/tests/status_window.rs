@@ -60,6 +60,18 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
     .unwrap();
     let shown = kernel::redact::redact_text(&kept);
     let garbage = c.garbage_bytes().await;
+    // Attempts 1 and 2 of the unsealed window 1 were abandoned after their first RAW page:
+    // their registered bytes await release; attempt 3 (the latest) may still seal.
+    let abandoned: i64 = sqlx::query_scalar(
+        "SELECT CAST(COALESCE(SUM(bytes), 0) AS SIGNED) FROM ledger_material \
+         WHERE job_id = ? AND window_id = 1 AND attempt < 3",
+    )
+    .bind(c.job.0)
+    .fetch_one(&c.pool)
+    .await
+    .unwrap();
+    assert!(abandoned > 0, "attempts 1 and 2 registered RAW pages");
+    assert_eq!(garbage, abandoned as u64);
 
     let v: serde_json::Value =
         serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())

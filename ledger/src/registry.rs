@@ -345,17 +345,21 @@ impl Registry {
         rows.iter().map(entry_of).collect()
     }
 
-    /// Bytes registered for attempts of a table-generation's windows that are not the
-    /// attempt named by a seal row: garbage not yet released (a window still unsealed
-    /// counts every attempt's materials).
+    /// Bytes registered for abandoned attempts of a table-generation's windows, not yet
+    /// released: an attempt without a seal of its own whose window is sealed by another
+    /// attempt, or has a later attempt (recorded in `window_attempts`; a later seal
+    /// releases it). The latest attempt of an unsealed window is not garbage: it may still
+    /// seal.
     pub async fn garbage_bytes(&self, job: JobId, generation: Generation) -> Result<u64> {
         let v: i64 = sqlx::query_scalar(
             "SELECT CAST(COALESCE(SUM(m.bytes), 0) AS SIGNED) FROM ledger_material m \
              WHERE m.job_id = ? AND m.generation = ? AND m.window_id IS NOT NULL \
              AND NOT EXISTS (SELECT 1 FROM window_seals s WHERE s.job_id = m.job_id \
              AND s.generation = m.generation AND s.window_id = m.window_id AND s.attempt = m.attempt) \
-             AND EXISTS (SELECT 1 FROM window_seals s WHERE s.job_id = m.job_id \
-             AND s.generation = m.generation AND s.window_id = m.window_id)",
+             AND (EXISTS (SELECT 1 FROM window_seals s WHERE s.job_id = m.job_id \
+             AND s.generation = m.generation AND s.window_id = m.window_id) \
+             OR EXISTS (SELECT 1 FROM window_attempts a WHERE a.job_id = m.job_id \
+             AND a.generation = m.generation AND a.window_id = m.window_id AND a.attempt > m.attempt))",
         )
         .bind(job.0)
         .bind(generation.0)
