@@ -466,22 +466,7 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             None => "not started (no B yet)".into(),
         },
     ));
-    rows.push((
-        "replay",
-        match &s.replay {
-            Some(r) => format!(
-                "cursor {} ({} groups applied, {}), lag {} bytes / {} ms",
-                r.end,
-                r.groups_applied,
-                r.phase,
-                r.lag
-                    .behind_bytes
-                    .map_or_else(|| "?".to_string(), |b| b.to_string()),
-                r.lag.behind_ms
-            ),
-            None => "not started".into(),
-        },
-    ));
+    rows.push(("replay", replay_text(s.phase.as_deref(), s.replay.as_ref())));
     for (i, l) in admission_text(s, serves).into_iter().enumerate() {
         rows.push((if i == 0 { "admission" } else { "" }, l));
     }
@@ -580,6 +565,29 @@ async fn render(pool: &MySqlPool, a: &crate::cli::StatusArgs) -> Result<String> 
     })
 }
 
+/// The replay row: the stored progress, or why there is none yet. No progress row in
+/// REPLAYING means no batch of (B, F] has committed yet (or (B, F] holds no change of the
+/// table); in STREAMING, no change of the table applied since activation.
+fn replay_text(phase: Option<&str>, replay: Option<&replay::Progress>) -> String {
+    match (replay, phase) {
+        (Some(r), _) => format!(
+            "cursor {} ({} groups applied, {}), lag {} bytes / {} ms",
+            r.end,
+            r.groups_applied,
+            r.phase,
+            r.lag
+                .behind_bytes
+                .map_or_else(|| "?".to_string(), |b| b.to_string()),
+            r.lag.behind_ms
+        ),
+        (None, Some("FENCED" | "REPLAYING" | "AUDITED")) => {
+            "replaying (B, F]: no batch committed yet (or no change of the table in it)".into()
+        }
+        (None, Some("STREAMING")) => "streaming: no change of the table applied yet".into(),
+        (None, _) => "not started".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,6 +616,27 @@ mod tests {
         assert_eq!(j["garbage_bytes"], 4096);
         assert_eq!(j["last_error"], "lost mysql://u:***@h:1/db mid-read");
         assert!(!j.to_string().contains("pw@"), "{j}");
+    }
+
+    #[test]
+    fn the_replay_row_says_why_there_is_no_cursor_yet() {
+        assert_eq!(replay_text(Some("WINDOWS"), None), "not started");
+        assert!(replay_text(Some("REPLAYING"), None).starts_with("replaying (B, F]"));
+        assert!(replay_text(Some("STREAMING"), None).starts_with("streaming:"));
+        let p = replay::Progress {
+            l_seq: 9,
+            end: kernel::position::BinlogPos::new("mysql-bin.000001", 400),
+            groups_applied: 3,
+            lag: replay::Lag {
+                behind_bytes: None,
+                behind_ms: 12,
+            },
+            phase: "REPLAYING".into(),
+        };
+        assert_eq!(
+            replay_text(Some("REPLAYING"), Some(&p)),
+            "cursor mysql-bin.000001:400 (3 groups applied, REPLAYING), lag ? bytes / 12 ms"
+        );
     }
 
     #[test]
