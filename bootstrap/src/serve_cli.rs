@@ -84,7 +84,7 @@ pub struct ServeArgs {
     pub exit_when_idle: bool,
     /// Row changes per replay target transaction (whole source transactions are packed; a
     /// larger one is applied in chunks). Safe to change across restarts.
-    #[arg(long, env = "BACKFILL_REPLAY_BATCH_ROWS", default_value_t = 5_000)]
+    #[arg(long, env = "BACKFILL_REPLAY_BATCH_ROWS", default_value_t = 20_000)]
     pub replay_batch_rows: usize,
     /// Source transactions handed to one replay apply call at most.
     #[arg(long, env = "BACKFILL_REPLAY_BATCH_GROUPS", default_value_t = 500)]
