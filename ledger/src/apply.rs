@@ -441,28 +441,17 @@ pub(crate) async fn write_cursor(
             }
         }
         Some(x) => {
-            let xg = x.end.gtid.as_ref().map(|g| g.to_string());
+            let mut params: Vec<mysql_async::Value> = target::cursor_values(next).into();
+            params.push(ctx.token.into());
+            params.extend([ctx.job.0.into(), ctx.generation.0.into()]);
+            params.extend(target::cursor_values(x));
             tx.exec_drop(
                 format!(
                     "UPDATE {} SET file = ?, pos = ?, gtid = ?, rows_done = ?, group_digest = ?, token = ?
                      WHERE job_id = ? AND generation = ? AND file = ? AND pos = ? AND gtid <=> ? AND rows_done = ? AND group_digest = ?",
                     ctx.t(CURSOR)
                 ),
-                Params::Positional(vec![
-                    next.end.pos.file.clone().into(),
-                    next.end.pos.pos.into(),
-                    gtid.into(),
-                    next.rows_done.into(),
-                    next.group_digest.0.to_vec().into(),
-                    ctx.token.into(),
-                    ctx.job.0.into(),
-                    ctx.generation.0.into(),
-                    x.end.pos.file.clone().into(),
-                    x.end.pos.pos.into(),
-                    xg.into(),
-                    x.rows_done.into(),
-                    x.group_digest.0.to_vec().into(),
-                ]),
+                Params::Positional(params),
             )
             .await
             .map_err(my(&what))?;

@@ -635,27 +635,19 @@ async fn write_part_row(
     next: &PartRow,
 ) -> Result<bool> {
     let what = format!("advancing T's part {} cursor of {}", next.part, ctx.who());
-    let c = &next.cursor;
-    let gtid = c.end.gtid.as_ref().map(|g| g.to_string());
+    let mut values = vec![next.parts.into()];
+    values.extend(target::cursor_values(&next.cursor));
+    values.push(ctx.token.into());
     let Some(x) = expect else {
+        let mut params = vec![ctx.job.0.into(), ctx.generation.0.into(), next.part.into()];
+        params.extend(values);
         let r = tx
             .exec_drop(
                 format!(
                     "INSERT INTO {} (job_id, generation, part, parts, file, pos, gtid, rows_done, group_digest, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     ctx.t(CURSOR_PARTS)
                 ),
-                Params::Positional(vec![
-                    ctx.job.0.into(),
-                    ctx.generation.0.into(),
-                    next.part.into(),
-                    next.parts.into(),
-                    c.end.pos.file.clone().into(),
-                    c.end.pos.pos.into(),
-                    gtid.into(),
-                    c.rows_done.into(),
-                    c.group_digest.0.to_vec().into(),
-                    ctx.token.into(),
-                ]),
+                Params::Positional(params),
             )
             .await;
         return match r {
@@ -664,32 +656,21 @@ async fn write_part_row(
             Err(e) => Err(my(&what)(e)),
         };
     };
-    let xc = &x.cursor;
-    let xg = xc.end.gtid.as_ref().map(|g| g.to_string());
+    let mut params = values;
+    params.extend([
+        ctx.job.0.into(),
+        ctx.generation.0.into(),
+        x.part.into(),
+        x.parts.into(),
+    ]);
+    params.extend(target::cursor_values(&x.cursor));
     tx.exec_drop(
         format!(
             "UPDATE {} SET parts = ?, file = ?, pos = ?, gtid = ?, rows_done = ?, group_digest = ?, token = ?
              WHERE job_id = ? AND generation = ? AND part = ? AND parts = ? AND file = ? AND pos = ? AND gtid <=> ? AND rows_done = ? AND group_digest = ?",
             ctx.t(CURSOR_PARTS)
         ),
-        Params::Positional(vec![
-            next.parts.into(),
-            c.end.pos.file.clone().into(),
-            c.end.pos.pos.into(),
-            gtid.into(),
-            c.rows_done.into(),
-            c.group_digest.0.to_vec().into(),
-            ctx.token.into(),
-            ctx.job.0.into(),
-            ctx.generation.0.into(),
-            x.part.into(),
-            x.parts.into(),
-            xc.end.pos.file.clone().into(),
-            xc.end.pos.pos.into(),
-            xg.into(),
-            xc.rows_done.into(),
-            xc.group_digest.0.to_vec().into(),
-        ]),
+        Params::Positional(params),
     )
     .await
     .map_err(my(&what))?;

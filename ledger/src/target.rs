@@ -293,6 +293,18 @@ pub struct ReplayCursor {
     pub group_digest: Digest,
 }
 
+/// A cursor's stored columns `file, pos, gtid, rows_done, group_digest`, in that order
+/// (the main cursor row and the part rows store it alike).
+pub(crate) fn cursor_values(c: &ReplayCursor) -> [mysql_async::Value; 5] {
+    [
+        c.end.pos.file.clone().into(),
+        c.end.pos.pos.into(),
+        c.end.gtid.as_ref().map(|g| g.to_string()).into(),
+        c.rows_done.into(),
+        c.group_digest.0.to_vec().into(),
+    ]
+}
+
 type CursorRow = (String, u64, Option<String>, u32, Vec<u8>);
 type PartCursorRow = (u32, u32, String, u64, Option<String>, u32, Vec<u8>);
 
