@@ -19,7 +19,6 @@ mod window_support;
 use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
-use ledger::record::Phase;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -52,17 +51,7 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve::serve(cfg, stop.clone()));
     let j = c.journal();
-    let until = Instant::now() + Duration::from_secs(120);
-    while j
-        .head(c.job, c.generation)
-        .await
-        .unwrap()
-        .map(|h| h.record.phase)
-        != Some(Phase::Streaming)
-    {
-        assert!(Instant::now() < until, "not STREAMING");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_streaming(&[]).await;
     let url = c.target.url_db(&c.tdb);
     let mut lock = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
         .await
@@ -176,17 +165,7 @@ async fn a_permit_wait_timeout_is_retried_not_a_pause() {
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve::serve(cfg, stop.clone()));
     let j = c.journal();
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let a = j.head(c.job, c.generation).await.unwrap();
-        let b = j.head(other, other_g).await.unwrap();
-        let (a, b) = (a.map(|h| h.record.phase), b.map(|h| h.record.phase));
-        if a == Some(Phase::Streaming) && b == Some(Phase::Streaming) {
-            break;
-        }
-        assert!(Instant::now() < until, "not both STREAMING: {a:?} {b:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_streaming(&[(other, other_g)]).await;
     // The first table's batch hangs on the locked target table, holding the only permit.
     let url = c.target.url_db(&c.tdb);
     let mut lock = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())

@@ -12,7 +12,6 @@ mod window_support;
 use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
-use ledger::record::Phase;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -53,17 +52,7 @@ async fn a_timed_out_streaming_batch_keeps_its_permit_until_the_kill_is_confirme
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve::serve(cfg, stop.clone()));
     let j = c.journal();
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let a = j.head(c.job, c.generation).await.unwrap();
-        let b = j.head(other, other_g).await.unwrap();
-        let (a, b) = (a.map(|h| h.record.phase), b.map(|h| h.record.phase));
-        if a == Some(Phase::Streaming) && b == Some(Phase::Streaming) {
-            break;
-        }
-        assert!(Instant::now() < until, "not both STREAMING: {a:?} {b:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_streaming(&[(other, other_g)]).await;
 
     // Phase 1: the batch times out; its KILL is held back by the seam.
     let gate = bootstrap::bounded::gate_kills();

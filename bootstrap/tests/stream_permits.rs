@@ -9,9 +9,7 @@ mod window_support;
 use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
-use ledger::record::Phase;
 use mysql_async::prelude::Queryable;
-use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use window_support::*;
 
@@ -29,18 +27,7 @@ async fn a_hung_streaming_batch_holds_the_only_write_permit_and_the_other_table_
     cfg.limits.target_writes = 1;
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve::serve(cfg, stop.clone()));
-    let j = c.journal();
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let a = j.head(c.job, c.generation).await.unwrap();
-        let b = j.head(other, other_g).await.unwrap();
-        let (a, b) = (a.map(|h| h.record.phase), b.map(|h| h.record.phase));
-        if a == Some(Phase::Streaming) && b == Some(Phase::Streaming) {
-            break;
-        }
-        assert!(Instant::now() < until, "not both STREAMING: {a:?} {b:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_streaming(&[(other, other_g)]).await;
 
     // Another session locks the first target table: its next replay batch hangs there.
     let mut lock =

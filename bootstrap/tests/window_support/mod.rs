@@ -191,6 +191,33 @@ impl Case {
             .record
     }
 
+    /// Waits (at most 120 s) until this case's table and each of `others` are STREAMING.
+    pub async fn wait_streaming(&self, others: &[(JobId, Generation)]) {
+        let j = self.journal();
+        let all: Vec<_> = [(self.job, self.generation)]
+            .into_iter()
+            .chain(others.iter().copied())
+            .collect();
+        let until = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let mut phases = Vec::new();
+            for (job, g) in &all {
+                phases.push(j.head(*job, *g).await.unwrap().map(|h| h.record.phase));
+            }
+            if phases
+                .iter()
+                .all(|p| *p == Some(ledger::record::Phase::Streaming))
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "not all STREAMING: {phases:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// J's head record, if J exists yet.
     pub async fn head_opt(&self) -> Option<ledger::record::JournalRecord> {
         self.journal()
