@@ -66,8 +66,8 @@ use crate::dml::Dml;
 use crate::parts_plan::{
     change_parts, part_steps, plan_parts, PartStep, PartsInput, PartsPlan, PartsTxn,
 };
-use crate::plan::GroupSummary;
-use crate::target::{self, check_owner, PartRow, TargetCtx, CURSOR_PARTS};
+use crate::plan::{GroupSummary, Step};
+use crate::target::{self, check_owner, PartRow, ReplayCursor, TargetCtx, CURSOR_PARTS};
 use crate::util::{my, my_is_dup};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
@@ -544,19 +544,46 @@ async fn prepare_main<'a>(
         t.main.next.rows_done
     );
     let steps = part_steps(&ctx.schema, groups, &t.main.pieces, t.parts, 0)?;
-    let mut tx = conn
+    let tx = conn
         .start_transaction(tx_opts(iso))
         .await
         .map_err(my(&what))?;
+    let first = LedgerWrite::Main(t.main.expect.as_ref(), &t.main.next);
+    Ok(match guarded(tx, ctx, dml, first, steps).await? {
+        Some(tx) => (Ended::Committed, Some(tx)),
+        None => (Ended::Moved, None),
+    })
+}
+
+/// The ledger write that opens a part transaction (DESIGN §3.5: first, after the owner
+/// check): the main cursor's CAS for part 0, the part row's for the others.
+enum LedgerWrite<'a> {
+    Main(Option<&'a ReplayCursor>, &'a ReplayCursor),
+    Part(Option<&'a PartRow>, &'a PartRow),
+}
+
+/// Owner check, the ledger write, then the steps; any failure rolls back. Returns the open
+/// transaction, or None when T moved under the ledger write (rolled back, nothing ran).
+async fn guarded<'c>(
+    mut tx: Transaction<'c>,
+    ctx: &TargetCtx,
+    dml: &Dml,
+    first: LedgerWrite<'_>,
+    steps: Vec<Step>,
+) -> Result<Option<Transaction<'c>>, ApplyError> {
     if let Err(e) = check_owner(&mut tx, ctx).await {
         rollback_quietly(tx).await;
         return Err(e.into());
     }
-    match write_cursor(&mut tx, ctx, t.main.expect.as_ref(), &t.main.next).await {
+    let wrote = match first {
+        LedgerWrite::Main(expect, next) => write_cursor(&mut tx, ctx, expect, next).await,
+        LedgerWrite::Part(expect, next) => write_part_row(&mut tx, ctx, expect, next).await,
+    };
+    match wrote {
         Ok(true) => {}
         Ok(false) => {
             rollback_quietly(tx).await;
-            return Ok((Ended::Moved, None));
+            return Ok(None);
         }
         Err(e) => {
             rollback_quietly(tx).await;
@@ -567,7 +594,7 @@ async fn prepare_main<'a>(
         rollback_quietly(tx).await;
         return Err(e.into());
     }
-    Ok((Ended::Committed, Some(tx)))
+    Ok(Some(tx))
 }
 
 /// Part p >= 1 of one replay transaction, COMMIT included (nothing when the plan skips it).
@@ -596,29 +623,14 @@ async fn run_part(
         next.cursor.rows_done
     );
     let steps = part_steps(&ctx.schema, groups, pieces, t.parts, p)?;
-    let mut tx = conn
+    let tx = conn
         .start_transaction(tx_opts(iso))
         .await
         .map_err(my(&what))?;
-    if let Err(e) = check_owner(&mut tx, ctx).await {
-        rollback_quietly(tx).await;
-        return Err(e.into());
-    }
-    match write_part_row(&mut tx, ctx, expect.as_ref(), next).await {
-        Ok(true) => {}
-        Ok(false) => {
-            rollback_quietly(tx).await;
-            return Ok(Ended::Moved);
-        }
-        Err(e) => {
-            rollback_quietly(tx).await;
-            return Err(e.into());
-        }
-    }
-    if let Err(e) = run_steps(&mut tx, dml, &ctx.schema, steps).await {
-        rollback_quietly(tx).await;
-        return Err(e.into());
-    }
+    let first = LedgerWrite::Part(expect.as_ref(), next);
+    let Some(tx) = guarded(tx, ctx, dml, first, steps).await? else {
+        return Ok(Ended::Moved);
+    };
     tx.commit()
         .await
         .map_err(|e| ApplyError::Unknown(format!("COMMIT of {what}: {e}")))?;
