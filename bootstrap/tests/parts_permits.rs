@@ -16,7 +16,6 @@
 //! One test runs both in turn: the KILL seams are process-wide.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::install;
 use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use mysql_async::prelude::Queryable;
@@ -154,13 +153,8 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
 
 async fn a_permit_wait_timeout_is_retried_not_a_pause() {
     let c = Case::new("parts_wait", 200, 100, 50).await;
-    let done = install(&c.second_table(100)).await.unwrap();
-    let (other, other_g) = (done.job_id, done.generation);
-    bootstrap::commands::start(&c.pool, other).await.unwrap();
-    let mut cfg = c.serve_cfg();
-    cfg.exit_when_idle = false;
-    cfg.finish = Some(ReplayConfig::default());
-    cfg.limits.target_writes = 1;
+    let (other, other_g) = c.start_second_table(100).await;
+    let mut cfg = c.streaming_cfg_one_write();
     cfg.run.permit_timeout = Duration::from_secs(1);
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve::serve(cfg, stop.clone()));

@@ -9,8 +9,6 @@
 //! replay, and the table pauses instead of retrying beside the old statement.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::install;
-use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
@@ -38,15 +36,9 @@ async fn lock_target(c: &Case) -> mysql_async::Conn {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_timed_out_streaming_batch_keeps_its_permit_until_the_kill_is_confirmed() {
     let c = Case::new("stream_kill", 200, 100, 50).await;
-    let req = c.second_table(100);
-    let done = install(&req).await.unwrap();
-    let (other, other_g) = (done.job_id, done.generation);
-    bootstrap::commands::start(&c.pool, other).await.unwrap();
+    let (other, other_g) = c.start_second_table(100).await;
 
-    let mut cfg = c.serve_cfg();
-    cfg.exit_when_idle = false;
-    cfg.finish = Some(ReplayConfig::default());
-    cfg.limits.target_writes = 1;
+    let mut cfg = c.streaming_cfg_one_write();
     // The server shows a statement past this (PROCESSLIST TIME >= 4) before we look.
     cfg.deadlines.target_write = Duration::from_secs(3);
     let stop = CancellationToken::new();

@@ -6,8 +6,6 @@
 //! targets converge to the source and no permit is left in use, held or waiting.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod window_support;
-use bootstrap::install::install;
-use bootstrap::replay::ReplayConfig;
 use bootstrap::serve;
 use mysql_async::prelude::Queryable;
 use tokio_util::sync::CancellationToken;
@@ -16,15 +14,9 @@ use window_support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hung_streaming_batch_holds_the_only_write_permit_and_the_other_table_waits() {
     let c = Case::new("stream_permit", 200, 100, 50).await;
-    let req = c.second_table(100);
-    let done = install(&req).await.unwrap();
-    let (other, other_g) = (done.job_id, done.generation);
-    bootstrap::commands::start(&c.pool, other).await.unwrap();
+    let (other, other_g) = c.start_second_table(100).await;
 
-    let mut cfg = c.serve_cfg();
-    cfg.exit_when_idle = false;
-    cfg.finish = Some(ReplayConfig::default());
-    cfg.limits.target_writes = 1;
+    let cfg = c.streaming_cfg_one_write();
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve::serve(cfg, stop.clone()));
     c.wait_streaming(&[(other, other_g)]).await;

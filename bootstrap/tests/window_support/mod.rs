@@ -191,6 +191,26 @@ impl Case {
             .record
     }
 
+    /// Installs and starts a second table of the same shape with `rows` rows (see
+    /// [`Case::second_table`]); returns its job and generation.
+    pub async fn start_second_table(&self, rows: u64) -> (JobId, Generation) {
+        let done = install(&self.second_table(rows)).await.unwrap();
+        bootstrap::commands::start(&self.pool, done.job_id)
+            .await
+            .unwrap();
+        (done.job_id, done.generation)
+    }
+
+    /// A serve configuration that keeps STREAMING (no exit when idle), finishes with the
+    /// default replay and has ONE target-write permit.
+    pub fn streaming_cfg_one_write(&self) -> ServeConfig {
+        let mut cfg = self.serve_cfg();
+        cfg.exit_when_idle = false;
+        cfg.finish = Some(bootstrap::replay::ReplayConfig::default());
+        cfg.limits.target_writes = 1;
+        cfg
+    }
+
     /// Waits (at most 120 s) until this case's table and each of `others` are STREAMING.
     pub async fn wait_streaming(&self, others: &[(JobId, Generation)]) {
         let j = self.journal();
