@@ -1,12 +1,13 @@
 //! The `backfill` program: parses the command line, runs the command, prints its result on
 //! stdout and any error on stderr, and exits with the codes documented in `cli`.
 use bootstrap::cli::{Cli, LogFormat, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use bootstrap::supervisor::telemetry::{EventCounter, LogCounts};
 use clap::Parser;
 use std::io::Write;
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Err(e) = bootstrap::config::apply(&args) {
+    if let Err(e) = bootstrap::cli::config::apply(&args) {
         eprintln!("backfill: {}", kernel::redact::redact_text(&e));
         std::process::exit(EXIT_USAGE);
     }
@@ -25,13 +26,8 @@ fn main() {
             kernel::redact::redact_text(&info.to_string())
         );
     }));
-    // Test builds only: panic with a given message, so a test can see what a panic prints.
-    if kernel::failpoint::ENABLED {
-        if let Ok(m) = std::env::var("BACKFILL_TEST_PANIC") {
-            std::panic::panic_any(m);
-        }
-    }
-    init_tracing(cli.log_format);
+    bootstrap::seams::main_panic();
+    let logs = init_tracing(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -42,7 +38,7 @@ fn main() {
             std::process::exit(EXIT_FAILURE);
         }
     };
-    let code = match runtime.block_on(bootstrap::run::run(cli)) {
+    let code = match runtime.block_on(bootstrap::cli::run::run(cli, logs)) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             match stdout
@@ -55,7 +51,7 @@ fn main() {
         }
         Err(e) => {
             eprintln!("backfill: {}", kernel::redact::redact_text(&e.to_string()));
-            bootstrap::run::exit_code(&e)
+            bootstrap::cli::run::exit_code(&e)
         }
     };
     drop(runtime);
@@ -64,14 +60,15 @@ fn main() {
 
 /// Text or JSON lines on stderr, filtered by RUST_LOG (default warn), plus the metrics
 /// layer counting warnings and errors.
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat) -> LogCounts {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let logs = LogCounts::default();
     let registry = tracing_subscriber::registry()
         .with(filter)
-        .with(bootstrap::metrics::EventCounter);
+        .with(EventCounter(logs.clone()));
     match format {
         LogFormat::Text => registry
             .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
@@ -84,4 +81,5 @@ fn init_tracing(format: LogFormat) {
             )
             .init(),
     }
+    logs
 }

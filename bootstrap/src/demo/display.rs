@@ -1,10 +1,9 @@
 //! The demo's live progress: indicatif bars (windows, rows applied, and a line with the
 //! phase, the writer and the replay lag) when stdout is a terminal, plain lines every few
 //! seconds and on each phase change otherwise (CI logs). Everything shown is read from the
-//! state store by [`crate::status::gather`], the same snapshot `backfill status` prints.
+//! state store by [`crate::present::status::gather`], the same snapshot `backfill status` prints.
 use super::writer::Tally;
-use crate::cli::Format;
-use crate::status::{self, JobStatus};
+use crate::present::status::{self, JobStatus};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kernel::ids::JobId;
 use kernel::Result;
@@ -25,8 +24,7 @@ pub struct Out {
 }
 
 impl Out {
-    pub fn new(format: Format) -> Out {
-        let json = format == Format::Json;
+    pub fn new(json: bool) -> Out {
         Out {
             json,
             tty: !json && std::io::stdout().is_terminal(),
@@ -46,7 +44,7 @@ impl Out {
 pub struct Live<'a> {
     out: &'a Out,
     pool: MySqlPool,
-    job: crate::jobs::JobRecord,
+    job: crate::store::jobs::JobRecord,
     bars: Option<(MultiProgress, ProgressBar, ProgressBar, ProgressBar)>,
     last_phase: Option<String>,
     last_line: Instant,
@@ -57,7 +55,7 @@ const PLAIN_EVERY: Duration = Duration::from_secs(2);
 
 impl<'a> Live<'a> {
     pub async fn new(out: &'a Out, pool: MySqlPool, job: JobId) -> Result<Live<'a>> {
-        let job = crate::jobs::load_job(&pool, job).await?;
+        let job = crate::store::jobs::load_job(&pool, job).await?;
         let bars = out.tty.then(|| {
             let m = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
             let style = |t: &str| {

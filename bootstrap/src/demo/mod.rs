@@ -19,42 +19,33 @@ mod display;
 mod servers;
 mod writer;
 
-use crate::check_cli::{self, AuditArgs};
-use crate::cli::{Format, StateArgs};
 use crate::install::{self, InstallRequest, TableName};
-use crate::serve;
+use crate::supervisor;
+use crate::supervisor::telemetry::{LogCounts, Telemetry};
 use crate::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
-use clap::Args;
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// `backfill demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
+/// What `backfill demo` runs (the command line's `DemoOptions`, without clap).
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
     /// Rows in the sample table.
-    #[arg(long, env = "BACKFILL_DEMO_ROWS", default_value_t = 1_000_000)]
     pub rows: u64,
     /// Statements per second of the concurrent writer (0: no writer).
-    #[arg(long, env = "BACKFILL_DEMO_WRITES_PER_SEC", default_value_t = 500)]
     pub writes_per_sec: u32,
-    /// Rows per window (default: rows / 32, between 1 000 and 100 000).
-    #[arg(long, env = "BACKFILL_DEMO_WINDOW_ROWS")]
+    /// Rows per window (None: rows / 32, between 1 000 and 100 000).
     pub window_rows: Option<u64>,
     /// Rows per page inside a window.
-    #[arg(long, env = "BACKFILL_DEMO_PAGE_ROWS", default_value_t = install::DEFAULT_PAGE_ROWS)]
     pub page_rows: u64,
     /// Seconds the writer keeps writing once the table is STREAMING.
-    #[arg(long, env = "BACKFILL_DEMO_STREAM_SECS", default_value_t = 3)]
     pub stream_secs: u64,
     /// Serve Prometheus metrics on this address during the run (GET /metrics).
-    #[arg(long, env = "BACKFILL_METRICS_ADDR", value_parser = crate::metrics::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Output format of the summary.
-    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// The summary and progress as JSON lines instead of text.
+    pub json: bool,
 }
 
 const SOURCE_DB: &str = "shop";
@@ -78,16 +69,16 @@ pub const DDL: &str = "CREATE TABLE orders (
 ) ENGINE=InnoDB";
 
 /// Runs the demo; returns the summary.
-pub async fn run(a: DemoArgs) -> Result<String> {
+pub async fn run(a: DemoOptions, logs: LogCounts) -> Result<String> {
     let cancel = CancellationToken::new();
     let c = cancel.clone();
     let ctrl_c = tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
         c.cancel();
     });
-    let out = display::Out::new(a.format);
+    let out = display::Out::new(a.json);
     out.line("starting a source and a target MariaDB server (throwaway, local)");
-    let servers = servers::Servers::start().await?;
+    let servers = servers::Servers::start(Telemetry::new(logs)).await?;
     let r = demo_on(&servers, &a, &out, &cancel).await;
     out.line("removing the servers and their directories");
     servers.stop().await;
@@ -106,7 +97,7 @@ struct Measured {
 
 async fn demo_on(
     servers: &servers::Servers,
-    a: &DemoArgs,
+    a: &DemoOptions,
     out: &display::Out,
     cancel: &CancellationToken,
 ) -> Result<String> {
@@ -132,7 +123,9 @@ async fn demo_on(
     let pool = kernel::state::open(&req.state_url, &Default::default()).await?;
     let metrics = match a.metrics_addr {
         Some(addr) => {
-            let m = crate::metrics::spawn(addr, &req.state_url, cancel.child_token()).await;
+            let t = servers.telemetry.clone();
+            let m =
+                crate::present::metrics::spawn(addr, &req.state_url, t, cancel.child_token()).await;
             if m.is_ok() {
                 out.line(&format!("metrics on http://{addr}/metrics"));
             }
@@ -145,7 +138,7 @@ async fn demo_on(
             Some(m) => Some(AbortOnDrop(m?)),
             None => None,
         };
-        crate::commands::start(&pool, done.job_id).await?;
+        crate::store::commands::start(&pool, done.job_id).await?;
         let w = writer::Writer::start(servers.source_opts(SOURCE_DB)?, rows, a.writes_per_sec);
         let r = stream_under_writes(servers, &pool, done.job_id, a, out, cancel, &w).await;
         let writes = w.stop().await;
@@ -176,7 +169,7 @@ async fn demo_on(
     let audit = audit(servers, done.job_id).await?;
     let report = verify(servers).await?;
     m.total = started.elapsed();
-    let summary = summary(a.format, &m, &audit, &report);
+    let summary = summary(a.json, &m, &audit, &report);
     if !audit.passed() {
         display::print_now(&summary);
         return Err(Error::definite(
@@ -203,14 +196,17 @@ async fn stream_under_writes(
     servers: &servers::Servers,
     pool: &sqlx::MySqlPool,
     job: kernel::ids::JobId,
-    a: &DemoArgs,
+    a: &DemoOptions,
     out: &display::Out,
     cancel: &CancellationToken,
     w: &writer::Writer,
 ) -> Result<Duration> {
     let started = Instant::now();
     let serve_cancel = cancel.child_token();
-    let mut task = tokio::spawn(serve::serve(servers.serve_cfg(false), serve_cancel.clone()));
+    let mut task = tokio::spawn(supervisor::serve(
+        servers.serve_cfg(false),
+        serve_cancel.clone(),
+    ));
     let mut view = display::Live::new(out, pool.clone(), job).await?;
     let mut streaming_at: Option<Instant> = None;
     let deadline = Instant::now() + PHASE_TIMEOUT;
@@ -263,10 +259,10 @@ async fn run_serve(
     servers: &servers::Servers,
     exit_when_idle: bool,
     cancel: &CancellationToken,
-) -> Result<serve::Outcomes> {
+) -> Result<supervisor::Outcomes> {
     let r = tokio::time::timeout(
         PHASE_TIMEOUT,
-        serve::serve(servers.serve_cfg(exit_when_idle), cancel.child_token()),
+        supervisor::serve(servers.serve_cfg(exit_when_idle), cancel.child_token()),
     )
     .await
     .map_err(|_| Error::transient("demo: serve did not become idle"))?;
@@ -279,18 +275,12 @@ async fn run_serve(
 async fn audit(
     servers: &servers::Servers,
     job: kernel::ids::JobId,
-) -> Result<crate::audit::AuditReport> {
-    let a = AuditArgs {
-        state: StateArgs {
-            state: servers.state_url(STATE_DB),
-        },
-        job: job.0,
-        data_dir: servers.data_dir(),
-        target: vec![servers.target_url()],
-        format: Format::Text,
-    };
-    let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
-    let r = check_cli::audit_in(&pool, &a).await;
+) -> Result<crate::table::audit::AuditReport> {
+    let state = servers.state_url(STATE_DB);
+    let pool = kernel::state::open(&state, &Default::default()).await?;
+    let targets = [servers.target_url()];
+    let r =
+        crate::table::audit::offline::audit_job(&pool, job, &servers.data_dir(), &targets).await;
     pool.close().await;
     r
 }
@@ -306,16 +296,16 @@ async fn verify(servers: &servers::Servers) -> Result<verify::Report> {
 }
 
 fn summary(
-    format: Format,
+    json: bool,
     m: &Measured,
-    audit: &crate::audit::AuditReport,
+    audit: &crate::table::audit::AuditReport,
     v: &verify::Report,
 ) -> String {
     let t = &v.cursor.tally;
     let secs = m.copy.as_secs_f64().max(1e-3);
     let rate = m.rows_loaded as f64 / secs;
-    match format {
-        Format::Json => format!(
+    match json {
+        true => format!(
             "{}\n",
             json!({
                 "state": audit.phase.as_deref().map(str::to_uppercase),
@@ -332,7 +322,7 @@ fn summary(
                             "extra": t.extra.count, "differing_fields": t.differing_fields.count },
             })
         ),
-        Format::Text => format!(
+        false => format!(
             "\nbackfill demo summary\n\
              state:    {}\n\
              copied:   {} rows in {:.1} s to STREAMING ({:.0} rows/s), {} windows, under {} concurrent writes ({} refused by the source)\n\

@@ -3,7 +3,8 @@
 //! to install MariaDB. The harness's watchdog removes the servers even if this process is
 //! killed; a normal end (or Ctrl-C) drops them here.
 use super::{DDL, SOURCE_DB, TABLE, TARGET_DB};
-use crate::serve::ServeConfig;
+use crate::supervisor::telemetry::Telemetry;
+use crate::supervisor::ServeConfig;
 use harness::{Server, ServerOpts};
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
@@ -19,6 +20,8 @@ const LOAD_CHUNK: u64 = 100_000;
 pub struct Servers {
     source: Arc<Server>,
     target: Arc<Server>,
+    /// What the demo's serve runs count (its metrics endpoint shows them).
+    pub telemetry: Telemetry,
 }
 
 fn start_one(opts: ServerOpts) -> std::result::Result<Server, String> {
@@ -38,7 +41,7 @@ fn start_one(opts: ServerOpts) -> std::result::Result<Server, String> {
 
 impl Servers {
     /// Starts a source (ROW binlog, FULL image and metadata) and a target/state server.
-    pub async fn start() -> Result<Servers> {
+    pub async fn start(telemetry: Telemetry) -> Result<Servers> {
         let started = tokio::task::spawn_blocking(|| {
             harness::check_installed()?;
             // A bigger buffer pool than the tests' so a million rows stay in memory.
@@ -58,12 +61,13 @@ impl Servers {
         Ok(Servers {
             source: Arc::new(source),
             target: Arc::new(target),
+            telemetry,
         })
     }
 
     /// Kills both servers and removes their directories.
     pub async fn stop(self) {
-        let Servers { source, target } = self;
+        let Servers { source, target, .. } = self;
         let _ = tokio::task::spawn_blocking(move || {
             drop(source);
             drop(target);
@@ -84,7 +88,7 @@ impl Servers {
     }
 
     pub fn source_opts(&self, db: &str) -> Result<mysql_async::Opts> {
-        crate::connect::opts(&self.source.url_db(db), "source")
+        crate::io::connect::opts(&self.source.url_db(db), "source")
     }
 
     /// The material store: inside the source server's directory, removed with it.
@@ -94,7 +98,7 @@ impl Servers {
 
     /// Creates the sample table on the source (filled) and the empty target.
     pub async fn load(&self, rows: u64, cancel: &CancellationToken) -> Result<()> {
-        let opts = crate::connect::opts(&self.source.url(), "source")?;
+        let opts = crate::io::connect::opts(&self.source.url(), "source")?;
         let mut c = mysql_async::Conn::new(opts)
             .await
             .map_err(|e| Error::transient(format!("demo: connecting to the source: {e}")))?;
@@ -123,7 +127,7 @@ impl Servers {
             from = to + 1;
         }
         let _ = c.disconnect().await;
-        let opts = crate::connect::opts(&self.target.url(), "target")?;
+        let opts = crate::io::connect::opts(&self.target.url(), "target")?;
         let mut t = mysql_async::Conn::new(opts)
             .await
             .map_err(|e| Error::transient(format!("demo: connecting to the target: {e}")))?;
@@ -144,7 +148,8 @@ impl Servers {
         c.owner = format!("demo-{}", std::process::id());
         c.exit_when_idle = exit_when_idle;
         c.poll = Duration::from_millis(200);
-        c.finish = Some(crate::replay::ReplayConfig::default());
+        c.finish = Some(crate::table::replay::ReplayConfig::default());
+        c.telemetry = self.telemetry.clone();
         c
     }
 }

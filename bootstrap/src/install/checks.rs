@@ -24,37 +24,8 @@
 use kernel::introspect::{BinlogStatus, ServerFacts, TableFacts};
 use kernel::position::Flavor;
 use kernel::schema::{quote_ident, SealedSchema};
-use std::fmt;
 
-/// One failed precondition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    /// What is wrong, naming the object (server variable, table, column, privilege).
-    pub object: String,
-    pub problem: String,
-    pub fix: String,
-}
-
-impl Refusal {
-    /// A refusal about `object`.
-    pub fn new(
-        object: impl Into<String>,
-        problem: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> Self {
-        Refusal {
-            object: object.into(),
-            problem: problem.into(),
-            fix: fix.into(),
-        }
-    }
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}; fix: {}", self.object, self.problem, self.fix)
-    }
-}
+pub use crate::store::refusal::Refusal;
 
 /// The source server's binlog configuration (pure). `status` is `SHOW MASTER STATUS`
 /// (None when the binlog is off or the user could not read it; the latter is reported by

@@ -17,8 +17,8 @@ pub mod identity;
 pub mod plan;
 pub mod privileges;
 
-use crate::connect;
-use crate::jobs::{self, NewJob, TableRef};
+use crate::io::connect;
+use crate::store::jobs::{self, NewJob, TableRef};
 use checks::Refusal;
 use kernel::error::DefiniteCode;
 use kernel::ids::{Digest, Generation, JobId};

@@ -17,7 +17,7 @@
 //!
 //! Replaying and capturing are `serve`'s work; two of them would interleave T writes and
 //! L appends. So the command refuses (exit 3, the message says how to proceed) while any
-//! serve's heartbeat is live (`crate::serve_state`), and it takes the job's lease (a
+//! serve's heartbeat is live (`crate::store::processes`), and it takes the job's lease (a
 //! fresh fencing token, renewed while it runs): every T write of the replay checks that
 //! token, so a serve that took the job after all (lease expired) fences this run out,
 //! never the other way around. The lease is given up at the end, so the next serve takes
@@ -31,8 +31,8 @@
 //! after its last key. Each run pins its own P: the chunks of one run are compared at
 //! that run's P, which is what a resumed VDiff does too.
 use super::{pin_source, Endpoint, Report, VerifyCursor, VerifyOptions};
-use crate::jobs::{self, JobRecord};
-use crate::replay::{self, ReplayConfig, Replayer, Scope, Until};
+use crate::store::jobs::{self, JobRecord};
+use crate::table::replay::{self, ReplayConfig, Replayer, Scope, Until};
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
 use kernel::control::IntentKind;
 use kernel::error::{from_sqlx, DefiniteCode};
@@ -82,7 +82,7 @@ pub fn check_phase(job: JobId, phase: Option<Phase>, paused: bool) -> Result<()>
 
 /// Refuses while any serve is live.
 async fn check_no_serve(pool: &MySqlPool, job: JobId) -> Result<()> {
-    let live: Vec<String> = crate::serve_state::read(pool)
+    let live: Vec<String> = crate::store::processes::read(pool)
         .await?
         .into_iter()
         .filter(|r| r.live())
@@ -168,7 +168,7 @@ fn spawn_renewal(
 /// that source server.
 async fn capture_set(pool: &MySqlPool, rec: &JobRecord) -> Result<CaptureSet> {
     let mut set = CaptureSet::default();
-    for (job, generation) in crate::commands::started(pool).await? {
+    for (job, generation) in crate::store::commands::started(pool).await? {
         let other = jobs::load_job(pool, job).await?;
         if other.source.identity != rec.source.identity || other.generation != generation {
             continue;
@@ -295,7 +295,7 @@ async fn claim_target(topts: &mysql_async::Opts, ctx: &TargetCtx) -> Result<()> 
         ledger::target::claim(&mut conn, ctx).await
     }
     .await;
-    crate::connect::close(conn).await;
+    crate::io::connect::close(conn).await;
     r
 }
 
@@ -331,11 +331,30 @@ async fn compare_at_p(
     r
 }
 
+/// `verify` pinned at a known point while the source keeps taking writes, for a caller in
+/// the middle of a job's finish (tests): opens the source's consistent snapshot at binlog
+/// position P (MariaDB reports it), waits until L holds P, replays up to exactly P (T's
+/// cursor must not be past P: the caller has paused the continuous replay of this table)
+/// and compares the target with the source's snapshot. The continuous replay resumes
+/// afterwards from T's cursor.
+pub async fn verify_finish(
+    finish: &crate::table::activation::Finish<'_>,
+    b_seq: u64,
+    source: &Endpoint,
+    target: &Endpoint,
+    key: &str,
+    opts: &VerifyOptions,
+) -> Result<Report> {
+    let mut vc = VerifyCursor::start();
+    let r = finish.replayer();
+    replay_and_compare(&r, b_seq, source, target, key, opts, &mut vc).await
+}
+
 /// The comparison at P for a caller that owns the job (its lease is in `replayer.ctx`) and
 /// runs the capture reader of its stream: pins the source's snapshot at P, waits (bounded)
 /// until L holds P, checks T's cursor is not past P, replays the table up to exactly P
 /// with `replayer` and compares the target with the snapshot, continuing `cursor`. Used by
-/// `backfill verify --pinned` and by `crate::finish::Finish::verify_pinned`.
+/// `backfill verify --pinned` and by [`verify_finish`].
 pub async fn replay_and_compare(
     replayer: &Replayer<'_>,
     b_seq: u64,
@@ -369,7 +388,7 @@ async fn check_cursor_not_past(
 ) -> Result<()> {
     let mut tc = ledger::apply::connect(topts).await?;
     let cursor = ledger::target::replay_cursor(&mut tc, ctx, false).await;
-    crate::connect::close(tc).await;
+    crate::io::connect::close(tc).await;
     let Some(c) = cursor? else { return Ok(()) };
     let at_p = kernel::change::GroupEnd {
         pos: p.clone(),

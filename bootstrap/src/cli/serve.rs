@@ -1,0 +1,212 @@
+//! `backfill start JOB` and `backfill serve`: their flags (STYLE §11: each documented and
+//! mirrored by an environment variable) and what they print.
+use crate::cli::{Format, StateArgs};
+use crate::supervisor::telemetry::{LogCounts, Telemetry};
+use crate::supervisor::{self, ServeConfig};
+use clap::Args;
+use kernel::ids::JobId;
+use kernel::Result;
+use serde_json::json;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// `backfill start`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The job to start (as printed by install).
+    pub job: u64,
+    /// Execution sessions of serve (same flag as serve's): a start beyond the jobs already
+    /// started is refused.
+    #[arg(long, env = "BACKFILL_MAX_SESSIONS", default_value_t = 8)]
+    pub max_sessions: u32,
+    /// Output format.
+    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `backfill serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Directory of the material store (RAW/FINAL pages, manifests).
+    #[arg(long, env = "BACKFILL_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Source URLs with their passwords (jobs record them redacted); comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_SOURCE",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub source: Vec<String>,
+    /// Target URLs with their passwords; comma-separated.
+    #[arg(
+        long,
+        env = "BACKFILL_TARGET",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub target: Vec<String>,
+    /// Rows per page of windows sealed from now on (default: the job's --page-rows).
+    #[arg(long, env = "BACKFILL_SERVE_PAGE_ROWS")]
+    pub page_rows: Option<u64>,
+    /// Read views open at once in this process.
+    #[arg(long, env = "BACKFILL_READ_WINDOWS", default_value_t = 2)]
+    pub read_windows: u32,
+    /// Target write transactions at once in this process.
+    #[arg(long, env = "BACKFILL_TARGET_WRITES", default_value_t = 2)]
+    pub target_writes: u32,
+    /// Execution sessions (running tables) in this process.
+    #[arg(long, env = "BACKFILL_MAX_SESSIONS", default_value_t = 8)]
+    pub max_sessions: u32,
+    /// Seconds one target write (a page's transaction) may take before it is KILLed; its
+    /// permit stays held until the target shows the connection gone.
+    #[arg(
+        long,
+        env = "BACKFILL_TARGET_WRITE_TIMEOUT_SECS",
+        default_value_t = 300
+    )]
+    pub target_write_timeout_secs: u64,
+    /// Rows per second that window page reads may take from each source (0: unlimited).
+    #[arg(long, env = "BACKFILL_READ_ROWS_PER_SEC", default_value_t = 0)]
+    pub read_rows_per_sec: u32,
+    /// Bytes per second that window page reads may take from each source (0: unlimited).
+    #[arg(long, env = "BACKFILL_READ_BYTES_PER_SEC", default_value_t = 0)]
+    pub read_bytes_per_sec: u32,
+    /// Lease owner name; keep it stable so a restarted process takes over at once.
+    #[arg(long, env = "BACKFILL_OWNER")]
+    pub owner: Option<String>,
+    /// Exit once every started job has all windows applied or is paused (after
+    /// activation: once its replay caught up with the binlog read so far).
+    #[arg(long, env = "BACKFILL_EXIT_WHEN_IDLE")]
+    pub exit_when_idle: bool,
+    /// Row changes per replay target transaction (whole source transactions are packed; a
+    /// larger one is applied in chunks). Safe to change across restarts.
+    #[arg(long, env = "BACKFILL_REPLAY_BATCH_ROWS", default_value_t = 20_000)]
+    pub replay_batch_rows: usize,
+    /// Source transactions handed to one replay apply call at most.
+    #[arg(long, env = "BACKFILL_REPLAY_BATCH_GROUPS", default_value_t = 500)]
+    pub replay_batch_groups: usize,
+    /// Target connections each table's replay applies on at once, keys split between
+    /// them (1..=16; 1 = one connection). Each is a target write: at most
+    /// --target-writes. Safe to change across restarts.
+    #[arg(
+        long,
+        env = "BACKFILL_APPLY_STREAMS",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=16)
+    )]
+    pub apply_streams: u32,
+    /// Stop each job once every window is applied (no F, replay, activation or streaming).
+    #[arg(long, env = "BACKFILL_WINDOWS_ONLY")]
+    pub windows_only: bool,
+    /// Serve Prometheus metrics on this address (GET /metrics), e.g. 127.0.0.1:9187.
+    #[arg(long, env = "BACKFILL_METRICS_ADDR", value_parser = crate::present::metrics::parse_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Output format of the final report.
+    #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Persists `start` for a job.
+pub async fn start(a: StartArgs) -> Result<String> {
+    let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
+    let r = crate::store::commands::start_within(&pool, JobId(a.job), a.max_sessions).await;
+    pool.close().await;
+    let g = r?;
+    Ok(match a.format {
+        Format::Text => format!(
+            "job {} {g}: start recorded; `backfill serve` runs it\n",
+            a.job
+        ),
+        Format::Json => format!(
+            "{}\n",
+            json!({ "job_id": a.job, "generation": g.0, "command": "start" })
+        ),
+    })
+}
+
+/// Refuses `--apply-streams` above `--target-writes`: every apply stream is a target write
+/// (DESIGN §8) and a replay batch takes all its permits together, so it could never run.
+pub fn check_streams(apply_streams: u32, target_writes: u32) -> Result<()> {
+    if apply_streams <= target_writes {
+        return Ok(());
+    }
+    Err(kernel::Error::definite(
+        kernel::error::DefiniteCode::Usage,
+        format!(
+            "--apply-streams {apply_streams} is above --target-writes {target_writes}: each \
+             apply stream is one target write and a replay batch needs all of them at once, \
+             so it could never be admitted; lower --apply-streams (BACKFILL_APPLY_STREAMS) \
+             or raise --target-writes (BACKFILL_TARGET_WRITES) to at least {apply_streams}"
+        ),
+    ))
+}
+
+/// Runs `serve` until SIGINT/SIGTERM (or idle, with --exit-when-idle).
+pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
+    check_streams(a.apply_streams, a.target_writes)?;
+    let mut cfg = ServeConfig::new(&a.state.state, a.data_dir);
+    cfg.telemetry = Telemetry::new(logs);
+    cfg.sources = a.source;
+    cfg.targets = a.target;
+    cfg.page_rows = a.page_rows;
+    cfg.limits = admission::Limits {
+        read_windows: a.read_windows,
+        target_writes: a.target_writes,
+        sessions: a.max_sessions,
+    };
+    cfg.deadlines.target_write = std::time::Duration::from_secs(a.target_write_timeout_secs.max(1));
+    cfg.rate = admission::RateLimits {
+        rows_per_sec: std::num::NonZeroU32::new(a.read_rows_per_sec),
+        bytes_per_sec: std::num::NonZeroU32::new(a.read_bytes_per_sec),
+    };
+    if let Some(o) = a.owner {
+        cfg.owner = o;
+    }
+    cfg.exit_when_idle = a.exit_when_idle;
+    if !a.windows_only {
+        cfg.finish = Some(crate::table::replay::ReplayConfig {
+            batch_rows: a.replay_batch_rows.max(1),
+            batch_groups: a.replay_batch_groups.max(1),
+            apply_streams: a.apply_streams as usize,
+            ..Default::default()
+        });
+    }
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        c.cancel();
+    });
+    let metrics = match a.metrics_addr {
+        Some(addr) => Some(
+            crate::present::metrics::spawn(
+                addr,
+                &a.state.state,
+                cfg.telemetry.clone(),
+                cancel.child_token(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let outcomes = supervisor::serve(cfg, cancel.clone()).await;
+    if let Some(m) = metrics {
+        m.abort();
+    }
+    let outcomes = outcomes?;
+    Ok(match a.format {
+        Format::Text => outcomes
+            .iter()
+            .map(|(j, o)| format!("job {j}: {o}\n"))
+            .collect(),
+        Format::Json => format!(
+            "{}\n",
+            json!({ "jobs": outcomes.iter().map(|(j, o)| json!({"job_id": j.0, "outcome": o})).collect::<Vec<_>>() })
+        ),
+    })
+}

@@ -1,0 +1,3 @@
+//! L3: what an operator sees: `backfill status` and the Prometheus exposition.
+pub mod metrics;
+pub mod status;

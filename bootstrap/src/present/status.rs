@@ -1,0 +1,626 @@
+//! `backfill status` (DESIGN §13, STYLE §10): per job, what install recorded plus where the
+//! execution is, read from the state store only (status needs no source or target URL):
+//!
+//! * phase, pause reason and window count from J (the authority on where a table is);
+//! * rows known (the server's estimate at install) versus rows read, sealed and applied
+//!   (`window_progress`, counters written by the window runner);
+//! * in the window phase, the window J is on: its attempts and, once one failed, the last
+//!   error kept for it (`window_attempts`, redacted), and the bytes of abandoned attempts'
+//!   materials awaiting release (`Registry::garbage_bytes`);
+//! * replay cursor, groups applied and lag (`replay_progress`, written by the replayer);
+//! * the capture position D of the job's source stream;
+//! * commands recorded but not yet carried out by `serve` (`start`, `cancel`, `resume`);
+//! * the admission state each `serve` persisted (`crate::store::processes`): permits in use,
+//!   holds whose release is unknown and queues, with the jobs they belong to, marked stale
+//!   when that serve's heartbeat is old (it is not running).
+//!
+//! Everything here is a report, never evidence: `audit` is the check. The same snapshot
+//! feeds the live display of `backfill demo`.
+use crate::store::jobs::{self, JobRecord};
+use crate::store::processes::{self, ServeRow};
+use crate::table::replay;
+use crate::table::window::{attempts, progress};
+use kernel::error::{Definite, DefiniteCode};
+use kernel::ids::{JobId, WindowId};
+use kernel::Result;
+use ledger::journal::{Head, Journal};
+use ledger::record::Phase;
+use ledger::registry::Registry;
+use serde_json::{json, Value};
+use sqlx::MySqlPool;
+
+/// At most this many jobs are listed.
+pub const MAX_LISTED: u32 = 10_000;
+
+/// The jobs to show: one, or all.
+pub async fn read(pool: &MySqlPool, job: Option<JobId>) -> Result<Vec<JobRecord>> {
+    match job {
+        Some(j) => Ok(vec![jobs::load_job(pool, j).await?]),
+        None => jobs::list_jobs(pool, MAX_LISTED).await,
+    }
+}
+
+/// One job's execution as the state store shows it now.
+#[derive(Clone, Debug)]
+pub struct JobStatus {
+    pub job: JobRecord,
+    /// J's phase (None before `serve` first ran the job).
+    pub phase: Option<String>,
+    pub paused: Option<Definite>,
+    pub windows_done: u32,
+    /// Rows read under read views, sealed FINAL and applied, summed over windows.
+    pub rows_read: u64,
+    pub rows_final: u64,
+    pub rows_applied: u64,
+    /// The L stream of the job's source, once B was written.
+    pub stream: Option<String>,
+    /// D: where the capture reader restarts, and L's tail seq.
+    pub capture: Option<(String, u64)>,
+    pub replay: Option<replay::Progress>,
+    /// Commands recorded for this generation that serve has not carried out yet.
+    pub pending: Vec<Pending>,
+    /// In the window phase: the window J is on.
+    pub window: Option<WindowNow>,
+}
+
+/// The window J is on, while the table is in the window phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowNow {
+    pub window: WindowId,
+    pub attempts: attempts::Tries,
+    /// Materials of abandoned attempts not released yet (`Registry::garbage_bytes`).
+    pub garbage_bytes: u64,
+}
+
+impl WindowNow {
+    /// The last attempt's error, shown once the window has had more than one attempt
+    /// (an error is then why the current attempt exists), redacted.
+    pub fn last_error(&self) -> Option<String> {
+        match &self.attempts.last_error {
+            Some(e) if self.attempts.attempts > 1 => Some(kernel::redact::redact_text(e)),
+            _ => None,
+        }
+    }
+
+    /// One text line: `w3 attempt 2 (last error: ...)`.
+    pub fn text(&self) -> String {
+        let mut out = format!("{} attempt {}", self.window, self.attempts.attempts);
+        if let Some(e) = self.last_error() {
+            out.push_str(&format!(" (last error: {e})"));
+        }
+        out
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "window": self.window.0,
+            "attempts": self.attempts.attempts,
+            "last_error": self.last_error(),
+            "garbage_bytes": self.garbage_bytes,
+        })
+    }
+}
+
+/// The window J is on, when J is in the window phase with windows left.
+async fn window_now(pool: &MySqlPool, job: &JobRecord, head: &Head) -> Result<Option<WindowNow>> {
+    let r = &head.record;
+    if r.phase != Phase::Windows || r.completed >= job.windows {
+        return Ok(None);
+    }
+    let w = WindowId(r.completed);
+    Ok(Some(WindowNow {
+        window: w,
+        attempts: attempts::tries(pool, job.job_id, job.generation, w).await?,
+        garbage_bytes: Registry::new(pool.clone())
+            .garbage_bytes(job.job_id, job.generation)
+            .await?,
+    }))
+}
+
+/// A persisted command not yet carried out by `serve`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub command: String,
+    /// Age of the record (state store clock).
+    pub age_ms: u64,
+    pub meaning: &'static str,
+}
+
+/// The commands of `job` that serve has not carried out: `start` before J has a head,
+/// `cancel` until CANCELLED, `resume` until consumed.
+async fn pending(pool: &MySqlPool, job: &JobRecord, has_head: bool) -> Result<Vec<Pending>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT command, TIMESTAMPDIFF(MICROSECOND, issued_at, CURRENT_TIMESTAMP(6)) \
+         FROM job_commands WHERE job_id = ? AND generation = ? ORDER BY issued_at LIMIT 16",
+    )
+    .bind(job.job_id.0)
+    .bind(job.generation.0)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| kernel::error::from_sqlx("reading job commands", &e))?;
+    let cancelled = job.state == jobs::STATE_CANCELLED;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(command, age)| {
+            let meaning = match command.as_str() {
+                crate::store::commands::START if !has_head => {
+                    "recorded; no serve has run the job yet"
+                }
+                crate::store::commands::CANCEL if !cancelled => {
+                    "CANCELING: serve stops the job at its next boundary, then writes K"
+                }
+                crate::store::commands::RESUME => {
+                    "recorded; serve clears the pause when it runs the job"
+                }
+                _ => return None,
+            };
+            Some(Pending {
+                command,
+                age_ms: u64::try_from(age / 1000).unwrap_or(0),
+                meaning,
+            })
+        })
+        .collect())
+}
+
+/// Reads the execution status of `job`.
+pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
+    let head = Journal::new(pool.clone())
+        .head(job.job_id, job.generation)
+        .await?;
+    let windows = progress::read(pool, job.job_id, job.generation).await?;
+    let stream = replay::stream_of(pool, job.job_id, job.generation).await?;
+    let capture = match &stream {
+        Some(s) => kernel::log::load_position(pool, s)
+            .await?
+            .map(|d| (d.restart.pos.to_string(), d.tail.seq)),
+        None => None,
+    };
+    let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
+    let pending = pending(pool, &job, head.is_some()).await?;
+    let window = match &head {
+        Some(h) => window_now(pool, &job, h).await?,
+        None => None,
+    };
+    let (phase, paused, windows_done) = match head {
+        Some(h) => (
+            Some(format!("{:?}", h.record.phase).to_uppercase()),
+            h.record.paused,
+            h.record.completed,
+        ),
+        None => (None, None, 0),
+    };
+    Ok(JobStatus {
+        rows_read: windows.iter().map(|w| w.rows_read).sum(),
+        rows_final: windows.iter().map(|w| w.rows_final).sum(),
+        rows_applied: windows.iter().map(|w| w.rows_applied).sum(),
+        job,
+        phase,
+        paused,
+        windows_done,
+        stream,
+        capture,
+        replay,
+        pending,
+        window,
+    })
+}
+
+impl JobStatus {
+    /// The state to show: PAUSED(phase) while paused, else J's phase, else install's state.
+    pub fn state(&self) -> String {
+        match (&self.paused, &self.phase) {
+            (Some(_), Some(p)) => format!("PAUSED({p})"),
+            (None, Some(p)) => p.clone(),
+            (_, None) => self.job.state.clone(),
+        }
+    }
+}
+
+/// The runbook an operator follows for a pause reason (runbooks/pauses.md has each).
+pub fn runbook(code: DefiniteCode) -> &'static str {
+    match code {
+        DefiniteCode::BinlogPurged => "runbooks/binlog-purged.md",
+        DefiniteCode::LineageChanged => "runbooks/source-swapped.md",
+        DefiniteCode::EvidenceConflict | DefiniteCode::EvidenceCorrupt => {
+            "runbooks/audit-failure.md"
+        }
+        DefiniteCode::TargetRejected => "runbooks/target-tampered.md",
+        _ => "runbooks/pauses.md",
+    }
+}
+
+/// One job as JSON.
+pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
+    let j = &s.job;
+    json!({
+        "job_id": j.job_id.0,
+        "state": s.state(),
+        "phase": s.phase,
+        "installed_state": j.state,
+        "generation": j.generation.0,
+        "source": { "server": j.source.identity, "url": j.source_url, "db": j.source.db, "table": j.source.table },
+        "target": { "server": j.target.identity, "url": j.target_url, "db": j.target.db, "table": j.target.table },
+        "control_schema": j.control_schema,
+        "windows": j.windows,
+        "windows_done": s.windows_done,
+        "estimated_rows": j.estimated_rows,
+        "rows": { "known": j.estimated_rows, "read": s.rows_read, "final": s.rows_final, "applied": s.rows_applied },
+        "window": s.window.as_ref().map(WindowNow::json),
+        "window_rows": j.window_rows,
+        "page_rows": j.page_rows,
+        "fingerprint": j.fingerprint.to_hex(),
+        "plan_digest": j.plan_digest.to_hex(),
+        "capture": s.capture.as_ref().map(|(d, tail)| json!({ "stream": s.stream, "restart": d, "l_tail_seq": tail })),
+        "replay": s.replay.as_ref().map(|r| json!({
+            "cursor": r.end.to_string(),
+            "l_seq": r.l_seq,
+            "groups_applied": r.groups_applied,
+            "lag_bytes": r.lag.behind_bytes,
+            "lag_ms": r.lag.behind_ms,
+            "phase": r.phase,
+        })),
+        "paused": s.paused.as_ref().map(|p| json!({
+            "code": p.code.as_str(),
+            "message": kernel::redact::redact_text(&p.message),
+            "runbook": runbook(p.code),
+        })),
+        "pending_commands": s.pending.iter().map(|p| json!({
+            "command": p.command, "age_ms": p.age_ms, "meaning": p.meaning,
+        })).collect::<Vec<_>>(),
+        "admission": admission_json(s, serves),
+    })
+}
+
+/// What the job holds and waits for in each serve's persisted admission state.
+fn admission_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
+    let mut out = Vec::new();
+    for r in serves {
+        let mine = processes::for_job(&r.admission, s.job.job_id.0);
+        if mine.is_empty() {
+            continue;
+        }
+        let blocked = |pool: &str| -> Vec<Value> {
+            processes::pool(&r.admission, pool)
+                .map(|p| {
+                    p.holds
+                        .iter()
+                        .map(|h| json!({ "owner": h.owner, "reason": h.reason }))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        out.push(json!({
+            "serve": r.owner,
+            "serve_state": r.liveness(),
+            "heartbeat_age_ms": r.heartbeat_age_ms,
+            "in_use": mine.in_use.iter().map(|(p, u)| json!({ "pool": p, "owner": u.owner, "age_ms": u.age_ms })).collect::<Vec<_>>(),
+            "holds": mine.holds.iter().map(|(p, h)| json!({ "pool": p, "owner": h.owner, "reason": h.reason, "age_ms": h.age_ms, "release": "unknown" })).collect::<Vec<_>>(),
+            "waiting": mine.waiting.iter().map(|(p, w)| json!({
+                "pool": p, "owner": w.owner, "waited_ms": w.waited_ms,
+                "blocked_by_holds": w.blocked_by_holds,
+                "holds": if w.blocked_by_holds { blocked(p) } else { Vec::new() },
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    Value::Array(out)
+}
+
+/// Every serve process and its pools, as JSON.
+pub fn serves_json(serves: &[ServeRow]) -> Value {
+    Value::Array(
+        serves
+            .iter()
+            .map(|r| {
+                json!({
+                    "owner": r.owner,
+                    "pid": r.pid,
+                    "state": r.liveness(),
+                    "stale": !r.stopped && !r.live(),
+                    "heartbeat_age_ms": r.heartbeat_age_ms,
+                    "up_ms": r.up_ms,
+                    "pools": r.admission.pools,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// Text lines on the job's admission state in every serve.
+fn admission_text(s: &JobStatus, serves: &[ServeRow]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for r in serves {
+        let mine = processes::for_job(&r.admission, s.job.job_id.0);
+        let tag = match r.liveness() {
+            "running" => String::new(),
+            other => format!(
+                " [{other}: {} heartbeat {} ago, serve not running]",
+                r.owner,
+                secs(r.heartbeat_age_ms)
+            ),
+        };
+        for (p, u) in &mine.in_use {
+            lines.push(format!(
+                "{p} permit in use by `{}` for {}{tag}",
+                u.owner,
+                secs(u.age_ms)
+            ));
+        }
+        for (p, h) in &mine.holds {
+            lines.push(format!(
+                "{p} permit HELD, release unknown, by `{}` for {}: {}{tag}",
+                h.owner,
+                secs(h.age_ms),
+                h.reason
+            ));
+        }
+        for (p, w) in &mine.waiting {
+            let why = match processes::pool(&r.admission, p) {
+                Some(pool) if w.blocked_by_holds => format!(
+                    ": blocked by {} hold(s) with release unknown ({})",
+                    pool.holds.len(),
+                    pool.holds
+                        .iter()
+                        .map(|h| format!("`{}`: {}", h.owner, h.reason))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                _ => String::new(),
+            };
+            lines.push(format!(
+                "`{}` waiting for a {p} permit for {}{why}{tag}",
+                w.owner,
+                secs(w.waited_ms)
+            ));
+        }
+    }
+    if lines.is_empty() {
+        lines.push(match serves.iter().find(|r| r.live()) {
+            Some(r) => format!("no permit in use or awaited ({} running)", r.owner),
+            None => "no serve running".into(),
+        });
+    }
+    lines
+}
+
+/// Text lines on every serve process and its pools.
+pub fn serves_text(serves: &[ServeRow]) -> String {
+    let mut out = String::new();
+    for r in serves {
+        out.push_str(&format!(
+            "serve {}  pid {}  {}  heartbeat {} ago{}\n",
+            r.owner,
+            r.pid,
+            r.liveness().to_uppercase(),
+            secs(r.heartbeat_age_ms),
+            if r.live() {
+                ""
+            } else {
+                " (the pools below are as they were then)"
+            }
+        ));
+        for p in &r.admission.pools {
+            out.push_str(&format!(
+                "  {:<16} {}/{} in use, {} held (release unknown), {} waiting\n",
+                p.pool,
+                p.in_use.len(),
+                p.capacity,
+                p.holds.len(),
+                p.waiting.len()
+            ));
+            for h in &p.holds {
+                out.push_str(&format!(
+                    "  {:<16} HELD by `{}` for {}: {}\n",
+                    "",
+                    h.owner,
+                    secs(h.age_ms),
+                    h.reason
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// One job as a small text table.
+pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
+    let j = &s.job;
+    let mut rows: Vec<(&str, String)> = vec![
+        (
+            "source",
+            format!("{} on {}", j.source.qualified(), j.source_url),
+        ),
+        (
+            "target",
+            format!("{} on {}", j.target.qualified(), j.target_url),
+        ),
+        (
+            "windows",
+            format!(
+                "{}/{} done ({} rows each, pages of {})",
+                s.windows_done, j.windows, j.window_rows, j.page_rows
+            ),
+        ),
+        (
+            "rows",
+            format!(
+                "known {} (estimate at install), read {}, sealed {}, applied {}",
+                j.estimated_rows, s.rows_read, s.rows_final, s.rows_applied
+            ),
+        ),
+    ];
+    if let Some(w) = &s.window {
+        rows.push(("window now", w.text()));
+        rows.push((
+            "garbage",
+            format!(
+                "{} bytes of abandoned attempts awaiting release",
+                w.garbage_bytes
+            ),
+        ));
+    }
+    rows.push((
+        "capture D",
+        match &s.capture {
+            Some((d, tail)) => format!("{d} (L tail seq {tail})"),
+            None => "not started (no B yet)".into(),
+        },
+    ));
+    rows.push(("replay", replay_text(s.phase.as_deref(), s.replay.as_ref())));
+    for (i, l) in admission_text(s, serves).into_iter().enumerate() {
+        rows.push((if i == 0 { "admission" } else { "" }, l));
+    }
+    for (i, p) in s.pending.iter().enumerate() {
+        rows.push((
+            if i == 0 { "pending" } else { "" },
+            format!(
+                "{} recorded {} ago: {}",
+                p.command,
+                secs(p.age_ms),
+                p.meaning
+            ),
+        ));
+    }
+    if let Some(p) = &s.paused {
+        rows.push((
+            "paused",
+            format!(
+                "{}: {} -> follow {}",
+                p.code.as_str(),
+                kernel::redact::redact_text(&p.message),
+                runbook(p.code)
+            ),
+        ));
+    }
+    let mut out = format!(
+        "job {}  {}  generation {}\n",
+        j.job_id,
+        s.state(),
+        j.generation
+    );
+    for (k, v) in rows {
+        out.push_str(&format!("  {k:<16} {v}\n"));
+    }
+    out
+}
+
+/// The status of every job (or of `job`) and of the serve processes, as text or as one
+/// JSON document.
+pub async fn render(pool: &MySqlPool, job: Option<JobId>, json: bool) -> Result<String> {
+    let mut all = Vec::new();
+    for j in read(pool, job).await? {
+        all.push(gather(pool, j).await?);
+    }
+    let serves = processes::read(pool).await?;
+    Ok(match (json, job) {
+        (true, Some(_)) => {
+            let mut v = all
+                .first()
+                .map(|s| job_json(s, &serves))
+                .unwrap_or_default();
+            v["serve"] = serves_json(&serves);
+            format!("{v}\n")
+        }
+        (true, None) => format!(
+            "{}\n",
+            json!({
+                "jobs": all.iter().map(|s| job_json(s, &serves)).collect::<Vec<_>>(),
+                "serve": serves_json(&serves),
+            })
+        ),
+        (false, _) if all.is_empty() => {
+            format!("no jobs installed\n{}", serves_text(&serves))
+        }
+        (false, _) => {
+            let jobs: String = all.iter().map(|s| job_text(s, &serves)).collect();
+            format!("{jobs}{}", serves_text(&serves))
+        }
+    })
+}
+
+/// The replay row: the stored progress, or why there is none yet. No progress row in
+/// REPLAYING means no batch of (B, F] has committed yet (or (B, F] holds no change of the
+/// table); in STREAMING, no change of the table applied since activation.
+fn replay_text(phase: Option<&str>, replay: Option<&replay::Progress>) -> String {
+    match (replay, phase) {
+        (Some(r), _) => format!(
+            "cursor {} ({} groups applied, {}), lag {} bytes / {} ms",
+            r.end,
+            r.groups_applied,
+            r.phase,
+            r.lag
+                .behind_bytes
+                .map_or_else(|| "?".to_string(), |b| b.to_string()),
+            r.lag.behind_ms
+        ),
+        (None, Some("FENCED" | "REPLAYING" | "AUDITED")) => {
+            "replaying (B, F]: no batch committed yet (or no change of the table in it)".into()
+        }
+        (None, Some("STREAMING")) => "streaming: no change of the table applied yet".into(),
+        (None, _) => "not started".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now(attempts: u32, last_error: Option<&str>) -> WindowNow {
+        WindowNow {
+            window: WindowId(3),
+            attempts: attempts::Tries {
+                attempts,
+                last_error: last_error.map(str::to_string),
+            },
+            garbage_bytes: 4096,
+        }
+    }
+
+    #[test]
+    fn the_last_error_shows_after_a_failed_attempt_redacted() {
+        let w = now(2, Some("lost mysql://u:pw@h:1/db mid-read"));
+        assert_eq!(
+            w.text(),
+            "w3 attempt 2 (last error: lost mysql://u:***@h:1/db mid-read)"
+        );
+        let j = w.json();
+        assert_eq!(j["window"], 3);
+        assert_eq!(j["attempts"], 2);
+        assert_eq!(j["garbage_bytes"], 4096);
+        assert_eq!(j["last_error"], "lost mysql://u:***@h:1/db mid-read");
+        assert!(!j.to_string().contains("pw@"), "{j}");
+    }
+
+    #[test]
+    fn the_replay_row_says_why_there_is_no_cursor_yet() {
+        assert_eq!(replay_text(Some("WINDOWS"), None), "not started");
+        assert!(replay_text(Some("REPLAYING"), None).starts_with("replaying (B, F]"));
+        assert!(replay_text(Some("STREAMING"), None).starts_with("streaming:"));
+        let p = replay::Progress {
+            l_seq: 9,
+            end: kernel::position::BinlogPos::new("mysql-bin.000001", 400),
+            groups_applied: 3,
+            lag: replay::Lag {
+                behind_bytes: None,
+                behind_ms: 12,
+            },
+            phase: "REPLAYING".into(),
+        };
+        assert_eq!(
+            replay_text(Some("REPLAYING"), Some(&p)),
+            "cursor mysql-bin.000001:400 (3 groups applied, REPLAYING), lag ? bytes / 12 ms"
+        );
+    }
+
+    #[test]
+    fn a_first_attempt_shows_no_error() {
+        assert_eq!(now(1, Some("stale")).last_error(), None);
+        assert_eq!(now(1, None).text(), "w3 attempt 1");
+        assert_eq!(now(0, None).json()["last_error"], Value::Null);
+        assert_eq!(now(4, None).last_error(), None);
+    }
+}

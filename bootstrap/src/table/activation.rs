@@ -1,0 +1,371 @@
+//! From "every window applied" to STREAMING and beyond (DESIGN §6, §7): fence, replay of
+//! (B, F], activation audit, activation, then continuous replay. Each step is idempotent
+//! and decided from J, T and L as they stand, so the sequence is re-entered from the top
+//! after a crash at any instant (DESIGN §11 I4); see [`crate::table::fence`], [`crate::table::replay`]
+//! and [`crate::table::audit`] for the argument of each step.
+use crate::table::audit::{self, Activated, Sources};
+use crate::table::ctx::{JobCtx, Reached};
+use crate::table::fence::{self, FenceEnv};
+use crate::table::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope, WritePermits};
+use kernel::control::IntentKind;
+use kernel::error::DefiniteCode;
+use kernel::ids::Digest;
+use kernel::range::KeyRange;
+use kernel::{Error, Result};
+use ledger::journal::Journal;
+use ledger::lease::Lease;
+use ledger::material::MaterialStore;
+use ledger::record::Phase;
+use ledger::target::TargetCtx;
+use sqlx::mysql::MySqlPool;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Everything the finish needs (the job task builds it from its context).
+pub struct Finish<'a> {
+    pub pool: &'a MySqlPool,
+    pub scope: Scope,
+    pub journal: &'a Journal,
+    pub lease: &'a Lease,
+    pub store: &'a dyn MaterialStore,
+    pub plan: &'a [KeyRange],
+    pub schema_fingerprint: Digest,
+    pub source: &'a mysql_async::Opts,
+    pub control_schema: &'a str,
+    pub target: &'a mysql_async::Opts,
+    pub ctx: &'a TargetCtx,
+    pub replay: ReplayConfig,
+    /// Bound on waiting for L to hold F.
+    pub marker_wait: Duration,
+}
+
+/// Where the finish got to.
+#[derive(Debug)]
+pub struct Activation {
+    pub b: MarkerAt,
+    pub f: MarkerAt,
+    pub replayed: Outcome,
+    pub activated: Activated,
+}
+
+impl Finish<'_> {
+    async fn target_conn(&self) -> Result<mysql_async::Conn> {
+        ledger::apply::connect(self.target).await
+    }
+
+    /// B as J records it, found in L.
+    pub async fn b(&self) -> Result<MarkerAt> {
+        let head = self
+            .journal
+            .head(self.scope.job, self.scope.generation)
+            .await?
+            .ok_or_else(|| Error::definite(DefiniteCode::Preparation, "no J record"))?;
+        let b = head.record.b.as_ref().ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::Preparation,
+                format!("job {}: J records no B", self.scope.job),
+            )
+        })?;
+        replay::find_marker(self.pool, &self.scope, IntentKind::B, Some(b))
+            .await?
+            .ok_or_else(|| {
+                Error::definite(
+                    DefiniteCode::EvidenceCorrupt,
+                    format!(
+                        "job {}: J records B at {b} but L holds no B marker there",
+                        self.scope.job
+                    ),
+                )
+            })
+    }
+
+    /// F (written if needed), replay of (B, F], audit and activation. Idempotent; on a
+    /// table already STREAMING it re-audits (credential and accepted cursor) only.
+    /// A cancel recorded for the table-generation refuses activation (see
+    /// [`Finish::activate_unless`]).
+    pub async fn activate(&self) -> Result<Activation> {
+        self.activate_unless(&CancellationToken::new())
+            .await?
+            .ok_or_else(|| {
+                Error::definite(
+                    DefiniteCode::Usage,
+                    format!(
+                        "job {} {}: a cancel is recorded: the table is not activated;                          `backfill serve` completes the cancel",
+                        self.scope.job, self.scope.generation
+                    ),
+                )
+            })
+    }
+
+    /// As [`Finish::activate`], but returns `None` without writing the activation
+    /// credential when the job is asked to stop (`stop`) or a cancel is recorded for it:
+    /// DESIGN §8, a CANCELING table is never published.
+    pub async fn activate_unless(&self, stop: &CancellationToken) -> Result<Option<Activation>> {
+        let mut tc = self.target_conn().await?;
+        let r = self.activate_on(&mut tc, stop).await;
+        crate::io::connect::close(tc).await;
+        r
+    }
+
+    /// True when the job must not be activated: asked to stop, or a cancel is recorded in
+    /// the state store (read there, so a cancel recorded before serve's next poll counts).
+    async fn stopped(&self, stop: &CancellationToken) -> Result<bool> {
+        if stop.is_cancelled() {
+            return Ok(true);
+        }
+        let (job, g) = (self.scope.job, self.scope.generation);
+        crate::store::commands::has(self.pool, job, g, crate::store::commands::CANCEL).await
+    }
+
+    async fn activate_on(
+        &self,
+        tc: &mut mysql_async::Conn,
+        stop: &CancellationToken,
+    ) -> Result<Option<Activation>> {
+        let b = self.b().await?;
+        let fenced = fence::fence(FenceEnv {
+            pool: self.pool,
+            scope: &self.scope,
+            journal: self.journal,
+            lease: self.lease,
+            store: self.store,
+            planned: self.plan.len(),
+            target: tc,
+            ctx: self.ctx,
+            source: self.source,
+            control_schema: self.control_schema,
+            wait: self.marker_wait,
+        })
+        .await?;
+        if fenced.head.record.phase == Phase::Fenced {
+            audit::advance_j(
+                self.journal,
+                self.lease,
+                self.scope.job,
+                self.scope.generation,
+                Phase::Replaying,
+            )
+            .await?;
+        }
+        let replayed = if fenced.head.record.phase == Phase::Streaming {
+            Outcome::default()
+        } else {
+            replay::replay_to(&self.replayer(), b.seq, fenced.f.seq).await?
+        };
+        crate::seams::activation_gate::reached(self.scope.job).await;
+        // The last instant before T may record the activation credential. A cancel
+        // recorded after this check finds the credential in T and drains to K (T decides).
+        if self.stopped(stop).await? {
+            tracing::info!(job = %self.scope.job, "stopped before activation (cancel recorded or task asked to stop): no activation credential");
+            return Ok(None);
+        }
+        let activated = audit::activate(
+            &mut Sources {
+                pool: self.pool,
+                scope: &self.scope,
+                store: self.store,
+                target: tc,
+                ctx: self.ctx,
+                plan: self.plan,
+                schema_fingerprint: self.schema_fingerprint,
+            },
+            self.journal,
+            self.lease,
+        )
+        .await?;
+        Ok(Some(Activation {
+            b,
+            f: fenced.f,
+            replayed,
+            activated,
+        }))
+    }
+
+    /// The replayer of this table, with this finish's target and batch sizes.
+    pub fn replayer(&self) -> Replayer<'_> {
+        Replayer {
+            pool: self.pool,
+            scope: &self.scope,
+            target: self.target,
+            ctx: self.ctx,
+            cfg: &self.replay,
+        }
+    }
+
+    /// Continuous replay after activation, until `cancel`.
+    pub async fn stream(&self, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
+        let r = self.replayer();
+        replay::follow(&r, b_seq, cancel).await
+    }
+
+    /// As [`Finish::stream`], each replay batch under its own target-write permit from
+    /// `permits` (DESIGN §8: STREAMING writes count against `--target-writes`; a batch
+    /// on N apply streams takes N permits together). Never call this under
+    /// [`under_write_permits`] (a nested acquire deadlocks at 1 permit).
+    pub async fn stream_admitted(
+        &self,
+        b_seq: u64,
+        cancel: CancellationToken,
+        permits: &WritePermits<'_>,
+    ) -> Result<Outcome> {
+        let r = self.replayer();
+        replay::follow_admitted(&r, b_seq, cancel, permits).await
+    }
+
+    /// Continuous replay up to the source's binlog end as it is now (waiting, within
+    /// `marker_wait`, until L holds it), then return.
+    pub async fn catch_up(&self, b_seq: u64) -> Result<Outcome> {
+        let mut c =
+            crate::io::connect::connect(self.source.clone(), "source", "(job source)").await?;
+        let end = kernel::lineage::binlog_end(&mut c).await;
+        crate::io::connect::close(c).await;
+        let deadline = tokio::time::Instant::now() + self.marker_wait;
+        kernel::log::wait_for_position(self.pool, &self.scope.stream, &end?, deadline).await?;
+        let r = self.replayer();
+        replay::catch_up(&r, b_seq).await
+    }
+
+    /// Activation then streaming until `cancel`.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(Activation, Outcome)> {
+        let a = self.activate().await?;
+        let o = self.stream(a.b.seq, cancel).await?;
+        Ok((a, o))
+    }
+}
+
+/// The job task's continuation after the window protocol (the hand-over point of
+/// `crate::table`): F, replay, audit, activation, then continuous replay until the job is
+/// cancelled (or, with `exit_when_idle`, until caught up with L once). A definite failure
+/// (failed audit, evidence conflict, a pause seen in L) pauses the table in J with the
+/// reason; the table then does not enter (or stays out of) STREAMING.
+pub async fn after_windows(
+    ctx: &JobCtx,
+    reached: Reached,
+    cfg: &ReplayConfig,
+    exit_when_idle: bool,
+) -> Result<Reached> {
+    match &reached {
+        Reached::WindowsDone(_) => {}
+        Reached::Beyond(Phase::Fenced | Phase::Replaying | Phase::Audited | Phase::Streaming) => {}
+        _ => return Ok(reached),
+    }
+    let f = Finish {
+        pool: &ctx.pool,
+        scope: Scope {
+            job: ctx.id(),
+            generation: ctx.generation(),
+            stream: ctx.stream.clone(),
+            source_db: ctx.job.source.db.clone(),
+            source_table: ctx.job.source.table.clone(),
+        },
+        journal: &ctx.journal,
+        lease: &ctx.lease,
+        store: ctx.store.as_ref(),
+        plan: &ctx.plan,
+        schema_fingerprint: ctx.schema.fingerprint(),
+        source: &ctx.source,
+        control_schema: &ctx.job.control_schema,
+        target: &ctx.target,
+        ctx: &ctx.tctx,
+        replay: cfg.clone(),
+        marker_wait: ctx.cfg.marker_timeout,
+    };
+    let r = async {
+        let what = "replay of (B, F] and activation";
+        // Boxed: the activation future is large (fence, replay and audit state).
+        let work = Box::pin(f.activate_unless(&ctx.cancel));
+        let n = cfg.apply_streams;
+        let Some(a) = under_write_permits(ctx, what, n, &ctx.cancel, work).await? else {
+            return Ok(None);
+        };
+        tracing::info!(
+            job = %ctx.id(),
+            f = %a.f.end.pos,
+            replayed = a.replayed.groups_applied,
+            "activation audit passed: STREAMING"
+        );
+        if exit_when_idle {
+            let what = "replay catch-up";
+            under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(a.b.seq)).await
+        } else {
+            let permits = WritePermits {
+                admission: &ctx.admission,
+                owner: format!(
+                    "job {} {} streaming replay batch",
+                    ctx.id(),
+                    ctx.generation()
+                ),
+                deadline: ctx.cfg.permit_timeout,
+                cancel: &ctx.cancel,
+                write_deadline: ctx.deadlines.target_write,
+            };
+            f.stream_admitted(a.b.seq, ctx.cancel.clone(), &permits)
+                .await
+        }
+        .map(Some)
+    }
+    .await;
+    match r {
+        // Stopped before activation (a cancel recorded, or serve stopping): J stays where
+        // replay left it; the task's caller completes a recorded cancel (no credential in
+        // T, so no drain: CANCELLED(K) with the partial target kept unpublished).
+        Ok(None) => Ok(Reached::Beyond(Phase::Replaying)),
+        Ok(Some(_)) => Ok(Reached::Beyond(Phase::Streaming)),
+        Err(Error::Definite(d)) => {
+            let head = ctx
+                .journal
+                .head(ctx.id(), ctx.generation())
+                .await?
+                .ok_or_else(|| Error::definite(DefiniteCode::Preparation, "no J record"))?;
+            Ok(Reached::Paused(
+                crate::table::pause::pause(ctx, &head, d).await?,
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs `work`, a bounded stretch of target write transactions of the job (replay of
+/// (B, F] with the activation credential, a catch-up, the drain to K), under target-write
+/// permits, so replay and activation count against `--target-writes` like FINAL pages
+/// (DESIGN §8).
+///
+/// Runs `work` under `n` target-write permits taken together (all or none, FIFO:
+/// [`admission::Admission::acquire_writes`]): a replay run on `n` apply streams
+/// (`--apply-streams`) writes on `n` connections at once, so it counts as `n` target
+/// writes (DESIGN §8), and taking them together means two tables can never each hold
+/// part of what they need. The permits are released when `work` has returned: its callee
+/// closed every target connection it used (replay statements have no client deadline: a
+/// hung one keeps the permits). On success every statement was answered; after a replay
+/// batch lost a connection or ended uncertain, `crate::table::replay` KILLs every connection and
+/// confirms each gone, and if it cannot, `work` fails with `release_unconfirmed` naming the
+/// connection ids and ALL `n` permits stay holds (release unknown; conservative: the
+/// error does not say how many of the `n` are unconfirmed), as they do when `work` is
+/// dropped unfinished (task aborted). Continuous replay (STREAMING, unbounded) is not run
+/// under this: it takes its permits per batch ([`Finish::stream_admitted`],
+/// KILL-confirmed per connection on failure).
+pub(crate) async fn under_write_permits<T>(
+    ctx: &JobCtx,
+    what: &str,
+    n: usize,
+    cancel: &CancellationToken,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let owner = format!("job {} {} {what}", ctx.id(), ctx.generation());
+    let permits = ctx
+        .admission
+        .acquire_writes(&owner, n.max(1), ctx.cfg.permit_timeout, cancel)
+        .await
+        .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+    let r = work.await;
+    for permit in permits {
+        match &r {
+            // A target statement of `work` may still run (its KILL was not confirmed).
+            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+                permit.mark_release_unknown(d.message.clone());
+            }
+            _ => permit.release_confirmed(),
+        }
+    }
+    r
+}

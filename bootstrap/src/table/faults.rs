@@ -1,0 +1,120 @@
+//! Every fault point of the per-table protocol, by name, in protocol order (STYLE §7).
+//! With the `failpoints` feature, `BACKFILL_FAILPOINTS=name[@n]` exits the process at the
+//! n-th hit of `name` (`kernel::failpoint`); a crash test kills `serve` at each of these
+//! and checks that the restarted process converges. [`ALL`] lists every one of them: a
+//! test that claims to cover the protocol iterates it and fails on a point never reached.
+
+/// Fault points of the window protocol, in protocol order (STYLE §7). With the
+/// `failpoints` feature, `BACKFILL_FAILPOINTS=name[@n]` exits the process at the n-th hit.
+pub mod window {
+    /// B written to the control table, not yet awaited in L.
+    pub const AFTER_B_WRITTEN: &str = "job.after_b_written";
+    /// J records CAPTURING (B durable in L, schema re-checked).
+    pub const AFTER_CAPTURING: &str = "job.after_capturing";
+    /// LOW written, not yet awaited in L.
+    pub const AFTER_LOW_WRITTEN: &str = "window.after_low_written";
+    /// LOW durable in L, read view not yet open.
+    pub const AFTER_LOW_IN_L: &str = "window.after_low_in_l";
+    /// After each RAW page is persisted and registered (hit once per page).
+    pub const MID_PAGES: &str = "window.mid_pages";
+    /// Every RAW page persisted, read view still open.
+    pub const AFTER_RAW: &str = "window.after_raw";
+    /// Read connection closed and confirmed, HIGH not yet written.
+    pub const AFTER_READ_CLOSED: &str = "window.after_read_closed";
+    /// HIGH written, not yet awaited in L.
+    pub const AFTER_HIGH_WRITTEN: &str = "window.after_high_written";
+    /// HIGH durable in L, nothing folded yet.
+    pub const AFTER_HIGH: &str = "window.after_high";
+    /// FINAL pages, manifest and seal row durable; nothing of the window in T yet.
+    pub const AFTER_FINAL_SEALED: &str = "window.after_final_sealed";
+    /// Like [`AFTER_FINAL_SEALED`], hit only when the window was sealed while J is still
+    /// at an earlier window (read-ahead).
+    pub const AFTER_SEALED_AHEAD: &str = "window.after_sealed_ahead";
+    /// After each FINAL page is committed in T (hit once per page).
+    pub const AFTER_PAGE_APPLIED: &str = "window.after_page_applied";
+    /// Every FINAL page in T, J not advanced.
+    pub const AFTER_T_BEFORE_J: &str = "window.after_t_before_j";
+    /// J and the range chain advanced.
+    pub const AFTER_J: &str = "window.after_j";
+
+    /// Every fault point, in protocol order.
+    pub const ALL: [&str; 13] = [
+        AFTER_B_WRITTEN,
+        AFTER_CAPTURING,
+        AFTER_LOW_WRITTEN,
+        AFTER_LOW_IN_L,
+        MID_PAGES,
+        AFTER_RAW,
+        AFTER_READ_CLOSED,
+        AFTER_HIGH_WRITTEN,
+        AFTER_HIGH,
+        AFTER_FINAL_SEALED,
+        AFTER_PAGE_APPLIED,
+        AFTER_T_BEFORE_J,
+        AFTER_J,
+    ];
+
+    /// Fault points that only read-ahead reaches (tested with J held behind).
+    pub const READ_AHEAD: [&str; 1] = [AFTER_SEALED_AHEAD];
+}
+
+/// F written to the control table, not yet awaited in L.
+pub const FENCE_AFTER_F_WRITTEN: &str = "fence.after_f_written";
+/// A batch of (B, F] committed in T (hit once per batch).
+pub const REPLAY_AFTER_BATCH_T: &str = "replay.after_batch_t";
+/// Part of (B, F] replayed, the rest not.
+pub const REPLAY_MID: &str = "replay.mid";
+/// The activation credential committed in T, J not yet STREAMING.
+pub const ACTIVATE_AFTER_CREDENTIAL_BEFORE_J: &str = "activate.after_credential_before_j";
+/// A STREAMING batch committed in T (hit once per batch).
+pub const STREAM_AFTER_BATCH: &str = "stream.after_batch";
+/// J records CANCELING, K not yet written.
+pub const CANCEL_AFTER_CANCELING: &str = "cancel.after_canceling";
+/// K written to the control table, not yet awaited in L.
+pub const CANCEL_AFTER_K_WRITTEN: &str = "cancel.after_k_written";
+/// J records CANCELLED(K).
+pub const CANCEL_AFTER_CANCELLED: &str = "cancel.after_cancelled";
+
+/// Every fault point of the table protocol, in protocol order: the windows', then F,
+/// replay, activation, STREAMING and cancellation.
+pub const ALL: [&str; 22] = [
+    window::AFTER_B_WRITTEN,
+    window::AFTER_CAPTURING,
+    window::AFTER_LOW_WRITTEN,
+    window::AFTER_LOW_IN_L,
+    window::MID_PAGES,
+    window::AFTER_RAW,
+    window::AFTER_READ_CLOSED,
+    window::AFTER_HIGH_WRITTEN,
+    window::AFTER_HIGH,
+    window::AFTER_FINAL_SEALED,
+    window::AFTER_SEALED_AHEAD,
+    window::AFTER_PAGE_APPLIED,
+    window::AFTER_T_BEFORE_J,
+    window::AFTER_J,
+    FENCE_AFTER_F_WRITTEN,
+    REPLAY_AFTER_BATCH_T,
+    REPLAY_MID,
+    ACTIVATE_AFTER_CREDENTIAL_BEFORE_J,
+    STREAM_AFTER_BATCH,
+    CANCEL_AFTER_CANCELING,
+    CANCEL_AFTER_K_WRITTEN,
+    CANCEL_AFTER_CANCELLED,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_listed_once_and_windows_are_a_prefix() {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in ALL {
+            assert!(seen.insert(p), "{p} listed twice");
+            assert!(p.contains('.'), "{p}: names are phase.step");
+        }
+        for p in window::ALL.iter().chain(window::READ_AHEAD.iter()) {
+            assert!(seen.contains(p), "{p} missing from ALL");
+        }
+    }
+}

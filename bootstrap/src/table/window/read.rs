@@ -1,0 +1,322 @@
+//! Steps 1-4 of a window (DESIGN §5): LOW, the read view, RAW pages, close and confirm.
+//!
+//! Why it is safe: LOW is awaited in L before the view opens, so the view's binlog point S
+//! (MariaDB's `binlog_snapshot_position`, fixed for the transaction's life) is at or after
+//! LOW; HIGH is written only after this module returns, so S < HIGH. Pages are read in
+//! primary-key order by the server (STYLE §9) with a keyset cursor that lives only inside
+//! this one transaction: a failure anywhere abandons the attempt, and its RAW pages become
+//! garbage (DESIGN §5 restart rules). The read permit returns to the pool only once the
+//! connection is confirmed closed (DESIGN §8); an unconfirmed close keeps it as a hold and
+//! is reported even when the read itself succeeded. The read view is bounded in time
+//! (`read_view_timeout`), and so are the close and its confirmation.
+use crate::table::ctx::JobCtx;
+use crate::table::window::{fp, progress};
+use kernel::error::{from_mysql, DefiniteCode};
+use kernel::failpoint;
+use kernel::ids::{Attempt, PageNo, WindowId};
+use kernel::position::BinlogPos;
+use kernel::range::KeyRange;
+use kernel::schema::quote_ident;
+use kernel::value::{Row, SqlValue};
+use kernel::{Error, Result};
+use ledger::page::{self, PageKey, PageRef, RawPage};
+use ledger::registry::{Kind, Owner};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Value};
+use std::time::Duration;
+
+/// What one read view produced.
+#[derive(Debug)]
+pub struct ReadView {
+    /// The view's binlog point, where the server reports it (MariaDB).
+    pub snapshot: Option<BinlogPos>,
+    pub raw_pages: Vec<PageRef>,
+    /// Every RAW row, in key order (bounded by the window's size).
+    pub rows: Vec<Row>,
+}
+
+/// Steps 2-4 under a read permit: open the view, read pages, close and confirm.
+pub async fn read_window(
+    ctx: &JobCtx,
+    w: WindowId,
+    a: Attempt,
+    range: KeyRange,
+) -> Result<ReadView> {
+    let owner = format!("job {} {w} {a} read", ctx.id());
+    let permit = ctx
+        .admission
+        .acquire_read(&owner, ctx.cfg.permit_timeout, &ctx.cancel)
+        .await
+        .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+    crate::seams::read_panic::hit(ctx.id(), w);
+    let mut conn =
+        match crate::io::connect::connect(ctx.source.clone(), "source", "(read view)").await {
+            Ok(c) => c,
+            Err(e) => {
+                permit.release_confirmed(); // nothing was sent
+                return Err(e);
+            }
+        };
+    let id = conn.id();
+    let limit = ctx.cfg.read_view_timeout;
+    let read = match tokio::time::timeout(limit, in_view(ctx, &mut conn, w, a, range)).await {
+        Ok(r) => r,
+        // The statement may still run on the server: only the close below can tell.
+        Err(_) => Err(Error::transient(format!(
+            "{owner}: the read view did not finish within {limit:?} (read_view_timeout)"
+        ))),
+    };
+    match close_confirmed(ctx, conn, id, read.is_ok()).await {
+        Ok(()) => permit.release_confirmed(),
+        Err(e) => {
+            let hold = permit.mark_release_unknown(e.to_string());
+            tracing::error!(%hold, error = %e, "read connection close not confirmed");
+            return Err(Error::definite(
+                DefiniteCode::ReleaseUnconfirmed,
+                format!("{owner}: closing the read connection {id} could not be confirmed: {e}"),
+            ));
+        }
+    }
+    read
+}
+
+async fn in_view(
+    ctx: &JobCtx,
+    conn: &mut Conn,
+    w: WindowId,
+    a: Attempt,
+    range: KeyRange,
+) -> Result<ReadView> {
+    let my = |what: &'static str| move |e: mysql_async::Error| from_mysql(what, &e);
+    conn.query_drop("SET SESSION time_zone = '+00:00'")
+        .await
+        .map_err(my("setting the read session time zone"))?;
+    crate::io::connect::bound_statements(conn).await?;
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .map_err(my("setting REPEATABLE READ"))?;
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        .await
+        .map_err(my("opening the read view"))?;
+    let snapshot = snapshot_position(conn).await?;
+    let mut view = ReadView {
+        snapshot,
+        raw_pages: Vec::new(),
+        rows: Vec::new(),
+    };
+    let mut after = range.lower;
+    loop {
+        let rows = read_page(ctx, conn, after, range.upper).await?;
+        ctx.throttle_read(&rows).await?;
+        let n = rows.len();
+        if n == 0 && !view.raw_pages.is_empty() {
+            break;
+        }
+        after = match rows.last() {
+            Some(r) => Some(key_of(ctx, r)?),
+            None => after,
+        };
+        persist_raw(ctx, w, a, &mut view, rows).await?;
+        progress::record(
+            &ctx.pool,
+            ctx.id(),
+            ctx.generation(),
+            w,
+            a,
+            progress::Step::Reading,
+            (view.rows.len() as u64, 0, 0),
+        )
+        .await?;
+        failpoint::hit(fp::MID_PAGES);
+        if view.raw_pages.len() == 1 {
+            ctx.hooks.mid_read(ctx.id(), w, a, conn.id()).await;
+        }
+        if n < ctx.cfg.page_rows.max(1) {
+            break;
+        }
+    }
+    failpoint::hit(fp::AFTER_RAW);
+    conn.query_drop("COMMIT")
+        .await
+        .map_err(my("closing the read view"))?;
+    Ok(view)
+}
+
+/// MariaDB's `binlog_snapshot_file/position` of the open view (None elsewhere).
+async fn snapshot_position(conn: &mut Conn) -> Result<Option<BinlogPos>> {
+    let rows: Vec<(String, String)> = conn
+        .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        .await
+        .map_err(|e| from_mysql("reading the read view's binlog position", &e))?;
+    let get = |name: &str| {
+        rows.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    match (get("binlog_snapshot_file"), get("binlog_snapshot_position")) {
+        (Some(f), Some(p)) if !f.is_empty() => Ok(p.parse().ok().map(|p| BinlogPos::new(f, p))),
+        _ => Ok(None),
+    }
+}
+
+async fn read_page(
+    ctx: &JobCtx,
+    conn: &mut Conn,
+    after: Option<i64>,
+    upper: Option<i64>,
+) -> Result<Vec<Row>> {
+    let s = &ctx.schema;
+    let cols: Vec<String> = s.columns.iter().map(|c| quote_ident(&c.name)).collect();
+    let pk = quote_ident(&s.pk_column().name);
+    let mut conds = Vec::new();
+    let mut params = Vec::new();
+    if let Some(l) = after {
+        conds.push(format!("{pk} > ?"));
+        params.push(Value::Int(l));
+    }
+    if let Some(u) = upper {
+        conds.push(format!("{pk} <= ?"));
+        params.push(Value::Int(u));
+    }
+    let filter = if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT {} FROM {}{filter} ORDER BY {pk} LIMIT {}",
+        cols.join(", "),
+        s.qualified(),
+        ctx.cfg.page_rows.max(1)
+    );
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(sql, Params::Positional(params))
+        .await
+        .map_err(|e| from_mysql(&format!("reading a page of {}", s.qualified()), &e))?;
+    rows.into_iter()
+        .map(|r| {
+            let vals = r.unwrap();
+            if vals.len() != s.columns.len() {
+                return Err(Error::definite(
+                    DefiniteCode::SchemaChanged,
+                    format!(
+                        "{}: the read returned {} columns, sealed {}",
+                        s.qualified(),
+                        vals.len(),
+                        s.columns.len()
+                    ),
+                ));
+            }
+            Ok(vals.into_iter().map(SqlValue::from).collect())
+        })
+        .collect()
+}
+
+fn key_of(ctx: &JobCtx, row: &Row) -> Result<i64> {
+    row.get(ctx.schema.pk)
+        .and_then(SqlValue::as_key)
+        .ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::SchemaChanged,
+                format!(
+                    "{}: a read row has no integer primary key",
+                    ctx.schema.qualified()
+                ),
+            )
+        })
+}
+
+async fn persist_raw(
+    ctx: &JobCtx,
+    w: WindowId,
+    a: Attempt,
+    view: &mut ReadView,
+    rows: Vec<Row>,
+) -> Result<()> {
+    let page = RawPage {
+        key: PageKey {
+            job: ctx.id(),
+            generation: ctx.generation(),
+            window: w,
+            attempt: a,
+            page: PageNo(u32::try_from(view.raw_pages.len()).unwrap_or(u32::MAX)),
+        },
+        rows,
+    };
+    let sealed = page::seal(&page);
+    ledger::seal::persist_owned(
+        ctx.store.as_ref(),
+        &ctx.registry,
+        ctx.id(),
+        ctx.generation(),
+        Kind::Raw,
+        &sealed.bytes,
+        Some(Owner {
+            window: w,
+            attempt: a,
+        }),
+    )
+    .await?;
+    view.raw_pages.push(page.page_ref_for(&sealed));
+    view.rows.extend(page.rows);
+    Ok(())
+}
+
+/// How long the server may take to show a killed read connection gone.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Closes the read connection and confirms the server thread is gone: a clean COM_QUIT,
+/// or else KILL from a new session and a bounded wait until PROCESSLIST no longer shows it.
+///
+/// A clean COM_QUIT proves the release only when every statement sent was answered
+/// (`answered`); after a failure or a timeout a statement may still run on the server,
+/// so only the KILL and PROCESSLIST confirm it. Every step is bounded: an unanswered
+/// close or confirmation is an error (release unknown), never an endless wait.
+pub async fn close_confirmed(ctx: &JobCtx, conn: Conn, id: u32, answered: bool) -> Result<()> {
+    if answered {
+        if let Ok(Ok(())) = tokio::time::timeout(CONFIRM_TIMEOUT, conn.disconnect()).await {
+            return Ok(());
+        }
+    } else {
+        drop(conn); // closes the socket; the server thread may live on until KILLed
+    }
+    let confirm = async {
+        let mut c =
+            crate::io::connect::connect(ctx.source.clone(), "source", "(confirm close)").await?;
+        let r = kill_and_wait(&mut c, id).await;
+        crate::io::connect::close(c).await;
+        r
+    };
+    let limit = CONFIRM_TIMEOUT * 2;
+    tokio::time::timeout(limit, confirm)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::transient(format!(
+                "the source did not answer the KILL of read connection {id} within {limit:?}"
+            )))
+        })
+}
+
+async fn kill_and_wait(c: &mut Conn, id: u32) -> Result<()> {
+    // 1094 (unknown thread) means it is already gone: fine.
+    let _ = c.query_drop(format!("KILL CONNECTION {id}")).await;
+    let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
+    loop {
+        let n: Option<u64> = c
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?",
+                (id,),
+            )
+            .await
+            .map_err(|e| from_mysql("confirming a closed read connection", &e))?;
+        if n == Some(0) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::transient(format!(
+                "read connection {id} still listed after KILL and {CONFIRM_TIMEOUT:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

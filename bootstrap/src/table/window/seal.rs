@@ -1,0 +1,186 @@
+//! Steps 5-7 of a window (DESIGN §5): HIGH, the reconcile fold over L, FINAL pages and the
+//! manifest sealed, then the seal row that names the manifest.
+//!
+//! Why it is safe: HIGH is awaited in L, so every change of the table committed before
+//! HIGH is in L with seq <= HIGH's record; the fold reads exactly the records in
+//! (LOW, HIGH] (by L seq, which is binlog order), keeps the changes of this table whose
+//! old or new key is in the range and folds them by key and full image
+//! (`crate::table::window::reconcile`, I1). A pause the reader recorded for the table at or before HIGH
+//! means L lacks decoded changes: the window refuses to seal (definite, I6). The order of
+//! writes is the ledger's (`ledger::seal`): page bytes fsynced, registry, manifest; the
+//! seal row comes last, so a seal row always names a complete, durable manifest.
+use crate::table::ctx::JobCtx;
+use crate::table::window::read::ReadView;
+use crate::table::window::reconcile;
+use kernel::change::Change;
+use kernel::error::{from_sqlx, DefiniteCode};
+use kernel::ids::{Attempt, Digest, WindowId};
+use kernel::log::{MarkerSeen, RecordBody};
+use kernel::range::KeyRange;
+use kernel::{Error, Result};
+use ledger::seal::{SealedWindow, WindowFacts};
+use std::cmp::Ordering;
+
+/// L records read per state-store query while collecting a window's changes.
+const L_PAGE: u32 = 500;
+
+/// Refuses to go on when the reader paused the table at or before `upto` (an L seq).
+pub async fn check_capture_pause(ctx: &JobCtx, upto: u64) -> Result<()> {
+    for p in kernel::log::pauses(&ctx.pool, &ctx.stream).await? {
+        if p.job == ctx.id() && p.generation == ctx.generation() && p.seq <= upto {
+            return Err(Error::definite(
+                p.error.code,
+                format!(
+                    "the capture paused {} at {} (L record {}): {}",
+                    ctx.schema.qualified(),
+                    p.at,
+                    p.seq,
+                    p.error.message
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks LOW <= S < HIGH for the read view's binlog point S (when the server reports it).
+pub fn check_snapshot(low: &MarkerSeen, high: &MarkerSeen, view: &ReadView) -> Result<()> {
+    let Some(s) = &view.snapshot else {
+        return Ok(());
+    };
+    let ok = matches!(low.end.pos.try_cmp(s), Ok(Ordering::Less | Ordering::Equal))
+        && matches!(s.try_cmp(&high.end.pos), Ok(Ordering::Less));
+    if ok {
+        return Ok(());
+    }
+    Err(Error::definite(
+        DefiniteCode::EvidenceConflict,
+        format!(
+            "read view at {s} does not lie between LOW {} and HIGH {}: the fence does not hold \
+             (is the binlog commit-ordered?)",
+            low.end.pos, high.end.pos
+        ),
+    ))
+}
+
+/// The changes of this table in L records (after, upto], in L order.
+pub async fn changes_between(ctx: &JobCtx, after: u64, upto: u64) -> Result<Vec<Change>> {
+    let (db, table) = (&ctx.schema.database, &ctx.schema.table);
+    let mut out = Vec::new();
+    let mut from = after;
+    loop {
+        let recs =
+            kernel::log::table_records(&ctx.pool, &ctx.stream, db, table, from, upto, L_PAGE)
+                .await?;
+        let Some(last) = recs.last() else { break };
+        from = last.seq;
+        for r in &recs {
+            if let RecordBody::Chunk(c) = &r.record.body {
+                out.extend(
+                    c.changes
+                        .iter()
+                        .filter(|ch| &ch.id.schema == db && &ch.id.table == table)
+                        .cloned(),
+                );
+            }
+        }
+        if recs.len() < L_PAGE as usize {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Folds L over the RAW rows and seals FINAL pages and the manifest, then the seal row.
+pub async fn seal(
+    ctx: &JobCtx,
+    w: WindowId,
+    a: Attempt,
+    range: KeyRange,
+    low: &MarkerSeen,
+    high: &MarkerSeen,
+    view: ReadView,
+) -> Result<SealedWindow> {
+    let changes = changes_between(ctx, low.seq, high.seq).await?;
+    let folded = reconcile::fold(range, ctx.schema.pk, view.rows, &changes).map_err(|e| {
+        Error::definite(
+            DefiniteCode::Uncapturable,
+            format!(
+                "{} {w} {a}: the reconcile fold refused: {e}",
+                ctx.schema.qualified()
+            ),
+        )
+    })?;
+    let facts = WindowFacts {
+        job: ctx.id(),
+        generation: ctx.generation(),
+        window: w,
+        range,
+        attempt: a,
+        low: low.end.pos.clone(),
+        high: high.end.pos.clone(),
+        snapshot: view.snapshot,
+        schema_fingerprint: ctx.schema.fingerprint(),
+        raw_pages: view.raw_pages,
+        folded_digest: folded.changes_digest,
+        folded_changes: folded.changes_folded,
+    };
+    let rows = folded.rows.into_values().collect();
+    let sealed = ledger::seal::seal_window(
+        ctx.store.as_ref(),
+        &ctx.registry,
+        facts,
+        rows,
+        ctx.cfg.page_rows,
+    )
+    .await?;
+    record_seal(ctx, w, a, &sealed.manifest_hash).await?;
+    Ok(sealed)
+}
+
+/// Writes the seal row (idempotent for the same hash; another hash is a conflict).
+async fn record_seal(ctx: &JobCtx, w: WindowId, a: Attempt, hash: &Digest) -> Result<()> {
+    sqlx::query(
+        "INSERT IGNORE INTO window_seals (job_id, generation, window_id, attempt, manifest_hash) \
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(ctx.id().0)
+    .bind(ctx.generation().0)
+    .bind(w.0)
+    .bind(a.0)
+    .bind(&hash.0[..])
+    .execute(&ctx.pool)
+    .await
+    .map_err(|e| from_sqlx("recording a window seal", &e))?;
+    match sealed_hash(ctx, w, a).await? {
+        Some(h) if &h == hash => Ok(()),
+        other => Err(Error::definite(
+            DefiniteCode::EvidenceConflict,
+            format!("{w} {a}: the seal row names manifest {other:?}, this attempt sealed {hash}"),
+        )),
+    }
+}
+
+/// The manifest hash sealed for (window, attempt), if any.
+pub async fn sealed_hash(ctx: &JobCtx, w: WindowId, a: Attempt) -> Result<Option<Digest>> {
+    let row: Option<Vec<u8>> = sqlx::query_scalar(
+        "SELECT manifest_hash FROM window_seals WHERE job_id = ? AND generation = ? \
+         AND window_id = ? AND attempt = ?",
+    )
+    .bind(ctx.id().0)
+    .bind(ctx.generation().0)
+    .bind(w.0)
+    .bind(a.0)
+    .fetch_optional(&ctx.pool)
+    .await
+    .map_err(|e| from_sqlx("reading a window seal", &e))?;
+    row.map(|b| {
+        Digest::from_slice(&b).ok_or_else(|| {
+            Error::definite(
+                DefiniteCode::EvidenceCorrupt,
+                format!("{w} {a}: the seal row's manifest hash is not 32 bytes"),
+            )
+        })
+    })
+    .transpose()
+}
