@@ -89,8 +89,13 @@ pub enum DefiniteCode {
     Fenced,
     /// The source binlog carries something the reader cannot capture safely.
     Uncapturable,
-    /// Preparing an operation failed definitely.
+    /// Preparing an operation failed definitely (a server error other than the ones
+    /// with their own code).
     Preparation,
+    /// A bug in backfill (a task panicked): keep the log for a report.
+    Internal,
+    /// A journal (J) record the step needs is missing from the state store.
+    JournalMissing,
 }
 
 impl DefiniteCode {
@@ -110,6 +115,8 @@ impl DefiniteCode {
             DefiniteCode::Fenced => "fenced",
             DefiniteCode::Uncapturable => "uncapturable",
             DefiniteCode::Preparation => "preparation",
+            DefiniteCode::Internal => "internal",
+            DefiniteCode::JournalMissing => "journal_missing",
         }
     }
 }
@@ -133,9 +140,23 @@ pub enum Error {
     /// Data or configuration: do not retry; record and show.
     #[error("{0}")]
     Definite(Definite),
-    /// I/O or connection: retry within a bounded budget.
-    #[error("transient: {0}")]
-    Transient(String),
+    /// I/O or connection: retry within a bounded budget. Keeps the server error it came
+    /// from, when there was one.
+    #[error("transient: {message}")]
+    Transient {
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
+}
+
+/// The error a transient failure came from: the server's error number (None when the
+/// client lost the connection or gave up) and its redacted text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{text}")]
+pub struct Cause {
+    pub code: Option<u16>,
+    pub text: String,
 }
 
 /// Result with the kernel error.
@@ -152,19 +173,38 @@ impl Error {
 
     /// A transient error.
     pub fn transient(message: impl Into<String>) -> Error {
-        Error::Transient(message.into())
+        Error::Transient {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A transient error that keeps the error it came from.
+    pub fn transient_from(message: impl Into<String>, cause: Cause) -> Error {
+        Error::Transient {
+            message: message.into(),
+            source: Some(cause),
+        }
     }
 
     /// True for errors worth retrying.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Transient(_))
+        matches!(self, Error::Transient { .. })
+    }
+
+    /// What a transient error came from, if known.
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            Error::Transient { source, .. } => source.as_ref(),
+            Error::Definite(_) => None,
+        }
     }
 
     /// The definite part, if any.
     pub fn as_definite(&self) -> Option<&Definite> {
         match self {
             Error::Definite(d) => Some(d),
-            Error::Transient(_) => None,
+            Error::Transient { .. } => None,
         }
     }
 }
@@ -195,7 +235,13 @@ fn from_code(code: Option<u16>, what: &str, text: String) -> Error {
         );
     }
     match code.map(classify_server_code) {
-        None | Some(ServerClass::Transient) => Error::transient(format!("{what}: {text}")),
+        None | Some(ServerClass::Transient) => Error::transient_from(
+            format!("{what}: {text}"),
+            Cause {
+                code,
+                text: text.clone(),
+            },
+        ),
         Some(ServerClass::Privilege) => Error::definite(
             DefiniteCode::Preparation,
             format!("{what}: {text} (grant the missing privilege: see runbooks/install.md)"),
@@ -211,6 +257,25 @@ pub fn from_sqlx(what: &str, e: &sqlx::Error) -> Error {
         what,
         crate::redact::redact_text(&e.to_string()),
     )
+}
+
+/// Classifies a mysql_async error of a write into the target table: a server error that is
+/// neither transient nor a missing privilege means the target refused the rows
+/// ([`DefiniteCode::TargetRejected`], naming the server's error number), never a generic
+/// preparation failure.
+pub fn from_target_write(what: &str, e: &mysql_async::Error) -> Error {
+    let code = mysql_server_code(e);
+    let text = crate::redact::redact_text(&e.to_string());
+    match code.map(classify_server_code) {
+        Some(ServerClass::Other | ServerClass::Duplicate) => Error::definite(
+            DefiniteCode::TargetRejected,
+            format!(
+                "{what}: the target server refused the write (server error {}): {text}",
+                code.unwrap_or_default()
+            ),
+        ),
+        _ => from_code(code, what, text),
+    }
 }
 
 /// Classifies a mysql_async error raised while doing `what`.
@@ -235,6 +300,49 @@ mod tests {
         assert_eq!(classify_server_code(1227), ServerClass::Privilege);
         assert_eq!(classify_server_code(1146), ServerClass::Missing);
         assert_eq!(classify_server_code(1064), ServerClass::Other);
+    }
+
+    #[test]
+    fn a_transient_error_keeps_its_cause() {
+        let e = from_code(Some(1213), "COMMIT", "deadlock".into());
+        assert!(e.is_transient());
+        let c = e.cause().expect("cause kept");
+        assert_eq!((c.code, c.text.as_str()), (Some(1213), "deadlock"));
+        let src = std::error::Error::source(&e).map(|s| s.to_string());
+        assert_eq!(src.as_deref(), Some("deadlock"));
+        assert_eq!(Error::transient("x").cause(), None);
+    }
+
+    fn server(code: u16) -> mysql_async::Error {
+        mysql_async::Error::Server(mysql_async::ServerError {
+            code,
+            message: "Incorrect string value".into(),
+            state: "HY000".into(),
+        })
+    }
+
+    #[test]
+    fn a_refused_target_write_names_the_server_error() {
+        let e = from_target_write("writing rows into t.x", &server(1366));
+        let d = e.as_definite().expect("definite");
+        assert_eq!(d.code, DefiniteCode::TargetRejected);
+        assert!(d.message.contains("server error 1366"), "{}", d.message);
+        assert!(from_target_write("w", &server(1213)).is_transient());
+        let p = from_target_write("w", &server(1142));
+        assert_eq!(
+            p.as_definite().map(|d| d.code),
+            Some(DefiniteCode::Preparation)
+        );
+    }
+
+    #[test]
+    fn new_codes_append_and_keep_the_old_encodings() {
+        // Codes are stored in J with postcard (variant index): new ones go last.
+        let old = postcard::to_allocvec(&DefiniteCode::Preparation).expect("encode");
+        assert_eq!(old, [12]);
+        let new = postcard::to_allocvec(&DefiniteCode::JournalMissing).expect("encode");
+        assert_eq!(new, [14]);
+        assert_eq!(DefiniteCode::Internal.as_str(), "internal");
     }
 
     #[test]

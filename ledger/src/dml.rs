@@ -294,7 +294,7 @@ fn business_error(table: &str, e: mysql_async::Error) -> Error {
             format!("target {table} already holds a key this page inserts: the target is not exclusive or windows overlap ({e})"),
         );
     }
-    kernel::error::from_mysql(&format!("writing rows into {table}"), &e)
+    kernel::error::from_target_write(&format!("writing rows into {table}"), &e)
 }
 
 pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> Result<()> {

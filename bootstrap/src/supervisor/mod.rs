@@ -541,7 +541,7 @@ impl Serve {
             tracing::warn!(%job, error = %e, "the panicked task's session was not a hold");
         }
         let reason = kernel::Definite {
-            code: DefiniteCode::Preparation,
+            code: DefiniteCode::Internal,
             message: format!(
                 "job {job}: its task panicked ({what}); this is a bug in backfill: keep the \
                  serve log for a report, then `backfill resume {job}` (after an upgrade if \

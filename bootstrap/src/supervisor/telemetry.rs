@@ -25,7 +25,7 @@ const MAX_RETRY_KINDS: usize = 32;
 
 /// Every pause code, each listed at 0 in the pause counts (the label set is this list,
 /// never free text).
-pub const PAUSE_CODES: [DefiniteCode; 13] = [
+pub const PAUSE_CODES: [DefiniteCode; 15] = [
     DefiniteCode::Precondition,
     DefiniteCode::Usage,
     DefiniteCode::SchemaChanged,
@@ -39,6 +39,8 @@ pub const PAUSE_CODES: [DefiniteCode; 13] = [
     DefiniteCode::Fenced,
     DefiniteCode::Uncapturable,
     DefiniteCode::Preparation,
+    DefiniteCode::Internal,
+    DefiniteCode::JournalMissing,
 ];
 
 /// Fails to compile when a code is added to [`DefiniteCode`]: whoever adds it here adds it
@@ -56,7 +58,9 @@ const _: fn(DefiniteCode) = |c| match c {
     | DefiniteCode::ReleaseUnconfirmed
     | DefiniteCode::Fenced
     | DefiniteCode::Uncapturable
-    | DefiniteCode::Preparation => {}
+    | DefiniteCode::Preparation
+    | DefiniteCode::Internal
+    | DefiniteCode::JournalMissing => {}
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -53,16 +53,26 @@ impl Finish<'_> {
         ledger::apply::connect(self.target).await
     }
 
+    fn journal_missing(&self) -> Error {
+        Error::definite(
+            DefiniteCode::JournalMissing,
+            format!(
+                "job {} {}: no J record",
+                self.scope.job, self.scope.generation
+            ),
+        )
+    }
+
     /// B as J records it, found in L.
     pub async fn b(&self) -> Result<MarkerAt> {
         let head = self
             .journal
             .head(self.scope.job, self.scope.generation)
             .await?
-            .ok_or_else(|| Error::definite(DefiniteCode::Preparation, "no J record"))?;
+            .ok_or_else(|| self.journal_missing())?;
         let b = head.record.b.as_ref().ok_or_else(|| {
             Error::definite(
-                DefiniteCode::Preparation,
+                DefiniteCode::JournalMissing,
                 format!("job {}: J records no B", self.scope.job),
             )
         })?;
@@ -316,7 +326,12 @@ pub async fn after_windows(
                 .journal
                 .head(ctx.id(), ctx.generation())
                 .await?
-                .ok_or_else(|| Error::definite(DefiniteCode::Preparation, "no J record"))?;
+                .ok_or_else(|| {
+                    Error::definite(
+                        DefiniteCode::JournalMissing,
+                        format!("job {} {}: no J record", ctx.id(), ctx.generation()),
+                    )
+                })?;
             Ok(Reached::Paused(
                 crate::table::pause::pause(ctx, &head, d).await?,
             ))

@@ -168,7 +168,7 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
     let (job, g) = (env.scope.job, env.scope.generation);
     let head = env.journal.head(job, g).await?.ok_or_else(|| {
         Error::definite(
-            DefiniteCode::Preparation,
+            DefiniteCode::JournalMissing,
             format!("job {job} {g} has no J record; it was never started"),
         )
     })?;

@@ -25,7 +25,7 @@ pub fn task_failed(job: JobId, what: &str, e: JoinError) -> Error {
     let msg = text(e.into_panic());
     tracing::error!(%job, task = what, panic = %msg, "a window sub-task panicked; pausing the table");
     Error::definite(
-        DefiniteCode::Preparation,
+        DefiniteCode::Internal,
         format!(
             "job {job}: the {what} task panicked ({msg}); this is a bug in backfill: keep the \
              serve log for a report, then `backfill resume {job}` (after an upgrade if the \
