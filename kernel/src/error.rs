@@ -96,6 +96,8 @@ pub enum DefiniteCode {
     Internal,
     /// A journal (J) record the step needs is missing from the state store.
     JournalMissing,
+    /// A job failed transiently too many times in a row (its last error is named).
+    RetriesExhausted,
 }
 
 impl DefiniteCode {
@@ -117,6 +119,7 @@ impl DefiniteCode {
             DefiniteCode::Preparation => "preparation",
             DefiniteCode::Internal => "internal",
             DefiniteCode::JournalMissing => "journal_missing",
+            DefiniteCode::RetriesExhausted => "retries_exhausted",
         }
     }
 }

@@ -47,6 +47,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("read_bytes_per_sec", "BACKFILL_READ_BYTES_PER_SEC"),
     ("owner", "BACKFILL_OWNER"),
     ("exit_when_idle", "BACKFILL_EXIT_WHEN_IDLE"),
+    ("task_retries", "BACKFILL_TASK_RETRIES"),
     ("replay_batch_rows", "BACKFILL_REPLAY_BATCH_ROWS"),
     ("replay_batch_groups", "BACKFILL_REPLAY_BATCH_GROUPS"),
     ("apply_streams", "BACKFILL_APPLY_STREAMS"),

@@ -83,6 +83,11 @@ pub struct ServeArgs {
     /// activation: once its replay caught up with the binlog read so far).
     #[arg(long, env = "BACKFILL_EXIT_WHEN_IDLE")]
     pub exit_when_idle: bool,
+    /// Transient failures in a row (a job that cannot start or whose task keeps failing)
+    /// after which the table pauses with `retries_exhausted` and the last error, instead
+    /// of being started again (backoff 1 s doubling to 60 s between tries).
+    #[arg(long, env = "BACKFILL_TASK_RETRIES", default_value_t = crate::supervisor::DEFAULT_TASK_RETRIES)]
+    pub task_retries: u32,
     /// Row changes per replay target transaction (whole source transactions are packed; a
     /// larger one is applied in chunks). Safe to change across restarts.
     #[arg(long, env = "BACKFILL_REPLAY_BATCH_ROWS", default_value_t = 20_000)]
@@ -168,6 +173,7 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
         cfg.owner = o;
     }
     cfg.exit_when_idle = a.exit_when_idle;
+    cfg.task_retries = a.task_retries;
     if !a.windows_only {
         cfg.finish = Some(crate::table::replay::ReplayConfig {
             batch_rows: a.replay_batch_rows.max(1),

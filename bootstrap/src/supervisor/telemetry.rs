@@ -25,7 +25,7 @@ const MAX_RETRY_KINDS: usize = 32;
 
 /// Every pause code, each listed at 0 in the pause counts (the label set is this list,
 /// never free text).
-pub const PAUSE_CODES: [DefiniteCode; 15] = [
+pub const PAUSE_CODES: [DefiniteCode; 16] = [
     DefiniteCode::Precondition,
     DefiniteCode::Usage,
     DefiniteCode::SchemaChanged,
@@ -41,6 +41,7 @@ pub const PAUSE_CODES: [DefiniteCode; 15] = [
     DefiniteCode::Preparation,
     DefiniteCode::Internal,
     DefiniteCode::JournalMissing,
+    DefiniteCode::RetriesExhausted,
 ];
 
 /// Fails to compile when a code is added to [`DefiniteCode`]: whoever adds it here adds it
@@ -60,7 +61,8 @@ const _: fn(DefiniteCode) = |c| match c {
     | DefiniteCode::Uncapturable
     | DefiniteCode::Preparation
     | DefiniteCode::Internal
-    | DefiniteCode::JournalMissing => {}
+    | DefiniteCode::JournalMissing
+    | DefiniteCode::RetriesExhausted => {}
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -70,7 +70,7 @@ mod tests {
         assert!(!e.is_transient(), "{e}");
         let s = e.to_string();
         assert!(
-            s.starts_with("preparation: job 7: the w3 read-ahead task panicked"),
+            s.starts_with("internal: job 7: the w3 read-ahead task panicked"),
             "{s}"
         );
         assert!(s.contains("boom at mysql://u:***@h:1/db"), "{s}");
