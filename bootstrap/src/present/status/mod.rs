@@ -17,7 +17,7 @@
 //! Everything here is a report, never evidence: `audit` is the check. The same snapshot
 //! feeds the live display of `backfill demo`.
 use crate::store::jobs::{self, JobRecord};
-use crate::store::processes::{self, ServeRow};
+use crate::store::processes;
 use crate::table::replay;
 use crate::table::window::{attempts, progress};
 use kernel::error::{Definite, DefiniteCode};
@@ -28,6 +28,12 @@ use ledger::record::Phase;
 use ledger::registry::Registry;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
+
+mod json;
+mod text;
+
+pub use json::{job_json, serves_json};
+pub use text::{job_text, serves_text};
 
 /// At most this many jobs are listed.
 pub const MAX_LISTED: u32 = 10_000;
@@ -230,284 +236,6 @@ pub fn runbook(code: DefiniteCode) -> &'static str {
     }
 }
 
-/// One job as JSON.
-pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
-    let j = &s.job;
-    json!({
-        "job_id": j.job_id.0,
-        "state": s.state(),
-        "phase": s.phase,
-        "installed_state": j.state,
-        "generation": j.generation.0,
-        "source": { "server": j.source.identity, "url": j.source_url, "db": j.source.db, "table": j.source.table },
-        "target": { "server": j.target.identity, "url": j.target_url, "db": j.target.db, "table": j.target.table },
-        "control_schema": j.control_schema,
-        "windows": j.windows,
-        "windows_done": s.windows_done,
-        "estimated_rows": j.estimated_rows,
-        "rows": { "known": j.estimated_rows, "read": s.rows_read, "final": s.rows_final, "applied": s.rows_applied },
-        "window": s.window.as_ref().map(WindowNow::json),
-        "window_rows": j.window_rows,
-        "page_rows": j.page_rows,
-        "fingerprint": j.fingerprint.to_hex(),
-        "plan_digest": j.plan_digest.to_hex(),
-        "capture": s.capture.as_ref().map(|(d, tail)| json!({ "stream": s.stream, "restart": d, "l_tail_seq": tail })),
-        "replay": s.replay.as_ref().map(|r| json!({
-            "cursor": r.end.to_string(),
-            "l_seq": r.l_seq,
-            "groups_applied": r.groups_applied,
-            "lag_bytes": r.lag.behind_bytes,
-            "lag_ms": r.lag.behind_ms,
-            "phase": r.phase,
-        })),
-        "paused": s.paused.as_ref().map(|p| json!({
-            "code": p.code.as_str(),
-            "message": kernel::redact::redact_text(&p.message),
-            "runbook": runbook(p.code),
-        })),
-        "pending_commands": s.pending.iter().map(|p| json!({
-            "command": p.command, "age_ms": p.age_ms, "meaning": p.meaning,
-        })).collect::<Vec<_>>(),
-        "admission": admission_json(s, serves),
-    })
-}
-
-/// What the job holds and waits for in each serve's persisted admission state.
-fn admission_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
-    let mut out = Vec::new();
-    for r in serves {
-        let mine = processes::for_job(&r.admission, s.job.job_id.0);
-        if mine.is_empty() {
-            continue;
-        }
-        let blocked = |pool: &str| -> Vec<Value> {
-            processes::pool(&r.admission, pool)
-                .map(|p| {
-                    p.holds
-                        .iter()
-                        .map(|h| json!({ "owner": h.owner, "reason": h.reason }))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        out.push(json!({
-            "serve": r.owner,
-            "serve_state": r.liveness(),
-            "heartbeat_age_ms": r.heartbeat_age_ms,
-            "in_use": mine.in_use.iter().map(|(p, u)| json!({ "pool": p, "owner": u.owner, "age_ms": u.age_ms })).collect::<Vec<_>>(),
-            "holds": mine.holds.iter().map(|(p, h)| json!({ "pool": p, "owner": h.owner, "reason": h.reason, "age_ms": h.age_ms, "release": "unknown" })).collect::<Vec<_>>(),
-            "waiting": mine.waiting.iter().map(|(p, w)| json!({
-                "pool": p, "owner": w.owner, "waited_ms": w.waited_ms,
-                "blocked_by_holds": w.blocked_by_holds,
-                "holds": if w.blocked_by_holds { blocked(p) } else { Vec::new() },
-            })).collect::<Vec<_>>(),
-        }));
-    }
-    Value::Array(out)
-}
-
-/// Every serve process and its pools, as JSON.
-pub fn serves_json(serves: &[ServeRow]) -> Value {
-    Value::Array(
-        serves
-            .iter()
-            .map(|r| {
-                json!({
-                    "owner": r.owner,
-                    "pid": r.pid,
-                    "state": r.liveness(),
-                    "stale": !r.stopped && !r.live(),
-                    "heartbeat_age_ms": r.heartbeat_age_ms,
-                    "up_ms": r.up_ms,
-                    "pools": r.admission.pools,
-                })
-            })
-            .collect(),
-    )
-}
-
-fn secs(ms: u64) -> String {
-    format!("{:.1} s", ms as f64 / 1000.0)
-}
-
-/// Text lines on the job's admission state in every serve.
-fn admission_text(s: &JobStatus, serves: &[ServeRow]) -> Vec<String> {
-    let mut lines = Vec::new();
-    for r in serves {
-        let mine = processes::for_job(&r.admission, s.job.job_id.0);
-        let tag = match r.liveness() {
-            "running" => String::new(),
-            other => format!(
-                " [{other}: {} heartbeat {} ago, serve not running]",
-                r.owner,
-                secs(r.heartbeat_age_ms)
-            ),
-        };
-        for (p, u) in &mine.in_use {
-            lines.push(format!(
-                "{p} permit in use by `{}` for {}{tag}",
-                u.owner,
-                secs(u.age_ms)
-            ));
-        }
-        for (p, h) in &mine.holds {
-            lines.push(format!(
-                "{p} permit HELD, release unknown, by `{}` for {}: {}{tag}",
-                h.owner,
-                secs(h.age_ms),
-                h.reason
-            ));
-        }
-        for (p, w) in &mine.waiting {
-            let why = match processes::pool(&r.admission, p) {
-                Some(pool) if w.blocked_by_holds => format!(
-                    ": blocked by {} hold(s) with release unknown ({})",
-                    pool.holds.len(),
-                    pool.holds
-                        .iter()
-                        .map(|h| format!("`{}`: {}", h.owner, h.reason))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-                _ => String::new(),
-            };
-            lines.push(format!(
-                "`{}` waiting for a {p} permit for {}{why}{tag}",
-                w.owner,
-                secs(w.waited_ms)
-            ));
-        }
-    }
-    if lines.is_empty() {
-        lines.push(match serves.iter().find(|r| r.live()) {
-            Some(r) => format!("no permit in use or awaited ({} running)", r.owner),
-            None => "no serve running".into(),
-        });
-    }
-    lines
-}
-
-/// Text lines on every serve process and its pools.
-pub fn serves_text(serves: &[ServeRow]) -> String {
-    let mut out = String::new();
-    for r in serves {
-        out.push_str(&format!(
-            "serve {}  pid {}  {}  heartbeat {} ago{}\n",
-            r.owner,
-            r.pid,
-            r.liveness().to_uppercase(),
-            secs(r.heartbeat_age_ms),
-            if r.live() {
-                ""
-            } else {
-                " (the pools below are as they were then)"
-            }
-        ));
-        for p in &r.admission.pools {
-            out.push_str(&format!(
-                "  {:<16} {}/{} in use, {} held (release unknown), {} waiting\n",
-                p.pool,
-                p.in_use.len(),
-                p.capacity,
-                p.holds.len(),
-                p.waiting.len()
-            ));
-            for h in &p.holds {
-                out.push_str(&format!(
-                    "  {:<16} HELD by `{}` for {}: {}\n",
-                    "",
-                    h.owner,
-                    secs(h.age_ms),
-                    h.reason
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// One job as a small text table.
-pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
-    let j = &s.job;
-    let mut rows: Vec<(&str, String)> = vec![
-        (
-            "source",
-            format!("{} on {}", j.source.qualified(), j.source_url),
-        ),
-        (
-            "target",
-            format!("{} on {}", j.target.qualified(), j.target_url),
-        ),
-        (
-            "windows",
-            format!(
-                "{}/{} done ({} rows each, pages of {})",
-                s.windows_done, j.windows, j.window_rows, j.page_rows
-            ),
-        ),
-        (
-            "rows",
-            format!(
-                "known {} (estimate at install), read {}, sealed {}, applied {}",
-                j.estimated_rows, s.rows_read, s.rows_final, s.rows_applied
-            ),
-        ),
-    ];
-    if let Some(w) = &s.window {
-        rows.push(("window now", w.text()));
-        rows.push((
-            "garbage",
-            format!(
-                "{} bytes of abandoned attempts awaiting release",
-                w.garbage_bytes
-            ),
-        ));
-    }
-    rows.push((
-        "capture D",
-        match &s.capture {
-            Some((d, tail)) => format!("{d} (L tail seq {tail})"),
-            None => "not started (no B yet)".into(),
-        },
-    ));
-    rows.push(("replay", replay_text(s.phase.as_deref(), s.replay.as_ref())));
-    for (i, l) in admission_text(s, serves).into_iter().enumerate() {
-        rows.push((if i == 0 { "admission" } else { "" }, l));
-    }
-    for (i, p) in s.pending.iter().enumerate() {
-        rows.push((
-            if i == 0 { "pending" } else { "" },
-            format!(
-                "{} recorded {} ago: {}",
-                p.command,
-                secs(p.age_ms),
-                p.meaning
-            ),
-        ));
-    }
-    if let Some(p) = &s.paused {
-        rows.push((
-            "paused",
-            format!(
-                "{}: {} -> follow {}",
-                p.code.as_str(),
-                kernel::redact::redact_text(&p.message),
-                runbook(p.code)
-            ),
-        ));
-    }
-    let mut out = format!(
-        "job {}  {}  generation {}\n",
-        j.job_id,
-        s.state(),
-        j.generation
-    );
-    for (k, v) in rows {
-        out.push_str(&format!("  {k:<16} {v}\n"));
-    }
-    out
-}
-
 /// The status of every job (or of `job`) and of the serve processes, as text or as one
 /// JSON document.
 pub async fn render(pool: &MySqlPool, job: Option<JobId>, json: bool) -> Result<String> {
@@ -542,31 +270,9 @@ pub async fn render(pool: &MySqlPool, job: Option<JobId>, json: bool) -> Result<
     })
 }
 
-/// The replay row: the stored progress, or why there is none yet. No progress row in
-/// REPLAYING means no batch of (B, F] has committed yet (or (B, F] holds no change of the
-/// table); in STREAMING, no change of the table applied since activation.
-fn replay_text(phase: Option<&str>, replay: Option<&replay::Progress>) -> String {
-    match (replay, phase) {
-        (Some(r), _) => format!(
-            "cursor {} ({} groups applied, {}), lag {} bytes / {} ms",
-            r.end,
-            r.groups_applied,
-            r.phase,
-            r.lag
-                .behind_bytes
-                .map_or_else(|| "?".to_string(), |b| b.to_string()),
-            r.lag.behind_ms
-        ),
-        (None, Some("FENCED" | "REPLAYING" | "AUDITED")) => {
-            "replaying (B, F]: no batch committed yet (or no change of the table in it)".into()
-        }
-        (None, Some("STREAMING")) => "streaming: no change of the table applied yet".into(),
-        (None, _) => "not started".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::text::replay_text;
     use super::*;
 
     fn now(attempts: u32, last_error: Option<&str>) -> WindowNow {
