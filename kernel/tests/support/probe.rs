@@ -1,8 +1,7 @@
-//! The `capture-probe` process of the capture crash tests (capture_crash.rs, capture_xa.rs):
-//! started on a stream, optionally with a fault point that exits it hard, and ended by
-//! itself or by SIGKILL.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-use super::capture_common::{replica_id, Env};
+//! The `capture-probe` process of the crash tests (crash/kill.rs, crash/xa.rs): started on
+//! a stream, optionally with a fault point that exits it hard, and ended by itself or by
+//! SIGKILL.
+use super::{replica_id, Env};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
