@@ -1,12 +1,73 @@
-//! Shared setup of the ledger's server tests: a test target table with an audit trigger
-//! that counts business DML (its counter table is separate from T and from the target).
+//! The one support module of ledger's test binaries (`pure`, `server`, `crash`): builders
+//! of schemas, rows, pages, change identities and group ends; a test target table with
+//! audit triggers that count business DML (their counter table is separate from T and
+//! from the target); state store databases; the child processes of the crash tests.
 #![allow(dead_code, clippy::unwrap_used)]
 use harness::Server;
-use kernel::ids::{Attempt, Generation, JobId, PageNo, WindowId};
+use kernel::change::{ChangeId, GroupEnd, Op};
+use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::position::{BinlogPos, Gtid};
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use ledger::page::{FinalPage, PageKey};
 use ledger::target::{self, TargetCtx};
+use std::sync::Mutex;
+
+/// Server starts of this test binary, one at a time: concurrent `mariadb-install-db` runs
+/// were seen to fail (ERROR 1051 `mysql.tmp_user_sys`) when several bootstrap at once.
+pub fn one_start_at_a_time<T>(start: impl FnOnce() -> T) -> T {
+    static STARTS: Mutex<()> = Mutex::new(());
+    let _one = STARTS.lock().unwrap_or_else(|p| p.into_inner());
+    start()
+}
+
+/// The target shared by the tests of this binary ([`harness::shared_target`]).
+pub fn shared_target() -> &'static Server {
+    one_start_at_a_time(harness::shared_target)
+}
+
+/// A fresh database on the shared target as a state store: its pool and its name.
+pub async fn state_db(prefix: &str) -> (sqlx::mysql::MySqlPool, String) {
+    let s = shared_target();
+    let db = s.fresh_db(prefix);
+    let pool = kernel::state::open(&s.url_db(&db), &Default::default())
+        .await
+        .unwrap();
+    (pool, db)
+}
+
+/// The identity of row `row` of the binlog event at `file`:`event_pos` changing
+/// `schema`.t, from a source of lineage `[lineage; 32]`.
+pub fn change_id(
+    lineage: u8,
+    schema: &str,
+    file: &str,
+    event_pos: u64,
+    row: u32,
+    op: Op,
+) -> ChangeId {
+    ChangeId {
+        lineage: Digest([lineage; 32]),
+        schema: schema.into(),
+        table: "t".into(),
+        file: file.into(),
+        event_pos,
+        row,
+        op,
+    }
+}
+
+/// The end of a group at `file`:`pos`, with the GTID 0-1-`seq` when given.
+pub fn group_end(file: &str, pos: u64, gtid_seq: Option<u64>) -> GroupEnd {
+    GroupEnd {
+        pos: BinlogPos::new(file, pos),
+        gtid: gtid_seq.map(|seq| Gtid::Mariadb {
+            domain: 0,
+            server: 1,
+            seq,
+        }),
+    }
+}
 
 pub fn col(name: &str, kind: ColumnKind) -> ColumnDef {
     ColumnDef {
@@ -122,6 +183,15 @@ pub async fn claimed(server: &Server, db: &str, ctx: &TargetCtx) -> mysql_async:
     target::ensure_ledger_tables(&mut c, db).await.unwrap();
     target::claim(&mut c, ctx).await.unwrap();
     c
+}
+
+/// The libtest name of the test `name` declared in the module at `module` (a
+/// `module_path!()`, whose first segment is the crate), for `--exact`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
 }
 
 pub fn code(e: &kernel::Error) -> Option<kernel::error::DefiniteCode> {

@@ -4,14 +4,9 @@
 //! point, like a kill -9 between two statements (in particular between the target COMMIT
 //! and the J write). The parent then restarts the work: T decides, the effect exists
 //! exactly once, and a re-apply after the crash runs no business DML.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::shared_target;
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::*;
+use kernel::change::{Change, Op};
 use kernel::codec;
-use kernel::ids::Digest;
-use kernel::position::BinlogPos;
 use ledger::apply::{self, Applied, Limits, ReplayGroup, Resolution};
 use std::process::Command;
 
@@ -20,21 +15,10 @@ const CHILD: &str = "LEDGER_CRASH_CHILD";
 fn groups() -> Vec<ReplayGroup> {
     (0..3u64)
         .map(|g| ReplayGroup {
-            end: GroupEnd {
-                pos: BinlogPos::new("mysql-bin.000003", 100 * (g + 1)),
-                gtid: None,
-            },
+            end: group_end("mysql-bin.000003", 100 * (g + 1), None),
             changes: (0..10u32)
                 .map(|i| Change {
-                    id: ChangeId {
-                        lineage: Digest([3; 32]),
-                        schema: "s".into(),
-                        table: "t".into(),
-                        file: "mysql-bin.000003".into(),
-                        event_pos: 100 * g + 10,
-                        row: i,
-                        op: Op::Insert,
-                    },
+                    id: change_id(3, "s", "mysql-bin.000003", 100 * g + 10, i, Op::Insert),
                     before: None,
                     after: Some(row((g * 10 + u64::from(i) + 1) as i64, "c")),
                 })
@@ -97,7 +81,7 @@ fn run_child(what: &str, db: &str, job: u64, point: &str) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_applies_until_the_fault_point",
+            &test_name(module_path!(), "child_applies_until_the_fault_point"),
             "--nocapture",
             "--test-threads=1",
         ])

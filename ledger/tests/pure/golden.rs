@@ -1,9 +1,8 @@
 //! Golden byte fixtures for every persisted ledger format (STYLE §5): postcard is not
 //! self-describing, so bytes written by an older build must keep decoding to the same
 //! value. Each fixture in `tests/fixtures/` was written once by `BLESS=1 cargo test
-//! --test golden`; the test decodes it and checks that this build still encodes the value
+//! -p ledger --test pure golden`; the test decodes it and checks that this build still encodes the value
 //! to the same bytes. A format change must add a new version and keep these decoding.
-#![allow(clippy::unwrap_used)]
 use kernel::change::GroupEnd;
 use kernel::codec::{self, Versioned};
 use kernel::error::{Definite, DefiniteCode};

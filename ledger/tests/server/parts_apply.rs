@@ -4,14 +4,10 @@
 //! audit-trigger counts equal to a serial replay (no business DML twice); a concurrent
 //! stale applier is refused by the part cursors' CAS; a STATEMENT-logging session falls
 //! back from READ COMMITTED.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::{shared_target, Server};
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::*;
+use harness::Server;
+use kernel::change::{Change, GroupEnd, Op};
 use kernel::codec;
-use kernel::ids::Digest;
-use kernel::position::{BinlogPos, Gtid};
 use kernel::value::Row;
 use ledger::apply::{self, Applied, Limits, ReplayGroup};
 use ledger::parts;
@@ -43,27 +39,17 @@ fn audit(s: &Server, db: &str) -> String {
 }
 
 fn end(g: usize) -> GroupEnd {
-    GroupEnd {
-        pos: BinlogPos::new("mysql-bin.000009", 1000 * (g as u64 + 1)),
-        gtid: Some(Gtid::Mariadb {
-            domain: 0,
-            server: 1,
-            seq: g as u64 + 1,
-        }),
-    }
+    group_end(
+        "mysql-bin.000009",
+        1000 * (g as u64 + 1),
+        Some(g as u64 + 1),
+    )
 }
 
 fn change(g: usize, i: usize, op: Op, before: Option<Row>, after: Option<Row>) -> Change {
+    let event_pos = 1000 * g as u64 + 4;
     Change {
-        id: ChangeId {
-            lineage: Digest([9; 32]),
-            schema: "src".into(),
-            table: "t".into(),
-            file: "mysql-bin.000009".into(),
-            event_pos: 1000 * g as u64 + 4,
-            row: i as u32,
-            op,
-        },
+        id: change_id(9, "src", "mysql-bin.000009", event_pos, i as u32, op),
         before,
         after,
     }
@@ -278,7 +264,7 @@ fn run_child(db: &str, job: u64, p: usize, txn_rows: usize, point: &str) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_applies_parts_until_the_fault_point",
+            &test_name(module_path!(), "child_applies_parts_until_the_fault_point"),
             "--nocapture",
             "--test-threads=1",
         ])
