@@ -75,9 +75,7 @@ async fn killed_between_prepare_and_commit_resumes_with_the_hold() {
     }
     PROBE.catch_up(&e, "crash", f.nonce).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    if cfg!(feature = "failpoints") {
-        assert!(exits > 0, "no fault point fired");
-    }
+    assert!(exits > 0, "no fault point fired");
     clean_capture(&e, &e.pool, "clean", &[(1, "t")], f.nonce, deadline).await;
     let crash = all_records(&e.pool, "crash").await;
     let clean = all_records(&e.pool, "clean").await;

@@ -5,6 +5,15 @@ use super::{replica_id, Env};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Fails the test unless kernel (and so the capture-probe built with it) has its fault
+/// points compiled in: without them no armed point would ever stop the probe.
+pub fn require_fault_points() {
+    // A constant of the build, not of the test: hence no assert!.
+    if !kernel::failpoint::ENABLED {
+        panic!("kernel built without the `failpoints` feature: the fault points never fire");
+    }
+}
+
 /// How a test runs the probe.
 pub struct Probe {
     /// Each run reads a random batch size in 1..=max_batch.
@@ -18,6 +27,9 @@ pub struct Probe {
 impl Probe {
     /// Starts the probe on `stream`, with `failpoint` (`name@n`) armed if given.
     pub fn spawn(&self, e: &Env, stream: &str, failpoint: Option<String>) -> Child {
+        if failpoint.is_some() {
+            require_fault_points();
+        }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_capture-probe"));
         cmd.args([
             e.state_url.as_str(),
