@@ -11,6 +11,8 @@ use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use ledger::page::{FinalPage, PageKey};
 use ledger::target::{self, TargetCtx};
+use std::future::Future;
+use std::process::Command;
 use std::sync::Mutex;
 
 /// Server starts of this test binary, one at a time: concurrent `mariadb-install-db` runs
@@ -185,13 +187,54 @@ pub async fn claimed(server: &Server, db: &str, ctx: &TargetCtx) -> mysql_async:
     c
 }
 
-/// The libtest name of the test `name` declared in the module at `module` (a
-/// `module_path!()`, whose first segment is the crate), for `--exact`.
-pub fn test_name(module: &str, name: &str) -> String {
-    match module.split_once("::") {
-        Some((_, path)) => format!("{path}::{name}"),
-        None => name.to_string(),
-    }
+/// The work of a child process started by [`run_child`] (comma-separated fields).
+const CHILD_ENV: &str = "LEDGER_TEST_CHILD";
+/// The port of the shared target, for a child (which must not start servers of its own).
+const CHILD_PORT_ENV: &str = "LEDGER_TEST_CHILD_PORT";
+
+/// The first statement of a test that kills a child process at a fault point. In the
+/// child copy of the test binary that the test starts with [`run_child`], this runs
+/// `work` on the fields of its spec and the shared target's port, and fails if `work`
+/// returns (its fault point should have exited the process). In the test itself it
+/// returns at once and the test goes on: no test passes without doing its scenario.
+pub async fn as_child<F, Fut>(work: F)
+where
+    F: FnOnce(Vec<String>, u16) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let port = std::env::var(CHILD_PORT_ENV).unwrap().parse().unwrap();
+    work(spec.split(',').map(String::from).collect(), port).await;
+    panic!("the fault point did not stop the process");
+}
+
+/// Runs the calling test again in a child copy of this test binary (`--exact` its name:
+/// libtest names each test's thread after the test), as a child doing `spec` against the
+/// shared target with the fault point `point` armed; asserts that the child exited there.
+pub fn run_child(spec: &str, point: &str) {
+    let me = std::thread::current();
+    let test = me.name().filter(|n| *n != "main").unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, spec)
+        .env(CHILD_PORT_ENV, shared_target().port().to_string())
+        .env(kernel::failpoint::ENV, point)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(kernel::failpoint::EXIT_CODE),
+        "child of {test} did not exit at {point}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Target connection options for database `db` of the server at `port` (in a child).
+pub fn opts_at(port: u16, db: &str) -> mysql_async::Opts {
+    target::target_opts(&format!("mysql://root@127.0.0.1:{port}/{db}")).unwrap()
 }
 
 pub fn code(e: &kernel::Error) -> Option<kernel::error::DefiniteCode> {
