@@ -1,14 +1,11 @@
 //! T against a real MariaDB target: idempotent page and group apply counted by an audit
 //! trigger (I2), evidence conflicts, fencing, exact DATETIME/TIMESTAMP, T tampering.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::shared_target;
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::*;
+use kernel::change::{Change, GroupEnd, Op};
 use kernel::codec;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
-use kernel::position::{BinlogPos, Gtid};
+use kernel::position::BinlogPos;
 use kernel::value::SqlValue;
 use ledger::apply::{self, Applied, ApplyError, Limits, ReplayGroup, Resolution};
 use ledger::target;
@@ -125,14 +122,7 @@ async fn a_stale_owner_is_refused_by_t() {
 }
 
 fn end(pos: u64) -> GroupEnd {
-    GroupEnd {
-        pos: BinlogPos::new("mysql-bin.000007", pos),
-        gtid: Some(Gtid::Mariadb {
-            domain: 0,
-            server: 1,
-            seq: pos,
-        }),
-    }
+    group_end("mysql-bin.000007", pos, Some(pos))
 }
 
 fn change(
@@ -143,15 +133,7 @@ fn change(
     after: Option<kernel::value::Row>,
 ) -> Change {
     Change {
-        id: ChangeId {
-            lineage: Digest([1; 32]),
-            schema: "src".into(),
-            table: "t".into(),
-            file: "mysql-bin.000007".into(),
-            event_pos: pos,
-            row,
-            op,
-        },
+        id: change_id(1, "src", "mysql-bin.000007", pos, row, op),
         before,
         after,
     }

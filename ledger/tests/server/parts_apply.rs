@@ -4,20 +4,15 @@
 //! audit-trigger counts equal to a serial replay (no business DML twice); a concurrent
 //! stale applier is refused by the part cursors' CAS; a STATEMENT-logging session falls
 //! back from READ COMMITTED.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::{shared_target, Server};
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::*;
+use harness::Server;
+use kernel::change::{Change, GroupEnd, Op};
 use kernel::codec;
-use kernel::ids::Digest;
-use kernel::position::{BinlogPos, Gtid};
 use kernel::value::Row;
 use ledger::apply::{self, Applied, Limits, ReplayGroup};
 use ledger::parts;
-use ledger::target::{self, TargetCtx};
+use ledger::target::TargetCtx;
 use mysql_async::prelude::Queryable;
-use std::process::Command;
 
 /// A target `t` whose audit triggers count business DML per key (one counter row per
 /// key, so parallel parts do not contend on one counter row).
@@ -43,27 +38,17 @@ fn audit(s: &Server, db: &str) -> String {
 }
 
 fn end(g: usize) -> GroupEnd {
-    GroupEnd {
-        pos: BinlogPos::new("mysql-bin.000009", 1000 * (g as u64 + 1)),
-        gtid: Some(Gtid::Mariadb {
-            domain: 0,
-            server: 1,
-            seq: g as u64 + 1,
-        }),
-    }
+    group_end(
+        "mysql-bin.000009",
+        1000 * (g as u64 + 1),
+        Some(g as u64 + 1),
+    )
 }
 
 fn change(g: usize, i: usize, op: Op, before: Option<Row>, after: Option<Row>) -> Change {
+    let event_pos = 1000 * g as u64 + 4;
     Change {
-        id: ChangeId {
-            lineage: Digest([9; 32]),
-            schema: "src".into(),
-            table: "t".into(),
-            file: "mysql-bin.000009".into(),
-            event_pos: 1000 * g as u64 + 4,
-            row: i as u32,
-            op,
-        },
+        id: change_id(9, "src", "mysql-bin.000009", event_pos, i as u32, op),
         before,
         after,
     }
@@ -246,23 +231,16 @@ async fn one_two_and_four_parts_give_the_rows_of_apply_groups() {
     }
 }
 
-const CHILD: &str = "LEDGER_PARTS_CHILD";
-
-/// Runs in the child only: a partitioned apply that a fault point interrupts.
-#[tokio::test]
-async fn child_applies_parts_until_the_fault_point() {
-    let Ok(spec) = std::env::var(CHILD) else {
-        return;
-    };
-    let v: Vec<&str> = spec.split(',').collect();
-    let (db, job, p, txn_rows) = (
-        v[0],
-        v[1].parse().unwrap(),
-        v[2].parse().unwrap(),
-        v[3].parse().unwrap(),
+/// In the child: a partitioned apply of `distinct()` that a fault point interrupts (the
+/// database, the job, P and txn_rows).
+async fn child(spec: Vec<String>, port: u16) {
+    let db = &spec[0];
+    let (job, p, txn_rows) = (
+        spec[1].parse().unwrap(),
+        spec[2].parse().unwrap(),
+        spec[3].parse().unwrap(),
     );
-    let port: u16 = std::env::var("LEDGER_PARTS_PORT").unwrap().parse().unwrap();
-    let o = target::target_opts(&format!("mysql://root@127.0.0.1:{port}/{db}")).unwrap();
+    let o = opts_at(port, db);
     let mut cs = Vec::new();
     for _ in 0..p {
         cs.push(apply::connect(&o).await.unwrap());
@@ -271,28 +249,10 @@ async fn child_applies_parts_until_the_fault_point() {
     parts::apply_groups_parts(&mut cs, &ctx, None, &distinct(), limits(txn_rows))
         .await
         .unwrap();
-    panic!("the fault point did not stop the process");
 }
 
-fn run_child(db: &str, job: u64, p: usize, txn_rows: usize, point: &str) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_applies_parts_until_the_fault_point",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, format!("{db},{job},{p},{txn_rows}"))
-        .env("LEDGER_PARTS_PORT", shared_target().port().to_string())
-        .env(kernel::failpoint::ENV, point)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(kernel::failpoint::EXIT_CODE),
-        "child did not exit at {point}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn run_child_at(db: &str, job: u64, p: usize, txn_rows: usize, point: &str) {
+    run_child(&format!("{db},{job},{p},{txn_rows}"), point);
 }
 
 fn part_rows(s: &Server, db: &str) -> String {
@@ -304,6 +264,7 @@ fn part_rows(s: &Server, db: &str) -> String {
 
 #[tokio::test]
 async fn killed_after_some_parts_committed_converges_with_another_p_without_second_dml() {
+    as_child(child).await;
     let s = shared_target();
     let g = distinct();
     let want = serial(s, 72, &g, 200, 1000).await;
@@ -311,7 +272,7 @@ async fn killed_after_some_parts_committed_converges_with_another_p_without_seco
     let ctx = ctx(&db, 72, 1);
     baseline(s, &db, &ctx, 200).await;
     // P = 4, 25-change transactions: killed after the 2nd part COMMIT of the first one.
-    run_child(&db, 72, 4, 25, "ledger.parts.after_part_commit@2");
+    run_child_at(&db, 72, 4, 25, "ledger.parts.after_part_commit@2");
     assert_eq!(cursor(s, &db), "");
     let rows = part_rows(s, &db);
     // The second part COMMIT exits (parts run ahead of part 0: one part may have
@@ -325,7 +286,7 @@ async fn killed_after_some_parts_committed_converges_with_another_p_without_seco
     // Restart with P = 3 and 7-change transactions: scheme 4 is finished first (part 3
     // shares connection 0 with part 0); killed again right before part 0's COMMIT of its
     // first transaction.
-    run_child(&db, 72, 3, 7, "ledger.parts.before_main_commit");
+    run_child_at(&db, 72, 3, 7, "ledger.parts.before_main_commit");
     assert_eq!(cursor(s, &db), "");
     let rows = part_rows(s, &db);
     assert!(rows.lines().all(|l| l.contains("\t4\t")), "{rows}");
@@ -477,6 +438,7 @@ async fn a_trigger_on_one_shared_row_costs_one_lock_wait_timeout_not_a_stall() {
 
 #[tokio::test]
 async fn killed_with_parts_several_transactions_ahead_converges_without_second_dml() {
+    as_child(child).await;
     let s = shared_target();
     let g = distinct();
     let want = serial(s, 77, &g, 200, 1000).await;
@@ -485,7 +447,7 @@ async fn killed_with_parts_several_transactions_ahead_converges_without_second_d
     baseline(s, &db, &ctx, 200).await;
     // P = 2, one group per transaction: killed right before main's third COMMIT, while
     // part 1 may already be transactions further.
-    run_child(&db, 77, 2, 10, "ledger.parts.before_main_commit@3");
+    run_child_at(&db, 77, 2, 10, "ledger.parts.before_main_commit@3");
     let main: Vec<String> = s
         .sql_in(&db, "SELECT pos FROM _backfill_ledger_cursor")
         .lines()
@@ -506,6 +468,32 @@ async fn killed_with_parts_several_transactions_ahead_converges_without_second_d
     // Restart with P = 3 and 6-change transactions.
     let mut cs = conns(s, &db, 3).await;
     let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits(6))
+        .await
+        .unwrap();
+    assert_eq!(r, Applied::Committed);
+    assert_eq!(dump(s, &db), want.0);
+    assert_eq!(audit(s, &db), want.1, "a business DML ran twice (or never)");
+    assert_eq!(cursor(s, &db), want.2);
+}
+
+#[tokio::test]
+async fn killed_after_the_first_part_commit_converges_with_the_same_p_without_second_dml() {
+    as_child(child).await;
+    let s = shared_target();
+    let g = distinct();
+    let want = serial(s, 78, &g, 200, 1000).await;
+    let db = audited_target(s, "pa_first");
+    let ctx = ctx(&db, 78, 1);
+    baseline(s, &db, &ctx, 200).await;
+    // P = 2, one transaction for everything: killed right after part 1 committed its
+    // share, before part 0 (the main cursor) committed anything.
+    run_child_at(&db, 78, 2, 1000, "ledger.parts.after_part_commit@1");
+    assert_eq!(cursor(s, &db), "");
+    let rows = part_rows(s, &db);
+    assert_eq!(rows.lines().count(), 1, "{rows}");
+    // Restarted with the same P and txn_rows.
+    let mut cs = conns(s, &db, 2).await;
+    let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits(1000))
         .await
         .unwrap();
     assert_eq!(r, Applied::Committed);

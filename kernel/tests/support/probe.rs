@@ -1,10 +1,18 @@
-//! The `capture-probe` process of the capture crash tests (capture_crash.rs, capture_xa.rs):
-//! started on a stream, optionally with a fault point that exits it hard, and ended by
-//! itself or by SIGKILL.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-use super::capture_common::{replica_id, Env};
+//! The `capture-probe` process of the crash tests (crash/kill.rs, crash/xa.rs): started on
+//! a stream, optionally with a fault point that exits it hard, and ended by itself or by
+//! SIGKILL.
+use super::{replica_id, Env};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Fails the test unless kernel (and so the capture-probe built with it) has its fault
+/// points compiled in: without them no armed point would ever stop the probe.
+pub fn require_fault_points() {
+    // A constant of the build, not of the test: hence no assert!.
+    if !kernel::failpoint::ENABLED {
+        panic!("kernel built without the `failpoints` feature: the fault points never fire");
+    }
+}
 
 /// How a test runs the probe.
 pub struct Probe {
@@ -19,6 +27,9 @@ pub struct Probe {
 impl Probe {
     /// Starts the probe on `stream`, with `failpoint` (`name@n`) armed if given.
     pub fn spawn(&self, e: &Env, stream: &str, failpoint: Option<String>) -> Child {
+        if failpoint.is_some() {
+            require_fault_points();
+        }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_capture-probe"));
         cmd.args([
             e.state_url.as_str(),

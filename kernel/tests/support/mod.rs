@@ -1,5 +1,10 @@
-//! Helpers shared by the capture test binaries.
-#![allow(dead_code, clippy::unwrap_used)]
+//! The one support module of kernel's test binaries (`capture`, `crash`): a test's
+//! world ([`Env`]), capture runs, L's content, the server's own view of a table, one
+//! [`wait_for`], the capture-probe process ([`probe`]) and the XA workload ([`xa`]).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod probe;
+pub mod xa;
 
 use harness::Server;
 use kernel::capture::{CaptureSet, CaptureTable, ReaderConfig, SharedCaptureSet};
@@ -10,8 +15,29 @@ use kernel::schema::SealedSchema;
 use kernel::value::SqlValue;
 use sqlx::mysql::MySqlPool;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+/// Polls `probe` every `every` until it returns a value; panics naming `what` when
+/// `within` has passed without one.
+pub async fn wait_for<T, F, Fut>(what: &str, within: Duration, every: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {within:?}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
 
 /// One test's world: a source database and control schema, a state store schema.
 pub struct Env {
@@ -217,6 +243,25 @@ pub async fn run_until(
             "capture did not reach the marker"
         );
     }
+}
+
+/// An uninterrupted in-process capture of `tables` on `stream` of `pool` until L holds
+/// `nonce` (by `deadline`): the reference a crashed capture is compared with.
+pub async fn clean_capture(
+    e: &Env,
+    pool: &MySqlPool,
+    stream: &str,
+    tables: &[(u64, &str)],
+    nonce: kernel::ids::Nonce,
+    deadline: tokio::time::Instant,
+) {
+    let mut cfg = e.cfg();
+    cfg.stream = stream.into();
+    let reader = kernel::capture::Reader::start(pool.clone(), cfg, e.set_for(tables).await);
+    log::wait_for_marker(pool, stream, nonce, deadline)
+        .await
+        .unwrap();
+    reader.stop().await.unwrap();
 }
 
 /// Folds every change of `table` in L onto `base` by primary key (column `pk`).

@@ -1,11 +1,7 @@
 //! The source shutting down or the state store dying mid-capture: the reader resumes from
 //! the stored D and L ends up exactly as an uninterrupted capture (DESIGN §3.6). XA
-//! transactions: see capture_xa.rs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod capture_common;
-
-use capture_common::*;
+//! transactions: see xa.rs.
+use crate::support::*;
 use harness::{Server, ServerOpts};
 use kernel::capture::Reader;
 use kernel::control::IntentKind;
@@ -65,13 +61,7 @@ async fn source_restart_and_state_store_crash_resume_from_d() {
     assert!(!reader.is_finished(), "the reader kept going");
     reader.stop().await.unwrap();
 
-    let mut cfg = e.cfg();
-    cfg.stream = "clean".into();
-    let clean = Reader::start(pool.clone(), cfg, e.set_for(&[(1, "t")]).await);
-    log::wait_for_marker(&pool, "clean", f.nonce, deadline)
-        .await
-        .unwrap();
-    clean.stop().await.unwrap();
+    clean_capture(&e, &pool, "clean", &[(1, "t")], f.nonce, deadline).await;
     log::verify_chain(&pool, &e.stream).await.unwrap();
     let a = all_records(&pool, &e.stream).await;
     let b = all_records(&pool, "clean").await;

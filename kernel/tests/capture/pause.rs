@@ -1,16 +1,13 @@
 //! What the reader cannot capture exactly pauses THAT table with a definite error naming
 //! the position and the difference; other tables keep going; the paused table's rows are
 //! kept raw (DESIGN §3.7).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod capture_common;
-
-use capture_common::*;
+use crate::support::*;
 use kernel::capture::{CaptureSet, CaptureTable, Reader};
 use kernel::control::IntentKind;
 use kernel::error::DefiniteCode;
 use kernel::ids::{Generation, JobId};
 use kernel::log::{self, RecordBody};
+use std::time::Duration;
 
 const DDL: &str =
     "(id BIGINT NOT NULL PRIMARY KEY, n INT NOT NULL, s VARCHAR(10) NULL) ENGINE=InnoDB";
@@ -170,14 +167,12 @@ async fn ddl_on_the_control_table_pauses_every_captured_table() {
         "ALTER TABLE `{}`.intents ADD COLUMN note INT NULL",
         e.ctl
     ));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let pauses = loop {
+    let (secs, every) = (Duration::from_secs(30), Duration::from_millis(50));
+    let pauses = wait_for("no pause", secs, every, || async {
         let p = log::pauses(&e.pool, &e.stream).await.unwrap();
-        if !p.is_empty() || std::time::Instant::now() > deadline {
-            break p;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+        (!p.is_empty()).then_some(p)
+    })
+    .await;
     reader.stop().await.unwrap();
     assert_eq!(pauses.len(), 1, "{pauses:?}");
     assert_eq!(pauses[0].error.code, DefiniteCode::SchemaChanged);

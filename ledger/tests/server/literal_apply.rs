@@ -1,14 +1,9 @@
 //! Text-protocol literals write exactly what bound parameters write: the same hard rows
 //! applied as pages and as replay upserts, once as text and once prepared, under the
 //! default sql_mode and under NO_BACKSLASH_ESCAPES, give identical target tables.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::shared_target;
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::*;
+use kernel::change::{Change, Op};
 use kernel::codec;
-use kernel::ids::Digest;
-use kernel::position::BinlogPos;
 use kernel::value::{Row, SqlValue};
 use ledger::apply::{self, Applied, Limits, ReplayGroup};
 use ledger::target::{self, TargetCtx};
@@ -72,23 +67,12 @@ async fn conn(db: &str, no_backslash: bool) -> mysql_async::Conn {
 
 fn upserts(rows: Vec<Row>, at: u64) -> ReplayGroup {
     ReplayGroup {
-        end: GroupEnd {
-            pos: BinlogPos::new("mysql-bin.000001", at),
-            gtid: None,
-        },
+        end: group_end("mysql-bin.000001", at, None),
         changes: rows
             .into_iter()
             .enumerate()
             .map(|(i, r)| Change {
-                id: ChangeId {
-                    lineage: Digest([1; 32]),
-                    schema: "s".into(),
-                    table: "t".into(),
-                    file: "mysql-bin.000001".into(),
-                    event_pos: at - 10,
-                    row: i as u32,
-                    op: Op::Insert,
-                },
+                id: change_id(1, "s", "mysql-bin.000001", at - 10, i as u32, Op::Insert),
                 before: None,
                 after: Some(r),
             })
@@ -119,15 +103,7 @@ async fn apply_all(job: u64, text: bool, no_backslash: bool) -> String {
     let mut del = upserts(Vec::new(), 200);
     del.changes = (1..=3)
         .map(|id| Change {
-            id: ChangeId {
-                lineage: Digest([1; 32]),
-                schema: "s".into(),
-                table: "t".into(),
-                file: "mysql-bin.000001".into(),
-                event_pos: 190,
-                row: id as u32,
-                op: Op::Delete,
-            },
+            id: change_id(1, "s", "mysql-bin.000001", 190, id as u32, Op::Delete),
             before: Some(vec![SqlValue::Int(id), SqlValue::Null]),
             after: None,
         })

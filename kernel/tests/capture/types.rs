@@ -1,11 +1,7 @@
 //! Value fidelity (DESIGN §10): values in L are the server's own values, checked against
 //! what the server itself reports for the same rows, under a non-UTC global and session
 //! time zone.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod capture_common;
-
-use capture_common::*;
+use crate::support::*;
 use harness::{Server, ServerOpts};
 use kernel::capture::Reader;
 use kernel::control::IntentKind;

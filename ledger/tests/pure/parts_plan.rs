@@ -1,10 +1,9 @@
 //! The pure planner of key-partitioned replay against a model table, with crashes after
 //! any subset of part commits, other P and txn_rows on every restart (issue 6). No server.
-#![allow(clippy::unwrap_used)]
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::{change_id, col, group_end};
+use kernel::change::{Change, GroupEnd, Op};
 use kernel::ids::Digest;
-use kernel::position::BinlogPos;
-use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
+use kernel::schema::{ColumnKind, SealedSchema};
 use kernel::value::SqlValue;
 use ledger::apply::{fold_steps, ReplayGroup, Step};
 use ledger::parts::{partition_of, partition_of_int, MAX_PARTS};
@@ -66,23 +65,10 @@ const GOLDEN_4: [usize; 10] = [3, 1, 2, 1, 0, 1, 1, 3, 3, 3];
 const GOLDEN_16: [usize; 10] = [15, 1, 14, 13, 0, 1, 5, 7, 11, 7];
 
 fn schema() -> SealedSchema {
-    let col = |name: &str| ColumnDef {
-        name: name.into(),
-        kind: ColumnKind::BigInt,
-        column_type: String::new(),
-        unsigned: false,
-        nullable: false,
-        char_len: None,
-        numeric_precision: None,
-        numeric_scale: None,
-        datetime_precision: None,
-        charset: None,
-        collation: None,
-    };
     SealedSchema {
         database: "d".into(),
         table: "t".into(),
-        columns: vec![col("id"), col("v")],
+        columns: vec![col("id", ColumnKind::BigInt), col("v", ColumnKind::BigInt)],
         pk: 0,
     }
 }
@@ -112,25 +98,14 @@ fn change(g: usize, i: usize, m: &M) -> Change {
         M::Del(k) => (Op::Delete, r(k, -1), None),
     };
     Change {
-        id: ChangeId {
-            lineage: Digest([1; 32]),
-            schema: "s".into(),
-            table: "t".into(),
-            file: "mysql-bin.000001".into(),
-            event_pos: 100 * g as u64 + 4,
-            row: i as u32,
-            op,
-        },
+        id: change_id(1, "s", "mysql-bin.000001", 100 * g as u64 + 4, i as u32, op),
         before,
         after,
     }
 }
 
 fn end(g: usize) -> GroupEnd {
-    GroupEnd {
-        pos: BinlogPos::new("mysql-bin.000001", 100 * (g as u64 + 1)),
-        gtid: None,
-    }
+    group_end("mysql-bin.000001", 100 * (g as u64 + 1), None)
 }
 
 type Table = BTreeMap<i64, i64>;

@@ -2,10 +2,7 @@
 //! (bytes, registry, manifest), apply to T, complete in J + range chain; then every audit
 //! check passes, a re-apply after "crash between T and J" runs no DML, and tampering with
 //! a FINAL page stops the re-apply.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::shared_target;
+use crate::common::*;
 use kernel::error::DefiniteCode;
 use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
 use kernel::position::BinlogPos;
@@ -27,10 +24,7 @@ use std::time::Duration;
 #[tokio::test]
 async fn a_window_is_sealed_applied_recorded_and_audited() {
     let s = shared_target();
-    let sdb = s.fresh_db("lw_state");
-    let pool = kernel::state::open(&s.url_db(&sdb), &Default::default())
-        .await
-        .unwrap();
+    let (pool, _) = state_db("lw_state").await;
     let tdb = fresh_target(s, "lw_target");
     let dir = tempfile::tempdir().unwrap();
     let store = LocalDirStore::open(dir.path()).unwrap();

@@ -1,14 +1,14 @@
 //! Golden byte fixtures for every persisted ledger format (STYLE §5): postcard is not
 //! self-describing, so bytes written by an older build must keep decoding to the same
 //! value. Each fixture in `tests/fixtures/` was written once by `BLESS=1 cargo test
-//! --test golden`; the test decodes it and checks that this build still encodes the value
+//! -p ledger --test pure golden`; the test decodes it and checks that this build still encodes the value
 //! to the same bytes. A format change must add a new version and keep these decoding.
-#![allow(clippy::unwrap_used)]
-use kernel::change::GroupEnd;
+use crate::common::{change_id, group_end};
+use kernel::change::{Change, Op};
 use kernel::codec::{self, Versioned};
 use kernel::error::{Definite, DefiniteCode};
 use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
-use kernel::position::{BinlogPos, Gtid};
+use kernel::position::BinlogPos;
 use kernel::value::SqlValue;
 use ledger::chain::{self, ChainEntry};
 use ledger::manifest::WindowManifest;
@@ -45,6 +45,26 @@ fn check<T: Versioned + PartialEq + Debug>(name: &str, value: &T) {
         old,
         "fixture {name}: this build encodes v{} differently",
         T::VERSION
+    );
+}
+
+/// A value pinned as text (a digest in hex): `fixture` must hold `now`. A missing fixture
+/// fails; `BLESS=1` writes it.
+fn pinned(name: &str, now: &str) {
+    let path = fixture(name);
+    if std::env::var_os("BLESS").is_some() && !path.exists() {
+        std::fs::write(&path, now).unwrap();
+    }
+    let old = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "fixture {}: {e} (BLESS=1 writes missing fixtures)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        now,
+        old.trim(),
+        "fixture {name}: this build computes another value"
     );
 }
 
@@ -186,29 +206,37 @@ fn activation_v1() {
 fn replay_group_digest_is_pinned() {
     // T's cursor stores this digest: changing its canonical form would turn every
     // re-application after an upgrade into an evidence conflict.
-    let g = ledger::apply::ReplayGroup {
-        end: GroupEnd {
-            pos: BinlogPos::new("mysql-bin.000004", 500),
-            gtid: Some(Gtid::Mariadb {
-                domain: 0,
-                server: 1,
-                seq: 9,
-            }),
-        },
+    let end = group_end("mysql-bin.000004", 500, Some(9));
+    let empty = ledger::apply::ReplayGroup {
+        end: end.clone(),
         changes: vec![],
     };
-    assert_eq!(
-        g.digest().to_hex(),
-        std::fs::read_to_string(fixture("replay_group_digest_v1.txt"))
-            .unwrap_or_else(|_| {
-                if std::env::var_os("BLESS").is_some() {
-                    std::fs::write(fixture("replay_group_digest_v1.txt"), g.digest().to_hex())
-                        .unwrap();
-                }
-                g.digest().to_hex()
-            })
-            .trim()
-    );
+    pinned("replay_group_digest_v1.txt", &empty.digest().to_hex());
+    // A group with an insert, a key-changing update and a delete, over every kind of value
+    // of `rows()`: the digest covers the changes' identities and images.
+    let [a, b, c] = <[_; 3]>::try_from(rows()).unwrap();
+    let file = "mysql-bin.000004";
+    let changes = vec![
+        Change {
+            id: change_id(7, "src", file, 420, 0, Op::Insert),
+            before: None,
+            after: Some(a.clone()),
+        },
+        Change {
+            id: change_id(7, "src", file, 420, 1, Op::Update),
+            before: Some(a),
+            after: Some(b),
+        },
+        Change {
+            id: change_id(7, "src", file, 460, 0, Op::Delete),
+            before: Some(c),
+            after: None,
+        },
+    ];
+    let group = ledger::apply::ReplayGroup { end, changes };
+    let digest = group.digest().to_hex();
+    assert_ne!(digest, empty.digest().to_hex());
+    pinned("replay_group_digest_changes_v1.txt", &digest);
     let e = ChainEntry {
         window: WindowId(0),
         range: KeyRange::ALL,
@@ -216,12 +244,5 @@ fn replay_group_digest_is_pinned() {
         manifest_hash: Digest([0; 32]),
     };
     let root = chain::root(JobId(1), Generation(1), &[e]);
-    let pinned = fixture("chain_root_v1.txt");
-    if std::env::var_os("BLESS").is_some() && !pinned.exists() {
-        std::fs::write(&pinned, root.to_hex()).unwrap();
-    }
-    assert_eq!(
-        root.to_hex(),
-        std::fs::read_to_string(pinned).unwrap().trim()
-    );
+    pinned("chain_root_v1.txt", &root.to_hex());
 }

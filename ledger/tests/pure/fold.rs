@@ -1,6 +1,5 @@
 //! The net-effect fold of replay steps equals applying the steps one by one, on a model of
 //! a table keyed by its primary key alone (DESIGN §6, §9). No server needed.
-#![allow(clippy::unwrap_used)]
 use kernel::value::{Row, SqlValue};
 use ledger::apply::{fold_steps, Step};
 use proptest::prelude::*;

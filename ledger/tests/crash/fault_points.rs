@@ -1,40 +1,22 @@
 //! The process dies hard at the ledger's fault points (STYLE §7, I2/I4): right before and
-//! right after the target COMMIT of a page and of a replay batch. A child copy of this test
-//! binary runs the apply with `BACKFILL_FAILPOINTS` set and exits with status 86 at the
+//! right after the target COMMIT of a page and of a replay batch. Each test runs itself
+//! again in a child copy of this test binary (`common::run_child`), where it only runs the
+//! apply (`common::as_child`) with `BACKFILL_FAILPOINTS` set and exits with status 86 at the
 //! point, like a kill -9 between two statements (in particular between the target COMMIT
 //! and the J write). The parent then restarts the work: T decides, the effect exists
 //! exactly once, and a re-apply after the crash runs no business DML.
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
-use harness::shared_target;
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use crate::common::*;
+use kernel::change::{Change, Op};
 use kernel::codec;
-use kernel::ids::Digest;
-use kernel::position::BinlogPos;
 use ledger::apply::{self, Applied, Limits, ReplayGroup, Resolution};
-use std::process::Command;
-
-const CHILD: &str = "LEDGER_CRASH_CHILD";
 
 fn groups() -> Vec<ReplayGroup> {
     (0..3u64)
         .map(|g| ReplayGroup {
-            end: GroupEnd {
-                pos: BinlogPos::new("mysql-bin.000003", 100 * (g + 1)),
-                gtid: None,
-            },
+            end: group_end("mysql-bin.000003", 100 * (g + 1), None),
             changes: (0..10u32)
                 .map(|i| Change {
-                    id: ChangeId {
-                        lineage: Digest([3; 32]),
-                        schema: "s".into(),
-                        table: "t".into(),
-                        file: "mysql-bin.000003".into(),
-                        event_pos: 100 * g + 10,
-                        row: i,
-                        op: Op::Insert,
-                    },
+                    id: change_id(3, "s", "mysql-bin.000003", 100 * g + 10, i, Op::Insert),
                     before: None,
                     after: Some(row((g * 10 + u64::from(i) + 1) as i64, "c")),
                 })
@@ -47,80 +29,39 @@ fn page_bytes(job: u64) -> Vec<u8> {
     codec::encode(&page(job, 0, 0, (1..=30).map(|i| row(i, "p")).collect()))
 }
 
-/// Runs in the child only: the work that the fault point interrupts.
-#[tokio::test]
-async fn child_applies_until_the_fault_point() {
-    let Ok(spec) = std::env::var(CHILD) else {
-        return;
-    };
-    let (what, db, job) = {
-        let v: Vec<&str> = spec.split(',').collect();
-        (
-            v[0].to_string(),
-            v[1].to_string(),
-            v[2].parse::<u64>().unwrap(),
-        )
-    };
-    let port: u16 = std::env::var("LEDGER_CRASH_PORT").unwrap().parse().unwrap();
-    let ctx = ctx(&db, job, 1);
-    let o = target_opts_at(port, &db);
-    let mut c = apply::connect(&o).await.unwrap();
-    match what.as_str() {
-        "page" => {
-            apply::apply_page(&mut c, &ctx, &page_bytes(job), Limits::default())
-                .await
-                .unwrap();
-        }
-        _ => {
-            apply::apply_groups(
-                &mut c,
-                &ctx,
-                None,
-                &groups(),
-                Limits {
-                    txn_rows: 10,
-                    ..Limits::default()
-                },
-            )
+/// The work that the fault point interrupts, in the child: `page` or `groups`, the
+/// database and the job.
+async fn child(spec: Vec<String>, port: u16) {
+    let (what, db, job) = (&spec[0], &spec[1], spec[2].parse::<u64>().unwrap());
+    let ctx = ctx(db, job, 1);
+    let mut c = apply::connect(&opts_at(port, db)).await.unwrap();
+    if what == "page" {
+        apply::apply_page(&mut c, &ctx, &page_bytes(job), Limits::default())
             .await
             .unwrap();
-        }
+    } else {
+        let limits = Limits {
+            txn_rows: 10,
+            ..Limits::default()
+        };
+        apply::apply_groups(&mut c, &ctx, None, &groups(), limits)
+            .await
+            .unwrap();
     }
-    panic!("the fault point did not stop the process");
 }
 
-fn target_opts_at(port: u16, db: &str) -> mysql_async::Opts {
-    ledger::target::target_opts(&format!("mysql://root@127.0.0.1:{port}/{db}")).unwrap()
-}
-
-fn run_child(what: &str, db: &str, job: u64, point: &str) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_applies_until_the_fault_point",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, format!("{what},{db},{job}"))
-        .env("LEDGER_CRASH_PORT", shared_target().port().to_string())
-        .env(kernel::failpoint::ENV, point)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(kernel::failpoint::EXIT_CODE),
-        "child did not exit at {point}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn run_child_at(what: &str, db: &str, job: u64, point: &str) {
+    run_child(&format!("{what},{db},{job}"), point);
 }
 
 #[tokio::test]
 async fn crash_after_page_commit_then_reapply_runs_no_dml() {
+    as_child(child).await;
     let s = shared_target();
     let db = fresh_target(s, "lc_page_after");
     let ctx = ctx(&db, 61, 1);
     claimed(s, &db, &ctx).await;
-    run_child("page", &db, 61, "ledger.page.after_commit");
+    run_child_at("page", &db, 61, "ledger.page.after_commit");
     assert_eq!(dml_count(s, &db), 30);
     let mut c = apply::connect(&opts(s, &db)).await.unwrap();
     assert_eq!(
@@ -140,11 +81,12 @@ async fn crash_after_page_commit_then_reapply_runs_no_dml() {
 
 #[tokio::test]
 async fn crash_before_page_commit_leaves_nothing_and_reapply_commits_once() {
+    as_child(child).await;
     let s = shared_target();
     let db = fresh_target(s, "lc_page_before");
     let ctx = ctx(&db, 62, 1);
     claimed(s, &db, &ctx).await;
-    run_child("page", &db, 62, "ledger.page.before_commit");
+    run_child_at("page", &db, 62, "ledger.page.before_commit");
     let mut c = apply::connect(&opts(s, &db)).await.unwrap();
     // The locking read waits until the server has rolled the dead session back.
     assert_eq!(
@@ -165,12 +107,13 @@ async fn crash_before_page_commit_leaves_nothing_and_reapply_commits_once() {
 
 #[tokio::test]
 async fn crash_between_replay_commits_resumes_from_t_cursor() {
+    as_child(child).await;
     let s = shared_target();
     let db = fresh_target(s, "lc_groups");
     let ctx = ctx(&db, 63, 1);
     claimed(s, &db, &ctx).await;
     // Exit right after the second of three replay transactions committed.
-    run_child("groups", &db, 63, "ledger.groups.after_commit@2");
+    run_child_at("groups", &db, 63, "ledger.groups.after_commit@2");
     assert_eq!(dml_count(s, &db), 20);
     let mut c = apply::connect(&opts(s, &db)).await.unwrap();
     let g = groups();
@@ -192,5 +135,32 @@ async fn crash_between_replay_commits_resumes_from_t_cursor() {
             .unwrap(),
         Applied::AlreadyCommitted
     );
+    assert_eq!(dml_count(s, &db), 30);
+}
+
+#[tokio::test]
+async fn crash_before_the_first_replay_commit_leaves_nothing_and_reapply_commits_once() {
+    as_child(child).await;
+    let s = shared_target();
+    let db = fresh_target(s, "lc_groups_before");
+    let ctx = ctx(&db, 64, 1);
+    claimed(s, &db, &ctx).await;
+    // Exit right before the first of three replay transactions commits.
+    run_child_at("groups", &db, 64, "ledger.groups.before_commit");
+    assert_eq!(dml_count(s, &db), 0);
+    let mut c = apply::connect(&opts(s, &db)).await.unwrap();
+    let g = groups();
+    // The locking read waits until the server has rolled the dead session back.
+    assert_eq!(
+        apply::resolve_groups(&mut c, &ctx, None, &g).await.unwrap(),
+        Resolution::NotCommitted
+    );
+    assert_eq!(
+        apply::apply_groups(&mut c, &ctx, None, &g, Limits::default())
+            .await
+            .unwrap(),
+        Applied::Committed
+    );
+    assert_eq!(s.sql_in(&db, "SELECT COUNT(*) FROM t"), "30");
     assert_eq!(dml_count(s, &db), 30);
 }

@@ -1,9 +1,8 @@
 //! Pure decisions of the apply path: replay planning, credential conflicts, TIMESTAMP
 //! normalisation. No server needed.
-#![allow(clippy::unwrap_used)]
+use crate::common::{col, group_end};
 use kernel::change::GroupEnd;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
-use kernel::position::BinlogPos;
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::SqlValue;
 use ledger::apply::{decide_credential, normalize_row, plan_replay, GroupSummary, Plan};
@@ -11,10 +10,7 @@ use ledger::target::{PageCredential, ReplayCursor};
 use proptest::prelude::*;
 
 fn end(pos: u64) -> GroupEnd {
-    GroupEnd {
-        pos: BinlogPos::new("mysql-bin.000001", pos),
-        gtid: None,
-    }
+    group_end("mysql-bin.000001", pos, None)
 }
 
 fn groups(lens: &[usize]) -> Vec<GroupSummary> {
@@ -199,19 +195,11 @@ fn credential_decision() {
     assert!(decide_credential(&c, &a, "t").is_err());
 }
 
-fn col(name: &str, kind: ColumnKind) -> ColumnDef {
+/// A nullable column (the key too: normalisation does not look at it).
+fn nullable(name: &str, kind: ColumnKind) -> ColumnDef {
     ColumnDef {
-        name: name.into(),
-        kind,
-        column_type: String::new(),
-        unsigned: false,
         nullable: true,
-        char_len: None,
-        numeric_precision: None,
-        numeric_scale: None,
-        datetime_precision: None,
-        charset: None,
-        collation: None,
+        ..col(name, kind)
     }
 }
 
@@ -221,9 +209,9 @@ fn binlog_timestamps_become_utc_calendar_values() {
         database: "d".into(),
         table: "t".into(),
         columns: vec![
-            col("id", ColumnKind::BigInt),
-            col("ts", ColumnKind::Timestamp),
-            col("dt", ColumnKind::Datetime),
+            nullable("id", ColumnKind::BigInt),
+            nullable("ts", ColumnKind::Timestamp),
+            nullable("dt", ColumnKind::Datetime),
         ],
         pk: 0,
     };

@@ -1,8 +1,6 @@
 //! J, the lease, the range chain, the registry and the material checks against a real
 //! state store (a schema on the shared target server).
-#![allow(clippy::unwrap_used)]
-mod common;
-use harness::shared_target;
+use crate::common::{code, shared_target, state_db};
 use kernel::error::DefiniteCode;
 use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
 use kernel::position::BinlogPos;
@@ -17,26 +15,14 @@ use ledger::page::{self, PageKey, RawPage};
 use ledger::range::{range, KeyRange};
 use ledger::record::{JournalRecord, Phase};
 use ledger::registry::{Kind, Registry};
-use sqlx::mysql::MySqlPool;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-use common::code;
-
-async fn state(prefix: &str) -> (MySqlPool, String) {
-    let s = shared_target();
-    let db = s.fresh_db(prefix);
-    let pool = kernel::state::open(&s.url_db(&db), &Default::default())
-        .await
-        .unwrap();
-    (pool, db)
-}
 
 const HOUR: Duration = Duration::from_secs(3600);
 
 #[tokio::test]
 async fn lease_fences_a_stale_owner_in_j() {
-    let (pool, _) = state("ls_fence").await;
+    let (pool, _) = state_db("ls_fence").await;
     let job = JobId(11);
     let a = lease::acquire(&pool, job, "proc-a", Duration::from_millis(1))
         .await
@@ -94,7 +80,7 @@ fn entry(w: u32, r: KeyRange) -> ChainEntry {
 
 #[tokio::test]
 async fn journal_cas_window_completion_and_tamper_detection() {
-    let (pool, db) = state("ls_journal").await;
+    let (pool, db) = state_db("ls_journal").await;
     let s = shared_target();
     let (job, g) = (JobId(12), Generation(1));
     let l = lease::acquire(&pool, job, "p", HOUR).await.unwrap();
@@ -171,7 +157,7 @@ async fn journal_cas_window_completion_and_tamper_detection() {
 
 #[tokio::test]
 async fn range_chain_tampering_and_j_root_mismatch_are_detected() {
-    let (pool, db) = state("ls_chain").await;
+    let (pool, db) = state_db("ls_chain").await;
     let s = shared_target();
     let (job, g) = (JobId(13), Generation(1));
     let l = lease::acquire(&pool, job, "p", HOUR).await.unwrap();
@@ -222,7 +208,7 @@ async fn range_chain_tampering_and_j_root_mismatch_are_detected() {
 
 #[tokio::test]
 async fn registry_quotas_missing_rows_and_concurrent_first_registrations() {
-    let (pool, db) = state("ls_registry").await;
+    let (pool, db) = state_db("ls_registry").await;
     let s = shared_target();
     let reg = Registry::new(pool.clone());
     let (job, g) = (JobId(21), Generation(1));
@@ -314,7 +300,7 @@ fn raw(w: u32, p: u32, rows: i64) -> RawPage {
 
 #[tokio::test]
 async fn tampered_deleted_and_altered_materials_are_detected() {
-    let (pool, db) = state("ls_material").await;
+    let (pool, db) = state_db("ls_material").await;
     let dir = tempfile::tempdir().unwrap();
     let store = LocalDirStore::open(dir.path()).unwrap();
     let reg = Registry::new(pool.clone());

@@ -1,9 +1,5 @@
 //! The capture against a real MariaDB: workload exactness, regrouping, markers.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod capture_common;
-
-use capture_common::*;
+use crate::support::*;
 use kernel::capture::Reader;
 use kernel::change::Op;
 use kernel::control::IntentKind;
@@ -73,7 +69,7 @@ async fn workload_is_captured_exactly_once_in_order() {
     assert!(!fm.obsolete);
     reader.stop().await.unwrap();
 
-    let recs = capture_common::all_records(&e.pool, &e.stream).await;
+    let recs = all_records(&e.pool, &e.stream).await;
     assert_eq!(
         log::verify_chain(&e.pool, &e.stream).await.unwrap(),
         recs.len() as u64
@@ -130,44 +126,6 @@ async fn workload_is_captured_exactly_once_in_order() {
     assert_eq!(count("DELETE FROM"), by_op(Op::Delete));
 }
 
-/// Runs a reader on `stream` until L holds `nonce`; with `restarts`, stops and restarts it
-/// at random moments on the way.
-async fn capture_until(
-    e: &Env,
-    stream: &str,
-    set: &kernel::capture::SharedCaptureSet,
-    batch: usize,
-    restarts: bool,
-    nonce: kernel::ids::Nonce,
-) -> u32 {
-    let mut cfg = e.cfg();
-    cfg.stream = stream.to_string();
-    cfg.batch_records = batch;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut n = 0;
-    loop {
-        cfg.replica_server_id = replica_id();
-        let reader = Reader::start(e.pool.clone(), cfg.clone(), set.clone());
-        if restarts {
-            let ms = 20 + rand::random::<u64>() % 200;
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        } else {
-            log::wait_for_marker(&e.pool, stream, nonce, deadline)
-                .await
-                .unwrap();
-        }
-        reader.stop().await.unwrap();
-        n += 1;
-        if log::marker(&e.pool, stream, nonce).await.unwrap().is_some() {
-            return n;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "capture did not reach F"
-        );
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_sizes_and_restarts_give_identical_l() {
     let e = env("cap_regroup").await;
@@ -191,7 +149,7 @@ async fn batch_sizes_and_restarts_give_identical_l() {
             .unwrap()
             .parse()
             .unwrap();
-        let sessions = capture_until(&e, s, &set, batch, s.ends_with("restarts"), f.nonce).await;
+        let sessions = run_until(&e, s, &set, batch, s.ends_with("restarts"), f.nonce).await;
         let recs = all_records(&e.pool, s).await;
         log::verify_chain(&e.pool, s).await.unwrap();
         let ids = chunk_identities(&recs);

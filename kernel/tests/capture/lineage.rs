@@ -1,10 +1,6 @@
 //! A purged position, a reset history or another server at D each give their definite
 //! error; nothing is skipped or re-interpreted (DESIGN §3.4, §9).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod capture_common;
-
-use capture_common::*;
+use crate::support::*;
 use harness::{Server, ServerOpts};
 use kernel::capture::Reader;
 use kernel::control::IntentKind;
@@ -54,18 +50,12 @@ async fn purged_binlog_at_d_is_binlog_purged() {
     let last = e.src.binlog_files().pop().unwrap();
     // The stopped reader's dump thread ends at its next heartbeat; until then the server
     // keeps its file (PURGE skips files in use).
-    let t = std::time::Instant::now();
-    loop {
+    let (secs, every) = (Duration::from_secs(20), Duration::from_millis(100));
+    wait_for("purge did not happen", secs, every, || async {
         e.src.sql(&format!("PURGE BINARY LOGS TO '{last}'"));
-        if e.src.binlog_files() == [last.clone()] {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "purge did not happen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (e.src.binlog_files() == [last.clone()]).then_some(())
+    })
+    .await;
     assert_eq!(restart_code(&e).await, DefiniteCode::BinlogPurged);
 }
 

@@ -5,17 +5,12 @@
 //!
 //! A COMMIT is held deterministically with MariaDB's `BACKUP STAGE BLOCK_COMMIT` from
 //! another session. That blocks every commit of the server, so these tests share one
-//! private, durable server (flush at commit, sync_binlog=1) and run one at a time. (One
-//! server per binary also avoids concurrent `mariadb-install-db` runs, seen to fail with
-//! ERROR 1051 `mysql.tmp_user_sys` when several bootstrap at once.)
-#![allow(clippy::unwrap_used)]
-mod common;
-use common::*;
+//! private, durable server (flush at commit, sync_binlog=1) and run one at a time. (Its
+//! start and the shared target's go one at a time: `common::one_start_at_a_time`.)
+use crate::common::*;
 use harness::{Server, ServerOpts};
-use kernel::change::{Change, ChangeId, GroupEnd, Op};
+use kernel::change::{Change, Op};
 use kernel::codec;
-use kernel::ids::Digest;
-use kernel::position::BinlogPos;
 use ledger::apply::{self, Applied, ApplyError, Limits, ReplayGroup, Resolution};
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
@@ -27,11 +22,13 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 fn server() -> &'static Server {
     static S: std::sync::OnceLock<Server> = std::sync::OnceLock::new();
     S.get_or_init(|| {
-        Server::start_private(
-            ServerOpts::target()
-                .config("innodb_flush_log_at_trx_commit=1")
-                .config("sync_binlog=1"),
-        )
+        one_start_at_a_time(|| {
+            Server::start_private(
+                ServerOpts::target()
+                    .config("innodb_flush_log_at_trx_commit=1")
+                    .config("sync_binlog=1"),
+            )
+        })
     })
 }
 
@@ -188,23 +185,19 @@ async fn commit_lost_on_the_wire_lands_later_and_the_retry_is_already_committed(
 fn groups() -> Vec<ReplayGroup> {
     (0..4)
         .map(|g| ReplayGroup {
-            end: GroupEnd {
-                pos: BinlogPos::new("mysql-bin.000002", 1000 * (g + 1)),
-                gtid: None,
-            },
+            end: group_end("mysql-bin.000002", 1000 * (g + 1), None),
             changes: (0..500)
                 .map(|i| {
                     let id = (g * 500 + i + 1) as i64;
                     Change {
-                        id: ChangeId {
-                            lineage: Digest([2; 32]),
-                            schema: "s".into(),
-                            table: "t".into(),
-                            file: "mysql-bin.000002".into(),
-                            event_pos: 1000 * g + 10,
-                            row: i as u32,
-                            op: Op::Insert,
-                        },
+                        id: change_id(
+                            2,
+                            "s",
+                            "mysql-bin.000002",
+                            1000 * g + 10,
+                            i as u32,
+                            Op::Insert,
+                        ),
                         before: None,
                         after: Some(row(id, "g")),
                     }

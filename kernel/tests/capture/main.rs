@@ -1,0 +1,13 @@
+//! The capture against real MariaDB servers: exactness of L for a workload, regrouping,
+//! markers (workload), lineage errors (lineage), pauses (pause), value fidelity (types)
+//! and XA transactions (xa). Killed and restarted captures: the `crash` binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod lineage;
+mod pause;
+mod types;
+mod workload;
+mod xa;

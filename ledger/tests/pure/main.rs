@@ -1,0 +1,15 @@
+//! The ledger's decisions without a server: golden bytes of every persisted format
+//! (golden), the net-effect fold (fold), replay planning, credentials and TIMESTAMP
+//! normalisation (pure_apply), the key-partitioned replay plan (parts_plan).
+//!
+//! Proptest keeps the failure seeds of these modules in `tests/proptest-regressions/`
+//! (its default place for a test binary whose root is `tests/pure/main.rs`).
+#![allow(clippy::unwrap_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fold;
+mod golden;
+mod parts_plan;
+mod pure_apply;
