@@ -4,7 +4,8 @@
 //! module doc of [`super`]; this file sequences the steps it names.
 use super::batch::{BatchWriter, Step, WritePermits};
 use super::connections::Conns;
-use super::group::{coverage, Coverage};
+use super::group::plan;
+use super::policy::{self, Budget, Decision, Event, Tries};
 use super::progress::{behind_bytes, save_progress, start_point, Lag, Progress};
 use super::source::{next_groups, wait_for_tail, Batch};
 use super::{ReplayConfig, Scope};
@@ -16,6 +17,7 @@ use ledger::apply::ReplayGroup;
 use ledger::target::{self, ReplayCursor, TargetCtx};
 use mysql_async::Opts;
 use sqlx::mysql::MySqlPool;
+use std::ops::ControlFlow;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -111,201 +113,24 @@ impl Replayer<'_> {
         r
     }
 
+    /// The loop of one run, in named steps ([`Run`]): read, skip what T holds, apply,
+    /// record progress; each outcome goes through [`policy::decide`].
     async fn run_on(
         &self,
-        conn: &mut Conns<'_>,
+        conns: &mut Conns<'_>,
         b_seq: u64,
         until: Until,
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Outcome> {
-        let mut cursor = self.cursor(conn).await?;
-        let (mut after, mut prev, mut total) =
-            start_point(self.pool, self.scope, b_seq, cursor.as_ref()).await?;
-        let mut out = Outcome::default();
-        let mut retries = 0u32;
-        // Permit waits that timed out in a row (nothing sent).
-        let mut waits = 0u32;
-        let mut caught_up_at = Instant::now();
-        let mut last_status: Option<Instant> = None;
-        // The next batch, read from L while the current one applies.
-        let mut ahead: Option<Result<Batch>> = None;
-        let (upto, cancel, phase) = match &until {
-            Until::Fence { f_seq, .. } => (*f_seq, None, "REPLAYING"),
-            Until::Follow { cancel } => (u64::MAX, Some(cancel), "STREAMING"),
-            Until::CatchUp { upto } => (*upto, None, "STREAMING"),
-        };
-        loop {
-            if cancel.is_some_and(|c| c.is_cancelled()) {
+        let mut run = Run::start(self, conns, b_seq, &until).await?;
+        while !run.cancel.is_some_and(CancellationToken::is_cancelled) {
+            if run.step(conns, permits).await?.is_break() {
                 break;
             }
-            let step = match ahead.take() {
-                Some(s) => s,
-                None => self.read(after, upto).await,
-            };
-            let (found, next) = match step {
-                Ok(x) => x,
-                Err(e)
-                    if e.is_transient() && cancel.is_some() && retries < self.cfg.max_retries =>
-                {
-                    retries += 1;
-                    tracing::warn!(job = %self.scope.job, error = %e, retries, "replay read failed; retrying");
-                    tokio::time::sleep(self.cfg.idle_wait).await;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if found.is_empty() {
-                // Caught up with L (up to F, or L's tail while following).
-                caught_up_at = Instant::now();
-                out.lag = Lag {
-                    behind_bytes: Some(0),
-                    behind_ms: 0,
-                };
-                let Some(cancel) = cancel else {
-                    // The hint for the next run: it would otherwise re-read every group
-                    // since the last periodic save (all held by T).
-                    if let Some(end) = &prev {
-                        self.save(after, end, total, &out.lag, phase).await?;
-                    }
-                    break;
-                };
-                if let Some(end) = &prev {
-                    if last_status.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
-                        self.save(after, end, total, &out.lag, phase).await?;
-                        last_status = Some(Instant::now());
-                    }
-                }
-                wait_for_tail(
-                    self.pool,
-                    &self.scope.stream,
-                    after,
-                    self.cfg.idle_wait,
-                    cancel,
-                )
-                .await?;
-                continue;
-            }
-            let mut batch: Vec<ReplayGroup> = Vec::new();
-            let mut batch_prev = prev.clone();
-            for (g, _) in found {
-                match coverage(cursor.as_ref(), &g.end).map_err(Error::Definite)? {
-                    Coverage::Held if batch.is_empty() => {
-                        out.groups_held += 1;
-                        batch_prev = Some(g.end.clone());
-                    }
-                    Coverage::Held => {
-                        return Err(Error::definite(
-                            DefiniteCode::EvidenceConflict,
-                            format!(
-                            "job {} {}: T's cursor lies inside a run of groups it does not hold",
-                            self.scope.job, self.scope.generation
-                        ),
-                        ))
-                    }
-                    Coverage::Apply => batch.push(g),
-                }
-            }
-            if !batch.is_empty() {
-                let writer = self.writer();
-                let (applied, read) = tokio::join!(
-                    writer.apply(conn, batch_prev.as_ref(), &batch, permits),
-                    self.read(next, upto)
-                );
-                match applied {
-                    // `apply` turns a second unknown into an error; never here.
-                    Ok(Step::Unknown(m)) => return Err(Error::transient(m)),
-                    Ok(Step::Done) => {
-                        retries = 0;
-                        waits = 0;
-                        ahead = Some(read);
-                    }
-                    // Cancelled while waiting for a write permit: nothing was sent.
-                    Ok(Step::Stopped) => break,
-                    // Nothing was sent: not a failed batch (never a release_unconfirmed
-                    // pause). Retried here a few times, then a plain transient error:
-                    // serve restarts the task later (the permit's holders are in status).
-                    Ok(Step::NoPermit(m)) => {
-                        waits += 1;
-                        if cancel.is_none() || waits > self.cfg.max_retries {
-                            return Err(Error::transient(m));
-                        }
-                        tracing::warn!(job = %self.scope.job, waits, "{m}; retrying");
-                        tokio::time::sleep(self.cfg.idle_wait).await;
-                        continue;
-                    }
-                    Err(e)
-                        if e.is_transient()
-                            && cancel.is_some()
-                            && retries < self.cfg.max_retries =>
-                    {
-                        retries += 1;
-                        tracing::warn!(job = %self.scope.job, error = %e, retries, "replay apply failed; retrying from T");
-                        tokio::time::sleep(self.cfg.idle_wait).await;
-                        cursor = self.cursor(conn).await?;
-                        continue;
-                    }
-                    // DESIGN §8: while STREAMING at most `max_retries` in a row (reset by
-                    // each confirmed commit), then the table pauses: a restarted task
-                    // would otherwise retry forever.
-                    Err(e) if e.is_transient() && cancel.is_some() => {
-                        return Err(Error::definite(
-                            DefiniteCode::ReleaseUnconfirmed,
-                            format!(
-                                "job {} {}: {} target batches in a row failed or ended \
-                                 uncertain while STREAMING (last: {e}); check the target, \
-                                 then `backfill resume {}`",
-                                self.scope.job,
-                                self.scope.generation,
-                                retries + 1,
-                                self.scope.job
-                            ),
-                        ))
-                    }
-                    Err(e) => return Err(e),
-                }
-                out.batches += 1;
-                out.groups_applied += batch.len() as u64;
-                total += batch.len() as u64;
-                match &until {
-                    Until::Fence { .. } => {
-                        failpoint::hit(crate::table::faults::REPLAY_AFTER_BATCH_T)
-                    }
-                    Until::Follow { .. } | Until::CatchUp { .. } => {
-                        failpoint::hit(crate::table::faults::STREAM_AFTER_BATCH)
-                    }
-                }
-                let last = &batch[batch.len() - 1];
-                cursor = Some(ReplayCursor {
-                    end: last.end.clone(),
-                    rows_done: 0,
-                    group_digest: last.digest(),
-                });
-                batch_prev = Some(last.end.clone());
-            }
-            prev = batch_prev;
-            after = next;
-            out.lag = Lag {
-                behind_bytes: self.behind(prev.as_ref()).await,
-                behind_ms: millis(caught_up_at.elapsed()),
-            };
-            let fence = matches!(until, Until::Fence { .. });
-            if let Some(end) = &prev {
-                if fence || last_status.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
-                    self.save(after, end, total, &out.lag, phase).await?;
-                    last_status = Some(Instant::now());
-                }
-            }
-            if let Until::Fence {
-                failpoint_mid: true,
-                ..
-            } = until
-            {
-                failpoint::hit(crate::table::faults::REPLAY_MID);
-            }
         }
-        out.cursor = self.cursor(conn).await?;
-        out.l_seq = after;
-        Ok(out)
+        run.out.cursor = self.cursor(conns).await?;
+        run.out.l_seq = run.after;
+        Ok(run.out)
     }
 
     async fn save(
@@ -336,6 +161,284 @@ impl Replayer<'_> {
             .await
             .ok()??;
         behind_bytes(cursor, Some(&d.restart))
+    }
+}
+
+/// The state of one run between its steps.
+struct Run<'r> {
+    r: &'r Replayer<'r>,
+    until: &'r Until,
+    /// The L seq read up to at most (F's record, a seq, or none while following).
+    upto: u64,
+    /// Set while following (until cancelled).
+    cancel: Option<&'r CancellationToken>,
+    /// The phase the progress row names.
+    phase: &'static str,
+    budget: Budget,
+    tries: Tries,
+    /// T's main cursor as last read or moved by a commit of this run.
+    cursor: Option<ReplayCursor>,
+    /// The L seq read up to, and the end of the table's group there.
+    after: u64,
+    prev: Option<GroupEnd>,
+    /// Groups counted in the progress row (carried over from the hint).
+    total: u64,
+    out: Outcome,
+    caught_up_at: Instant,
+    last_status: Option<Instant>,
+    /// The next batch, read from L while the current one applies.
+    ahead: Option<Result<Batch>>,
+}
+
+impl<'r> Run<'r> {
+    /// T's cursor, and where reading L starts ([`start_point`]).
+    async fn start(
+        r: &'r Replayer<'r>,
+        conns: &mut Conns<'_>,
+        b_seq: u64,
+        until: &'r Until,
+    ) -> Result<Run<'r>> {
+        let cursor = r.cursor(conns).await?;
+        let (after, prev, total) = start_point(r.pool, r.scope, b_seq, cursor.as_ref()).await?;
+        let caught_up_at = Instant::now();
+        let (upto, cancel, phase) = match until {
+            Until::Fence { f_seq, .. } => (*f_seq, None, "REPLAYING"),
+            Until::Follow { cancel } => (u64::MAX, Some(cancel), "STREAMING"),
+            Until::CatchUp { upto } => (*upto, None, "STREAMING"),
+        };
+        Ok(Run {
+            r,
+            until,
+            upto,
+            cancel,
+            phase,
+            budget: Budget {
+                following: cancel.is_some(),
+                max_retries: r.cfg.max_retries,
+            },
+            tries: Tries::default(),
+            cursor,
+            after,
+            prev,
+            total,
+            out: Outcome::default(),
+            caught_up_at,
+            last_status: None,
+            ahead: None,
+        })
+    }
+
+    /// One turn of the loop: the next groups, then caught up, or one batch and progress.
+    async fn step(
+        &mut self,
+        conns: &mut Conns<'_>,
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<ControlFlow<()>> {
+        let Some((found, next)) = self.read_next().await? else {
+            return Ok(ControlFlow::Continue(()));
+        };
+        if found.is_empty() {
+            return self.caught_up().await;
+        }
+        let plan = plan(self.r.scope, self.cursor.as_ref(), self.prev.clone(), found)
+            .map_err(Error::Definite)?;
+        self.out.groups_held += plan.held;
+        let mut prev = plan.prev;
+        if !plan.apply.is_empty() {
+            if let Some(flow) = self
+                .apply_batch(conns, prev.as_ref(), &plan.apply, next, permits)
+                .await?
+            {
+                return Ok(flow);
+            }
+            prev = Some(self.committed(&plan.apply));
+        }
+        self.advance(prev, next).await?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The batch read ahead, or a read of L now; None when a failed read is to be retried
+    /// (after `idle_wait`).
+    async fn read_next(&mut self) -> Result<Option<Batch>> {
+        let read = match self.ahead.take() {
+            Some(s) => s,
+            None => self.r.read(self.after, self.upto).await,
+        };
+        let e = match read {
+            Ok(batch) => return Ok(Some(batch)),
+            Err(e) => e,
+        };
+        let event = Event::ReadFailed {
+            transient: e.is_transient(),
+        };
+        match self.decide(event) {
+            Decision::Retry => {
+                let retries = self.tries.retries;
+                tracing::warn!(job = %self.r.scope.job, error = %e, retries, "replay read failed; retrying");
+                tokio::time::sleep(self.r.cfg.idle_wait).await;
+                Ok(None)
+            }
+            _ => Err(e),
+        }
+    }
+
+    /// Caught up with L (up to F, or L's tail while following): record it, then return
+    /// (not following) or wait for the tail to move.
+    async fn caught_up(&mut self) -> Result<ControlFlow<()>> {
+        self.caught_up_at = Instant::now();
+        self.out.lag = Lag {
+            behind_bytes: Some(0),
+            behind_ms: 0,
+        };
+        let Some(cancel) = self.cancel else {
+            // The hint for the next run: it would otherwise re-read every group since the
+            // last periodic save (all held by T).
+            self.save_due(true).await?;
+            return Ok(ControlFlow::Break(()));
+        };
+        self.save_due(false).await?;
+        let r = self.r;
+        wait_for_tail(r.pool, &r.scope.stream, self.after, r.cfg.idle_wait, cancel).await?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Applies `batch` while the next one is read from L; None once it committed, else
+    /// what the loop does instead ([`policy::decide`]).
+    async fn apply_batch(
+        &mut self,
+        conns: &mut Conns<'_>,
+        prev: Option<&GroupEnd>,
+        batch: &[ReplayGroup],
+        next: u64,
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<Option<ControlFlow<()>>> {
+        let r = self.r;
+        let writer = r.writer();
+        let (applied, read) = tokio::join!(
+            writer.apply(conns, prev, batch, permits),
+            r.read(next, self.upto)
+        );
+        let event = match &applied {
+            Ok(Step::Done) => Event::Committed,
+            // Cancelled while waiting for a write permit: nothing was sent.
+            Ok(Step::Stopped) => Event::Stopped,
+            // Nothing was sent: not a failed batch (never a release_unconfirmed pause);
+            // past the budget a plain transient error, and serve restarts the task later
+            // (the permit's holders are in status).
+            Ok(Step::NoPermit(_)) => Event::NoPermit,
+            // `apply` turns a second unknown into an error; never here.
+            Ok(Step::Unknown(_)) => Event::Unknown,
+            Err(e) => Event::ApplyFailed {
+                transient: e.is_transient(),
+            },
+        };
+        let decision = self.decide(event);
+        let (retries, waits) = (self.tries.retries, self.tries.waits);
+        match (decision, applied) {
+            (Decision::Proceed, _) => {
+                self.ahead = Some(read);
+                Ok(None)
+            }
+            (Decision::Stop, _) => Ok(Some(ControlFlow::Break(()))),
+            (Decision::Retry, Ok(Step::NoPermit(m))) => {
+                tracing::warn!(job = %r.scope.job, waits, "{m}; retrying");
+                tokio::time::sleep(r.cfg.idle_wait).await;
+                Ok(Some(ControlFlow::Continue(())))
+            }
+            (Decision::Reread, Err(e)) => {
+                tracing::warn!(job = %r.scope.job, error = %e, retries, "replay apply failed; retrying from T");
+                tokio::time::sleep(r.cfg.idle_wait).await;
+                self.cursor = r.cursor(conns).await?;
+                Ok(Some(ControlFlow::Continue(())))
+            }
+            (Decision::Pause { failures }, Err(e)) => Err(self.paused(failures, &e)),
+            (_, Err(e)) => Err(e),
+            (_, Ok(Step::NoPermit(m) | Step::Unknown(m))) => Err(Error::transient(m)),
+            // The policy proceeds on every commit and stops on every cancel.
+            (_, Ok(Step::Done)) => Ok(None),
+            (_, Ok(Step::Stopped)) => Ok(Some(ControlFlow::Break(()))),
+        }
+    }
+
+    /// The policy's decision for `event`; its counters are kept for the next one.
+    fn decide(&mut self, event: Event) -> Decision {
+        let (decision, tries) = policy::decide(self.budget, self.tries, event);
+        self.tries = tries;
+        decision
+    }
+
+    /// DESIGN §8: while STREAMING at most `max_retries` failures in a row (reset by each
+    /// confirmed commit), then the table pauses: a restarted task would otherwise retry
+    /// forever.
+    fn paused(&self, failures: u32, e: &Error) -> Error {
+        let s = self.r.scope;
+        Error::definite(
+            DefiniteCode::ReleaseUnconfirmed,
+            format!(
+                "job {} {}: {} target batches in a row failed or ended \
+                 uncertain while STREAMING (last: {e}); check the target, \
+                 then `backfill resume {}`",
+                s.job, s.generation, failures, s.job
+            ),
+        )
+    }
+
+    /// Counts a committed batch, hits its fault point, and moves the known cursor to its
+    /// last group; returns that group's end.
+    fn committed(&mut self, batch: &[ReplayGroup]) -> GroupEnd {
+        self.out.batches += 1;
+        self.out.groups_applied += batch.len() as u64;
+        self.total += batch.len() as u64;
+        match self.until {
+            Until::Fence { .. } => failpoint::hit(crate::table::faults::REPLAY_AFTER_BATCH_T),
+            Until::Follow { .. } | Until::CatchUp { .. } => {
+                failpoint::hit(crate::table::faults::STREAM_AFTER_BATCH)
+            }
+        }
+        let last = &batch[batch.len() - 1];
+        self.cursor = Some(ReplayCursor {
+            end: last.end.clone(),
+            rows_done: 0,
+            group_digest: last.digest(),
+        });
+        last.end.clone()
+    }
+
+    /// Moves past the groups read, refreshes the lag and the progress row (after every
+    /// batch up to F, else every [`STATUS_EVERY`]).
+    async fn advance(&mut self, prev: Option<GroupEnd>, next: u64) -> Result<()> {
+        self.prev = prev;
+        self.after = next;
+        self.out.lag = Lag {
+            behind_bytes: self.r.behind(self.prev.as_ref()).await,
+            behind_ms: millis(self.caught_up_at.elapsed()),
+        };
+        self.save_due(matches!(self.until, Until::Fence { .. }))
+            .await?;
+        if let Until::Fence {
+            failpoint_mid: true,
+            ..
+        } = self.until
+        {
+            failpoint::hit(crate::table::faults::REPLAY_MID);
+        }
+        Ok(())
+    }
+
+    /// Writes the progress row when a group has been seen and `now` or the last write is
+    /// [`STATUS_EVERY`] old.
+    async fn save_due(&mut self, now: bool) -> Result<()> {
+        let Some(end) = &self.prev else {
+            return Ok(());
+        };
+        if now || self.last_status.is_none_or(|t| t.elapsed() >= STATUS_EVERY) {
+            let lag = &self.out.lag;
+            self.r
+                .save(self.after, end, self.total, lag, self.phase)
+                .await?;
+            self.last_status = Some(Instant::now());
+        }
+        Ok(())
     }
 }
 

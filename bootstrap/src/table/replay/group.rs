@@ -8,9 +8,9 @@
 //!   and digest ([`ReplayGroup::digest`]); it is built from the chunk records of that
 //!   transaction alone, so how many groups or rows a batch holds never changes a group.
 //! * I6 no silent loss. A pause of this table-generation or raw rows of the table in a
-//!   record ([`table_part`]) and chunks that do not chain ([`build_group`]) are definite
-//!   errors naming the position; a position of another binlog series never compares
-//!   ([`cmp_end`]).
+//!   record ([`table_part`]), chunks that do not chain ([`build_group`]) and a group T
+//!   holds after one it does not ([`plan`]) are definite errors naming the position; a
+//!   position of another binlog series never compares ([`cmp_end`]).
 //! * I2 skipping. [`coverage`] skips a group only when T's cursor is at or past its end.
 use super::Scope;
 use kernel::change::{Change, GroupEnd};
@@ -139,4 +139,51 @@ pub fn coverage(cursor: Option<&ReplayCursor>, end: &GroupEnd) -> Result<Coverag
 /// True when `r` is the L record right after `last` in the same group.
 pub(super) fn continues(last: &StoredRecord, r: &StoredRecord) -> bool {
     last.record.end.is_none() && r.seq == last.seq + 1 && r.record.start == last.record.start
+}
+
+/// A batch as T's cursor decides it: the groups to apply and the end of the group before
+/// the first of them.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Plan {
+    /// The groups T does not hold (the first may be applied from its sub-cursor).
+    pub(super) apply: Vec<ReplayGroup>,
+    /// The end of the group before `apply` (the last held one skipped, else `prev`).
+    pub(super) prev: Option<GroupEnd>,
+    /// Groups in front that T holds, skipped.
+    pub(super) held: u64,
+}
+
+/// Splits the groups read (in L order, after the group ending at `prev`) into the ones T
+/// holds in front, skipped, and the rest. A group T holds after one it does not means T's
+/// cursor lies inside a run of groups it does not hold: definite `evidence_conflict`.
+pub(super) fn plan(
+    scope: &Scope,
+    cursor: Option<&ReplayCursor>,
+    prev: Option<GroupEnd>,
+    found: Vec<(ReplayGroup, u64)>,
+) -> Result<Plan, Definite> {
+    let mut out = Plan {
+        apply: Vec::new(),
+        prev,
+        held: 0,
+    };
+    for (g, _) in found {
+        match coverage(cursor, &g.end)? {
+            Coverage::Held if out.apply.is_empty() => {
+                out.held += 1;
+                out.prev = Some(g.end.clone());
+            }
+            Coverage::Held => {
+                return Err(definite(
+                    DefiniteCode::EvidenceConflict,
+                    format!(
+                        "job {} {}: T's cursor lies inside a run of groups it does not hold",
+                        scope.job, scope.generation
+                    ),
+                ))
+            }
+            Coverage::Apply => out.apply.push(g),
+        }
+    }
+    Ok(out)
 }

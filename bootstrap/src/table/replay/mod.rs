@@ -61,11 +61,13 @@
 //! | [`progress`] | the progress row: restart hint, groups counted, lag |
 //! | [`connections`] | the run's target connections, KILL-confirmed ends |
 //! | [`batch`] | one batch on the target under its write permits |
+//! | [`policy`] | pure: after each outcome, retry, re-read T, pause or fail, within a budget |
 //! | [`driver`] | the loop: [`Replayer`], [`Until`], [`replay_to`], [`follow`], [`catch_up`] |
 mod batch;
 mod connections;
 mod driver;
 mod group;
+mod policy;
 mod progress;
 mod source;
 #[cfg(test)]

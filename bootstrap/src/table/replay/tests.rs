@@ -1,6 +1,7 @@
-//! Unit tests of replay's pure parts over L records and messages: groups, coverage,
-//! lag bytes and the permit-wait reason.
+//! Unit tests of replay's pure parts over L records and messages: groups, coverage, the
+//! batch plan, lag bytes and the permit-wait reason (the policy's are in `policy.rs`).
 use super::batch::no_permit;
+use super::group::{plan, Plan};
 use super::*;
 use kernel::change::{Change, ChangeId, GroupEnd, Op};
 use kernel::error::{Definite, DefiniteCode};
@@ -8,6 +9,7 @@ use kernel::ids::{Digest, Generation, JobId};
 use kernel::log::{GroupChunk, LogRecord, PauseSeen, RecordBody, StoredRecord};
 use kernel::position::BinlogPos;
 use kernel::value::SqlValue;
+use ledger::apply::ReplayGroup;
 use ledger::target::ReplayCursor;
 use std::time::Duration;
 fn scope() -> Scope {
@@ -162,4 +164,67 @@ fn lag_bytes_only_within_one_file() {
     );
     assert_eq!(behind_bytes(Some(&e("b.1", 10)), Some(&e("b.2", 50))), None);
     assert_eq!(behind_bytes(None, None), Some(0));
+}
+
+#[test]
+fn a_batch_skips_the_held_groups_in_front_and_applies_the_rest() {
+    let end = |p| GroupEnd {
+        pos: BinlogPos::new("b.000001", p),
+        gtid: None,
+    };
+    let g = |p| {
+        (
+            ReplayGroup {
+                end: end(p),
+                changes: vec![ch("t", p, 1)],
+            },
+            p,
+        )
+    };
+    let cursor = ReplayCursor {
+        end: end(9),
+        rows_done: 0,
+        group_digest: Digest([0; 32]),
+    };
+    let s = scope();
+    assert_eq!(
+        plan(
+            &s,
+            Some(&cursor),
+            Some(end(1)),
+            vec![g(5), g(9), g(12), g(20)]
+        )
+        .unwrap(),
+        Plan {
+            apply: vec![g(12).0, g(20).0],
+            prev: Some(end(9)),
+            held: 2,
+        }
+    );
+    // Nothing held: `prev` stays the end before the batch.
+    assert_eq!(
+        plan(&s, None, Some(end(1)), vec![g(5)]).unwrap(),
+        Plan {
+            apply: vec![g(5).0],
+            prev: Some(end(1)),
+            held: 0,
+        }
+    );
+    // All held: nothing to apply, `prev` moves past them.
+    assert_eq!(
+        plan(&s, Some(&cursor), None, vec![g(5), g(9)]).unwrap(),
+        Plan {
+            apply: vec![],
+            prev: Some(end(9)),
+            held: 2,
+        }
+    );
+    // A held group after one T does not hold: T's cursor is inside the run.
+    let e = plan(&s, Some(&cursor), None, vec![g(12), g(5)]).unwrap_err();
+    assert_eq!(e.code, DefiniteCode::EvidenceConflict);
+    assert!(
+        e.message.starts_with("job 1 g1: T's cursor lies inside"),
+        "{}",
+        e.message
+    );
 }
