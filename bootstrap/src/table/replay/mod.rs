@@ -56,13 +56,13 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`group`] | pure: a record's changes of the table, groups from chunks, coverage by T's cursor |
-//! | [`source`] | reading L: markers, the next complete groups, waiting for the tail |
-//! | [`progress`] | the progress row: restart hint, groups counted, lag |
-//! | [`connections`] | the run's target connections, KILL-confirmed ends |
-//! | [`batch`] | one batch on the target under its write permits |
-//! | [`policy`] | pure: after each outcome, retry, re-read T, pause or fail, within a budget |
-//! | [`driver`] | the loop: [`Replayer`], [`Until`], [`replay_to`], [`follow`], [`catch_up`] |
+//! | `group.rs` | pure: a record's changes of the table, groups from chunks, coverage by T's cursor |
+//! | `source.rs` | reading L: markers, the next complete groups, waiting for the tail |
+//! | `progress.rs` | the progress row: restart hint, groups counted, lag |
+//! | `connections.rs` | the run's target connections, KILL-confirmed ends |
+//! | `batch.rs` | one batch on the target under its write permits |
+//! | `policy.rs` | pure: after each outcome, retry, re-read T, pause or fail, within a budget |
+//! | `driver.rs` | the loop: [`Replayer`], [`Until`], [`replay_to`], [`follow`], [`catch_up`] |
 mod batch;
 mod connections;
 mod driver;
