@@ -1,0 +1,189 @@
+//! Pure: what one L record holds for the table, complete groups from its chunk records,
+//! and what T's cursor says about a group. No I/O; the readers ([`super::source`]) and
+//! the driver decide nothing about the data without these functions.
+//!
+//! # Why it is safe
+//!
+//! * I3 regrouping. A group is one source transaction, named by its end position, GTID
+//!   and digest ([`ReplayGroup::digest`]); it is built from the chunk records of that
+//!   transaction alone, so how many groups or rows a batch holds never changes a group.
+//! * I6 no silent loss. A pause of this table-generation or raw rows of the table in a
+//!   record ([`table_part`]), chunks that do not chain ([`build_group`]) and a group T
+//!   holds after one it does not ([`plan`]) are definite errors naming the position; a
+//!   position of another binlog series never compares ([`cmp_end`]).
+//! * I2 skipping. [`coverage`] skips a group only when T's cursor is at or past its end.
+use super::Scope;
+use kernel::change::{Change, GroupEnd};
+use kernel::error::{Definite, DefiniteCode};
+use kernel::log::{RecordBody, StoredRecord};
+use ledger::apply::ReplayGroup;
+use ledger::target::ReplayCursor;
+use std::cmp::Ordering;
+
+fn definite(code: DefiniteCode, message: String) -> Definite {
+    Definite { code, message }
+}
+
+/// The changes of the table in one L record, in binlog order. A pause of this
+/// table-generation or rows kept raw for it are a definite stop: replay never skips them.
+pub fn table_part(scope: &Scope, rec: &StoredRecord) -> Result<Vec<Change>, Definite> {
+    let RecordBody::Chunk(c) = &rec.record.body else {
+        return Ok(Vec::new());
+    };
+    let mine = |s: &str, t: &str| s == scope.source_db && t == scope.source_table;
+    if let Some(p) = c.pauses.iter().find(|p| {
+        (p.job == scope.job && p.generation == scope.generation) || mine(&p.schema, &p.table)
+    }) {
+        return Err(definite(
+            p.error.code,
+            format!(
+                "job {} {}: the reader paused `{}`.`{}` at {} (L record {}): {}; replay stops there",
+                scope.job, scope.generation, p.schema, p.table, p.at, rec.seq, p.error.message
+            ),
+        ));
+    }
+    if let Some(r) = c.raw.iter().find(|r| mine(&r.schema, &r.table)) {
+        return Err(definite(
+            DefiniteCode::Uncapturable,
+            format!(
+                "job {} {}: L record {} keeps rows of `{}`.`{}` at {}:{} raw (not decodable against the sealed schema); replay stops there",
+                scope.job, scope.generation, rec.seq, r.schema, r.table, rec.record.start.file, r.event_pos
+            ),
+        ));
+    }
+    Ok(c.changes
+        .iter()
+        .filter(|ch| mine(&ch.id.schema, &ch.id.table))
+        .cloned()
+        .collect())
+}
+
+/// A group of the table built from its chunk records.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Built {
+    /// The group is complete in L; `last_seq` is the L seq of its last chunk.
+    Complete { group: ReplayGroup, last_seq: u64 },
+    /// L does not hold the group's end yet (it is still being captured).
+    Open,
+}
+
+/// Builds one group from consecutive chunk records of the same group (the first given
+/// chunk need not be chunk 0: earlier chunks without this table's changes add nothing).
+/// Chunks must have consecutive seqs, one start and consecutive chunk numbers, and only
+/// the last may carry the end.
+pub fn build_group(scope: &Scope, chunks: &[StoredRecord]) -> Result<Built, Definite> {
+    let Some(first) = chunks.first() else {
+        return Ok(Built::Open);
+    };
+    let mut changes = Vec::new();
+    for (i, r) in chunks.iter().enumerate() {
+        if i > 0 {
+            let p = &chunks[i - 1];
+            if r.seq != p.seq + 1
+                || r.record.start != first.record.start
+                || r.record.chunk != p.record.chunk + 1
+                || p.record.end.is_some()
+            {
+                return Err(definite(
+                    DefiniteCode::EvidenceCorrupt,
+                    format!(
+                        "L records {} and {} do not chain as chunks of the group starting at {}",
+                        p.seq, r.seq, first.record.start
+                    ),
+                ));
+            }
+        }
+        changes.extend(table_part(scope, r)?);
+    }
+    let last = &chunks[chunks.len() - 1];
+    Ok(match &last.record.end {
+        Some(end) => Built::Complete {
+            group: ReplayGroup {
+                end: end.clone(),
+                changes,
+            },
+            last_seq: last.seq,
+        },
+        None => Built::Open,
+    })
+}
+
+/// Orders two group ends; positions of another binlog series are a definite lineage
+/// error, never "not before".
+pub fn cmp_end(a: &GroupEnd, b: &GroupEnd) -> Result<Ordering, Definite> {
+    a.pos
+        .try_cmp(&b.pos)
+        .map_err(|e| definite(DefiniteCode::LineageChanged, e.to_string()))
+}
+
+/// What to do with a group given T's cursor: skip it (T holds all of it), or apply it
+/// (from the start, or from the sub-cursor when T holds part of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coverage {
+    Held,
+    Apply,
+}
+
+/// Decides [`Coverage`] for a group ending at `end`.
+pub fn coverage(cursor: Option<&ReplayCursor>, end: &GroupEnd) -> Result<Coverage, Definite> {
+    let Some(c) = cursor else {
+        return Ok(Coverage::Apply);
+    };
+    Ok(match cmp_end(end, &c.end)? {
+        Ordering::Less => Coverage::Held,
+        Ordering::Equal if c.rows_done == 0 => Coverage::Held,
+        _ => Coverage::Apply,
+    })
+}
+
+/// True when `r` is the L record right after `last` in the same group.
+pub(super) fn continues(last: &StoredRecord, r: &StoredRecord) -> bool {
+    last.record.end.is_none() && r.seq == last.seq + 1 && r.record.start == last.record.start
+}
+
+/// A batch as T's cursor decides it: the groups to apply and the end of the group before
+/// the first of them.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Plan {
+    /// The groups T does not hold (the first may be applied from its sub-cursor).
+    pub(super) apply: Vec<ReplayGroup>,
+    /// The end of the group before `apply` (the last held one skipped, else `prev`).
+    pub(super) prev: Option<GroupEnd>,
+    /// Groups in front that T holds, skipped.
+    pub(super) held: u64,
+}
+
+/// Splits the groups read (in L order, after the group ending at `prev`) into the ones T
+/// holds in front, skipped, and the rest. A group T holds after one it does not means T's
+/// cursor lies inside a run of groups it does not hold: definite `evidence_conflict`.
+pub(super) fn plan(
+    scope: &Scope,
+    cursor: Option<&ReplayCursor>,
+    prev: Option<GroupEnd>,
+    found: Vec<(ReplayGroup, u64)>,
+) -> Result<Plan, Definite> {
+    let mut out = Plan {
+        apply: Vec::new(),
+        prev,
+        held: 0,
+    };
+    for (g, _) in found {
+        match coverage(cursor, &g.end)? {
+            Coverage::Held if out.apply.is_empty() => {
+                out.held += 1;
+                out.prev = Some(g.end.clone());
+            }
+            Coverage::Held => {
+                return Err(definite(
+                    DefiniteCode::EvidenceConflict,
+                    format!(
+                        "job {} {}: T's cursor lies inside a run of groups it does not hold",
+                        scope.job, scope.generation
+                    ),
+                ))
+            }
+            Coverage::Apply => out.apply.push(g),
+        }
+    }
+    Ok(out)
+}
