@@ -27,23 +27,26 @@
 //! cursor still moves only by whole transactions. ODKU rather than REPLACE: REPLACE is a DELETE plus an INSERT per
 //! existing row (two row operations, both index trees touched twice, delete triggers and
 //! FK actions fired), ODKU updates the row in place; both converge to the full image.
-use crate::dml::{check_row, Dml};
+use crate::dml::Dml;
+pub use crate::dml::Limits;
+use crate::group::steps;
+pub use crate::group::ReplayGroup;
 use crate::page::FinalPage;
+use crate::plan::check_row;
 pub use crate::plan::{
     decide_credential, fold_steps, normalize_row, plan_replay, Folded, GroupSummary, Piece, Plan,
     Step, TxnPlan,
 };
 use crate::target::{self, check_owner, PageCredential, ReplayCursor, TargetCtx, CURSOR, PAGES};
 use crate::util::{my, my_is_dup};
-use kernel::change::{Change, GroupEnd, Op};
+use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::schema::SealedSchema;
-use kernel::value::{Row, SqlValue};
+use kernel::value::Row;
 use kernel::{failpoint, Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Transaction, TxOpts};
-use serde::{Deserialize, Serialize};
 
 /// A successful apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,34 +73,6 @@ pub enum ApplyError {
 pub enum Resolution {
     Committed,
     NotCommitted,
-}
-
-/// Bounds of one multi-row statement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Rows of one INSERT/upsert/DELETE statement at most.
-    pub stmt_rows: usize,
-    /// Approximate bytes of one statement's values at most (keep under max_allowed_packet).
-    pub stmt_bytes: usize,
-    /// Row changes of one replay transaction at most; a larger group is chunked.
-    pub txn_rows: usize,
-    /// Page INSERTs as text-protocol statements with literals (false: prepared
-    /// statements with bound values). Both write the same values; BENCH.md measures both.
-    pub text_pages: bool,
-    /// Replay upserts and deletes as text-protocol statements (false: prepared).
-    pub text_replay: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            stmt_rows: 10_000,
-            stmt_bytes: 4 << 20,
-            txn_rows: 20_000,
-            text_pages: true,
-            text_replay: false,
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -289,108 +264,6 @@ pub async fn connect(opts: &Opts) -> Result<Conn> {
 // ---------------------------------------------------------------------------------------
 // Groups
 // ---------------------------------------------------------------------------------------
-
-/// One complete source transaction's changes of this table, in binlog order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReplayGroup {
-    pub end: GroupEnd,
-    pub changes: Vec<Change>,
-}
-
-impl ReplayGroup {
-    /// Digest of the group's identity and changes (stable under any regrouping: a group
-    /// is a source transaction, never a reader batch).
-    pub fn digest(&self) -> Digest {
-        let mut b = b"backfill-group-v1".to_vec();
-        b.extend(kernel::codec::to_canonical(&(&self.end, &self.changes)));
-        Digest::of(&b)
-    }
-
-    /// The planner's view of the group.
-    pub fn summary(&self) -> GroupSummary {
-        GroupSummary {
-            end: self.end.clone(),
-            len: self.changes.len(),
-            digest: self.digest(),
-        }
-    }
-}
-
-fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> {
-    steps_where(schema, ch, &|_| true, out)
-}
-
-/// The replay steps of one change whose key `keep` accepts (a key-changing update's
-/// delete is judged by the old key, its upsert by the new one); every image is checked
-/// whatever `keep` says.
-pub(crate) fn steps_where(
-    schema: &SealedSchema,
-    ch: &Change,
-    keep: &dyn Fn(&SqlValue) -> bool,
-    out: &mut Vec<Step>,
-) -> Result<()> {
-    let bad = |m: &str| {
-        Error::definite(
-            DefiniteCode::EvidenceCorrupt,
-            format!(
-                "change at {}:{} row {} of {}: {m}",
-                ch.id.file,
-                ch.id.event_pos,
-                ch.id.row,
-                schema.qualified()
-            ),
-        )
-    };
-    let key = |r: &Row| {
-        r.get(schema.pk)
-            .cloned()
-            .ok_or_else(|| bad("image has no primary key"))
-    };
-    match ch.id.op {
-        Op::Insert => {
-            let a = ch
-                .after
-                .as_ref()
-                .ok_or_else(|| bad("insert without after-image"))?;
-            check_row(schema, a, "replay")?;
-            if keep(&a[schema.pk]) {
-                out.push(Step::Upsert(normalize_row(schema, a.clone())));
-            }
-        }
-        Op::Update => {
-            let b = ch
-                .before
-                .as_ref()
-                .ok_or_else(|| bad("update without before-image"))?;
-            let a = ch
-                .after
-                .as_ref()
-                .ok_or_else(|| bad("update without after-image"))?;
-            check_row(schema, a, "replay")?;
-            let (kb, ka) = (key(b)?, key(a)?);
-            if kb.as_key() != ka.as_key() && keep(&kb) {
-                out.push(Step::Delete(kb));
-            }
-            if keep(&ka) {
-                out.push(Step::Upsert(normalize_row(schema, a.clone())));
-            }
-        }
-        Op::Delete => {
-            let b = ch
-                .before
-                .as_ref()
-                .ok_or_else(|| bad("delete without before-image"))?;
-            let k = key(b)?;
-            if k.as_key().is_none() {
-                return Err(bad("delete key is not an integer"));
-            }
-            if keep(&k) {
-                out.push(Step::Delete(k));
-            }
-        }
-    }
-    Ok(())
-}
 
 /// Runs one transaction's steps as their net effect per key ([`fold_steps`]): one
 /// DELETE list, then one upsert list, whatever the order of the changes.

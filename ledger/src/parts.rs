@@ -59,10 +59,11 @@
 //! target should not have (a trigger writing one shared row: DESIGN §9 refuses triggers,
 //! tests add them) costs one innodb_lock_wait_timeout, never a stall.
 use crate::apply::{
-    self, commit_between, rollback_quietly, run_steps, write_cursor, Applied, ApplyError, Limits,
-    ReplayGroup,
+    self, commit_between, rollback_quietly, run_steps, write_cursor, Applied, ApplyError,
 };
-use crate::dml::Dml;
+use crate::dml::{Dml, Limits};
+use crate::group::ReplayGroup;
+pub use crate::partition::{partition_of, partition_of_int, MAX_PARTS};
 use crate::parts_plan::{
     change_parts, part_steps, plan_parts, PartStep, PartsInput, PartsPlan, PartsTxn,
 };
@@ -71,7 +72,6 @@ use crate::target::{self, check_owner, PartRow, ReplayCursor, TargetCtx, CURSOR_
 use crate::util::{my, my_is_dup};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
-use kernel::value::SqlValue;
 use kernel::{failpoint, Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, IsolationLevel, Params, Transaction, TxOpts};
@@ -79,33 +79,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 use tokio::sync::watch;
-
-/// The most key partitions (connections) one replay may use.
-pub const MAX_PARTS: usize = 16;
-
-/// The partition of an integer key among `parts` (stable forever: part rows persist its
-/// meaning). SplitMix64's finaliser spreads consecutive and strided keys evenly.
-pub fn partition_of_int(key: i64, parts: usize) -> usize {
-    if parts <= 1 {
-        return 0;
-    }
-    let mut z = (key as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z % parts as u64) as usize
-}
-
-/// Stable forever (its meaning is persisted by part rows): the partition of a primary-key
-/// value. The key is read as the integer it denotes ([`SqlValue::as_key`]: `Int(5)`,
-/// `UInt(5)` and text `"5"` are the same key). A value that is no signed 64-bit integer
-/// (DESIGN §9 refuses such primary keys; replay refuses such changes) maps to 0.
-pub fn partition_of(key: &SqlValue, parts: usize) -> usize {
-    match key.as_key() {
-        Some(k) => partition_of_int(k, parts),
-        None => 0,
-    }
-}
 
 /// How the part sessions run (the defaults are what [`apply_groups_parts`] uses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,8 +7,8 @@
 //! the batch is `(-1, 0)` and a complete group `k` is `(k, len k)`. Main's point is where
 //! part 0 (and, by the commit order, every partition) is. A part row's point means
 //! something only when it is after main's: that partition holds its keys through it.
-use crate::apply::{steps_where, ReplayGroup};
-use crate::parts::{partition_of, MAX_PARTS};
+use crate::group::{steps_where, ReplayGroup};
+use crate::partition::{partition_of, MAX_PARTS};
 use crate::plan::{plan_replay, GroupSummary, Piece, Plan, Step, TxnPlan};
 use crate::target::{PartRow, ReplayCursor};
 use kernel::change::{Change, GroupEnd, Op};

@@ -50,6 +50,32 @@ pub fn normalize_row(schema: &SealedSchema, mut row: Row) -> Row {
     row
 }
 
+/// Checks a row (a page row or a replayed image) against the table: one value per column
+/// and an integer primary key; anything else is corrupt evidence.
+pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> kernel::Result<()> {
+    if row.len() != schema.columns.len() {
+        return Err(kernel::Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "{what}: a row has {} values but {} has {} columns",
+                row.len(),
+                schema.qualified(),
+                schema.columns.len()
+            ),
+        ));
+    }
+    if row[schema.pk].as_key().is_none() {
+        return Err(kernel::Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "{what}: a row's primary key {:?} is not an integer",
+                row[schema.pk]
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn epoch_to_utc(b: &[u8]) -> Option<SqlValue> {
     let s = std::str::from_utf8(b).ok()?;
     let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
