@@ -1,14 +1,66 @@
-//! Bounded retries (STYLE §6): a permanent-error check, an attempt cap, a
-//! deadline and a cancel token. Backoff is exponential, capped and
-//! deterministic (no jitter), so paused-time tests see exact instants.
+//! Bounded retries (STYLE §6): [`retry`] (and [`retry_with`]) is the one helper
+//! every retry loop uses, with a permanent-error check, an attempt cap, a deadline and a cancel
+//! token (neon's `libs/utils/src/backoff.rs` is the model). Backoff is none,
+//! linear or exponential, capped and deterministic (no jitter), so paused-time
+//! tests see exact instants.
 //!
 //! The helper never drops an attempt in flight: a dropped future does not stop
 //! SQL already sent (DESIGN §8), so each attempt bounds its own I/O. The
 //! deadline and the cancel token are checked before every attempt and during
 //! every backoff, and no backoff is slept that would end past the deadline.
+//!
+//! Two entry points share one implementation of the bounds:
+//! - [`retry`]`(op, ..)`: `op(attempt)` returns a future; the closure may capture shared
+//!   references (a pool, the job's context), which is what sqlx calls on a `&MySqlPool`
+//!   need.
+//! - [`retry_with`]`(&mut state, op, ..)`: `op(state, attempt)` returns a boxed
+//!   future ([`Attempt`]) that may borrow `state` mutably, one attempt at a time: a
+//!   connection, or a flag that outlives the attempts. (A generic `AsyncFnMut` would be
+//!   neater, but its future is not provably `Send` inside a spawned task.)
+//!
+//! `is_permanent` classifies the operation's error; with kernel's errors it is
+//! `|e: &kernel::Error| !e.is_transient()` (definite errors are never retried).
+//!
+//! ```
+//! # use std::time::Duration;
+//! use admission::{retry, retry_with, CancellationToken, RetryPolicy};
+//!
+//! # #[derive(Debug)] enum DbError { Transient, Definite }
+//! # struct Pool;
+//! # impl Pool { async fn count(&self) -> Result<u64, DbError> { Ok(7) } }
+//! # struct Conn { calls: u32 }
+//! # impl Conn { async fn insert(&mut self, row: &str) -> Result<u64, DbError> {
+//! #     self.calls += 1; if self.calls < 3 { Err(DbError::Transient) } else { Ok(1) } } }
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let policy = RetryPolicy::exponential(5, Duration::from_millis(100), Duration::from_secs(2))
+//!     .with_deadline(Duration::from_secs(30));
+//! let cancel = CancellationToken::new();
+//! let permanent = |e: &DbError| matches!(e, DbError::Definite);
+//!
+//! // Shared state: a plain closure returning a future.
+//! let pool = Pool;
+//! let n = retry(|_attempt| pool.count(), permanent, &policy, &cancel).await;
+//! assert_eq!(n.ok(), Some(7));
+//!
+//! // Mutable state: lent to each attempt in turn.
+//! let mut conn = Conn { calls: 0 };
+//! let row = String::from("(1, 'a')");
+//! let n = retry_with(
+//!     &mut conn,
+//!     |conn, _attempt| Box::pin(conn.insert(&row)),
+//!     permanent,
+//!     &policy,
+//!     &cancel,
+//! )
+//! .await;
+//! assert_eq!((n.ok(), conn.calls), (Some(1), 3));
+//! # }
+//! ```
 
 use std::future::Future;
 use std::num::NonZeroU32;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -68,26 +120,84 @@ impl RetryBudget {
     }
 }
 
+/// The wait before retry number `n` (1 = after the first failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backoff {
+    /// Retry at once: the failure was a lost race (a re-plan), nothing to wait for.
+    None,
+    /// `min(step * n, max)`.
+    Linear { step: Duration, max: Duration },
+    /// `min(base * 2^(n - 1), max)`.
+    Exponential { base: Duration, max: Duration },
+}
+
 /// Bounds for [`retry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts in total, the first one included.
     pub max_attempts: NonZeroU32,
-    /// Delay before the first retry; doubled before each further one.
-    pub base_delay: Duration,
-    /// Cap on any single delay.
-    pub max_delay: Duration,
-    /// Time from the call after which no attempt starts and no delay ends.
-    pub deadline: Duration,
+    /// The wait between attempts.
+    pub backoff: Backoff,
+    /// Time from the call after which no attempt starts and no wait ends. None: bounded
+    /// by `max_attempts` alone (each attempt bounds its own I/O).
+    pub deadline: Option<Duration>,
 }
 
 impl RetryPolicy {
-    /// Delay before retry number `retry` (1 = after the first failure):
-    /// `min(base_delay * 2^(retry - 1), max_delay)`.
+    /// `max_attempts` (0 counts as 1) without any wait in between, no deadline.
+    pub const fn immediate(max_attempts: u32) -> Self {
+        Self {
+            max_attempts: at_least_one(max_attempts),
+            backoff: Backoff::None,
+            deadline: None,
+        }
+    }
+
+    /// `max_attempts` (0 counts as 1), waiting `step * n` (capped at `max`) before retry
+    /// `n`, no deadline.
+    pub const fn linear(max_attempts: u32, step: Duration, max: Duration) -> Self {
+        Self {
+            max_attempts: at_least_one(max_attempts),
+            backoff: Backoff::Linear { step, max },
+            deadline: None,
+        }
+    }
+
+    /// `max_attempts` (0 counts as 1), waiting `base * 2^(n - 1)` (capped at `max`)
+    /// before retry `n`, no deadline.
+    pub const fn exponential(max_attempts: u32, base: Duration, max: Duration) -> Self {
+        Self {
+            max_attempts: at_least_one(max_attempts),
+            backoff: Backoff::Exponential { base, max },
+            deadline: None,
+        }
+    }
+
+    /// The same bounds, and no attempt starts (nor wait ends) `deadline` after the call.
+    pub const fn with_deadline(self, deadline: Duration) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
+    /// Delay before retry number `retry` (1 = after the first failure).
     pub fn delay_before_retry(&self, retry: u32) -> Duration {
-        let doublings = retry.saturating_sub(1).min(31);
-        let delay = self.base_delay.saturating_mul(1u32 << doublings);
-        delay.min(self.max_delay)
+        match self.backoff {
+            Backoff::None => Duration::ZERO,
+            Backoff::Linear { step, max } => step.saturating_mul(retry).min(max),
+            Backoff::Exponential { base, max } => {
+                let doublings = retry.saturating_sub(1).min(31);
+                base.saturating_mul(1u32 << doublings).min(max)
+            }
+        }
+    }
+}
+
+const fn at_least_one(n: u32) -> NonZeroU32 {
+    match NonZeroU32::new(n) {
+        Some(n) => n,
+        None => NonZeroU32::MIN,
     }
 }
 
@@ -125,7 +235,8 @@ impl<E> RetryError<E> {
 }
 
 /// Runs `op(attempt)` (attempt is 1-based) until it succeeds, fails
-/// permanently, or a bound is reached. Never retries forever.
+/// permanently (`is_permanent`), or a bound of `policy` or `cancel` is reached.
+/// Never retries forever.
 pub async fn retry<T, E, F, Fut>(
     mut op: F,
     is_permanent: impl Fn(&E) -> bool,
@@ -136,78 +247,132 @@ where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let deadline = Instant::now()
-        .checked_add(policy.deadline)
-        .unwrap_or_else(far_future);
-    let max_attempts = policy.max_attempts.get();
-    let mut last = None;
-    let mut attempt = 0;
+    let mut tries = Tries::new(policy, cancel);
     loop {
-        may_start(attempt, deadline, cancel, &mut last)?;
-        attempt += 1;
-        let error = match op(attempt).await {
+        let attempt = tries.start()?;
+        match op(attempt).await {
             Ok(value) => return Ok(value),
-            Err(error) if is_permanent(&error) => {
-                return Err(RetryError::Permanent {
-                    attempts: attempt,
-                    error,
-                })
-            }
-            Err(error) => error,
-        };
-        if attempt >= max_attempts {
+            Err(error) => tries.failed(error, &is_permanent).await?,
+        }
+    }
+}
+
+/// One attempt of [`retry_with`]: a boxed future that may borrow the lent state.
+pub type Attempt<'s, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 's>>;
+
+/// [`retry`] for an operation that needs `state` mutably: `op(state, attempt)` gets
+/// the lent state (`&mut &mut S`: method calls and `&mut S` arguments deref through it)
+/// and returns an [`Attempt`] borrowing it, `Box::pin(f(state, ..))` or
+/// `Box::pin(async move { .. })`. Everything the attempts change goes in `state` (a
+/// tuple such as `&mut (conns, &mut flag)` works); the closure may capture shared
+/// references to anything that outlives the call (bind `let x = &x;` before an
+/// `async move` block).
+pub async fn retry_with<'a, S, T, E>(
+    state: &'a mut S,
+    mut op: impl for<'s> FnMut(&'s mut &'a mut S, u32) -> Attempt<'s, T, E>,
+    is_permanent: impl Fn(&E) -> bool,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<T, RetryError<E>>
+where
+    S: ?Sized,
+{
+    // `&'s mut &'a mut S` rather than `&'s mut S`: it carries `'a: 's`, so an attempt
+    // may also borrow what the closure captures (anything that outlives the call).
+    let mut state = state;
+    let mut tries = Tries::new(policy, cancel);
+    loop {
+        let attempt = tries.start()?;
+        match op(&mut state, attempt).await {
+            Ok(value) => return Ok(value),
+            Err(error) => tries.failed(error, &is_permanent).await?,
+        }
+    }
+}
+
+/// The bounds of one [`retry`] call: attempts run so far, the last error, the deadline.
+struct Tries<'p, E> {
+    policy: &'p RetryPolicy,
+    cancel: &'p CancellationToken,
+    deadline: Option<Instant>,
+    done: u32,
+    last: Option<E>,
+}
+
+impl<'p, E> Tries<'p, E> {
+    fn new(policy: &'p RetryPolicy, cancel: &'p CancellationToken) -> Self {
+        let deadline = policy
+            .deadline
+            .map(|d| Instant::now().checked_add(d).unwrap_or_else(far_future));
+        Self {
+            policy,
+            cancel,
+            deadline,
+            done: 0,
+            last: None,
+        }
+    }
+
+    /// Checks the bounds before an attempt; returns its number (1-based).
+    fn start(&mut self) -> Result<u32, RetryError<E>> {
+        if self.cancel.is_cancelled() {
+            return Err(RetryError::Cancelled {
+                attempts: self.done,
+                last: self.last.take(),
+            });
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(RetryError::DeadlineExceeded {
+                attempts: self.done,
+                last: self.last.take(),
+            });
+        }
+        self.done += 1;
+        Ok(self.done)
+    }
+
+    /// After a failed attempt: gives up on a permanent error or at the attempt cap,
+    /// else waits the backoff (unless it would end past the deadline or the token fires
+    /// first). No wait at all for a zero delay (the next [`Tries::start`] still checks
+    /// both).
+    async fn failed(
+        &mut self,
+        error: E,
+        is_permanent: &impl Fn(&E) -> bool,
+    ) -> Result<(), RetryError<E>> {
+        let attempts = self.done;
+        if is_permanent(&error) {
+            return Err(RetryError::Permanent { attempts, error });
+        }
+        if attempts >= self.policy.max_attempts.get() {
             return Err(RetryError::Exhausted {
-                attempts: attempt,
+                attempts,
                 last: error,
             });
         }
-        last = Some(error);
-        let delay = policy.delay_before_retry(attempt);
-        back_off(attempt, delay, deadline, cancel, &mut last).await?;
-    }
-}
-
-/// Checks the bounds before an attempt; `done` attempts have run so far.
-fn may_start<E>(
-    done: u32,
-    deadline: Instant,
-    cancel: &CancellationToken,
-    last: &mut Option<E>,
-) -> Result<(), RetryError<E>> {
-    if cancel.is_cancelled() {
-        return Err(RetryError::Cancelled {
-            attempts: done,
-            last: last.take(),
-        });
-    }
-    if Instant::now() >= deadline {
-        return Err(RetryError::DeadlineExceeded {
-            attempts: done,
-            last: last.take(),
-        });
-    }
-    Ok(())
-}
-
-async fn back_off<E>(
-    done: u32,
-    delay: Duration,
-    deadline: Instant,
-    cancel: &CancellationToken,
-    last: &mut Option<E>,
-) -> Result<(), RetryError<E>> {
-    let wake = Instant::now().checked_add(delay).unwrap_or_else(far_future);
-    if wake >= deadline {
-        return Err(RetryError::DeadlineExceeded {
-            attempts: done,
-            last: last.take(),
-        });
-    }
-    tracing::debug!(attempt = done, ?delay, "retrying after a transient error");
-    tokio::select! {
-        biased;
-        () = cancel.cancelled() => Err(RetryError::Cancelled { attempts: done, last: last.take() }),
-        () = tokio::time::sleep_until(wake) => Ok(()),
+        let delay = self.policy.delay_before_retry(attempts);
+        if delay.is_zero() {
+            self.last = Some(error);
+            return Ok(());
+        }
+        let wake = Instant::now().checked_add(delay).unwrap_or_else(far_future);
+        if self.deadline.is_some_and(|d| wake >= d) {
+            return Err(RetryError::DeadlineExceeded {
+                attempts,
+                last: Some(error),
+            });
+        }
+        self.last = Some(error);
+        tracing::debug!(
+            attempt = attempts,
+            ?delay,
+            "retrying after a transient error"
+        );
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(RetryError::Cancelled { attempts, last: self.last.take() }),
+            () = tokio::time::sleep_until(wake) => Ok(()),
+        }
     }
 }
 
@@ -229,12 +394,8 @@ mod tests {
     }
 
     fn policy(max_attempts: u32, deadline_secs: u64) -> RetryPolicy {
-        RetryPolicy {
-            max_attempts: NonZeroU32::new(max_attempts).expect("non-zero"),
-            base_delay: Duration::from_secs(1),
-            max_delay: Duration::from_secs(4),
-            deadline: Duration::from_secs(deadline_secs),
-        }
+        RetryPolicy::exponential(max_attempts, Duration::from_secs(1), Duration::from_secs(4))
+            .with_deadline(Duration::from_secs(deadline_secs))
     }
 
     fn is_permanent(e: &Failure) -> bool {
@@ -271,6 +432,19 @@ mod tests {
             policy(9, 99).delay_before_retry(u32::MAX),
             Duration::from_secs(4)
         );
+    }
+
+    #[test]
+    fn linear_and_immediate_backoff() {
+        let ms = Duration::from_millis;
+        let linear = RetryPolicy::linear(4, ms(20), ms(50));
+        let delays: Vec<Duration> = (1..=4).map(|n| linear.delay_before_retry(n)).collect();
+        assert_eq!(delays, [ms(20), ms(40), ms(50), ms(50)]);
+        assert_eq!(linear.delay_before_retry(u32::MAX), ms(50));
+        let now = RetryPolicy::immediate(3);
+        assert_eq!(now.delay_before_retry(1), Duration::ZERO);
+        assert_eq!((now.max_attempts.get(), now.deadline), (3, None));
+        assert_eq!(RetryPolicy::immediate(0).max_attempts.get(), 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -338,6 +512,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_attempt_past_the_deadline_does_not_start() {
+        let calls = AtomicU32::new(0);
+        // The first attempt itself takes 10 s: no retry starts after the 5 s deadline.
+        let op = async |_| {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            always(&calls, Failure::Transient).await
+        };
+        let got = retry(op, is_permanent, &policy(10, 5), &CancellationToken::new()).await;
+        let expected = RetryError::DeadlineExceeded {
+            attempts: 1,
+            last: Some(Failure::Transient),
+        };
+        assert_eq!(got, Err(expected));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn cancel_stops_during_backoff() {
         let calls = AtomicU32::new(0);
         let cancel = CancellationToken::new();
@@ -372,5 +563,108 @@ mod tests {
             })
         );
         assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn linear_waits_add_up() {
+        let calls = AtomicU32::new(0);
+        let op = |_| always(&calls, Failure::Transient);
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let linear = RetryPolicy::linear(4, ms(20), ms(1000));
+        let got = retry(op, is_permanent, &linear, &CancellationToken::new()).await;
+        assert_eq!(got.map_err(|e| e.attempts()), Err(4));
+        assert_eq!(start.elapsed(), ms(20 + 40 + 60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn immediate_retries_take_no_time_and_no_deadline() {
+        let calls = AtomicU32::new(0);
+        let op = |_| always(&calls, Failure::Transient);
+        let start = Instant::now();
+        let got = retry(
+            op,
+            is_permanent,
+            &RetryPolicy::immediate(3),
+            &CancellationToken::new(),
+        )
+        .await;
+        let expected = RetryError::Exhausted {
+            attempts: 3,
+            last: Failure::Transient,
+        };
+        assert_eq!(got, Err(expected));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    /// Each attempt may borrow the lent state mutably (a connection, a flag that
+    /// outlives the attempts) and shared locals, and the whole call runs inside a
+    /// spawned (`Send + 'static`) task.
+    #[tokio::test(start_paused = true)]
+    async fn attempts_borrow_state_mutably_inside_a_spawned_task() {
+        struct Conn {
+            log: Vec<u32>,
+        }
+        impl Conn {
+            async fn query(&mut self, attempt: u32, what: &str) -> Result<String, Failure> {
+                self.log.push(attempt);
+                tokio::task::yield_now().await;
+                if attempt < 3 {
+                    Err(Failure::Transient)
+                } else {
+                    Ok(format!("{what} after {}", self.log.len()))
+                }
+            }
+        }
+        let task = tokio::spawn(async move {
+            let mut conn = Conn { log: Vec::new() };
+            let mut touched = 0;
+            let what = String::from("rows");
+            let what = what.as_str();
+            let cancel = CancellationToken::new();
+            let got = {
+                retry_with(
+                    &mut (&mut conn, &mut touched),
+                    |(conn, touched), attempt| {
+                        Box::pin(async move {
+                            **touched += 1;
+                            conn.query(attempt, what).await
+                        })
+                    },
+                    is_permanent,
+                    &policy(5, 60),
+                    &cancel,
+                )
+                .await
+            };
+            (got, touched, conn.log)
+        });
+        let (got, touched, log) = task.await.expect("joined");
+        assert_eq!(got.as_deref(), Ok("rows after 3"));
+        assert_eq!((touched, log), (3, vec![1, 2, 3]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_with_has_the_same_bounds() {
+        let mut calls = 0u32;
+        let got = retry_with(
+            &mut calls,
+            |calls, _| {
+                Box::pin(async move {
+                    **calls += 1;
+                    Err::<(), _>(Failure::Transient)
+                })
+            },
+            is_permanent,
+            &policy(10, 5),
+            &CancellationToken::new(),
+        )
+        .await;
+        let expected = RetryError::DeadlineExceeded {
+            attempts: 3,
+            last: Some(Failure::Transient),
+        };
+        assert_eq!((got, calls), (Err(expected), 3));
     }
 }
