@@ -39,6 +39,7 @@ pub use crate::plan::{
 };
 use crate::target::{self, check_owner, PageCredential, ReplayCursor, TargetCtx, CURSOR, PAGES};
 use crate::util::{my, my_is_dup};
+use admission::{retry_with, CancellationToken, RetryError, RetryPolicy};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
@@ -333,6 +334,52 @@ pub(crate) async fn write_cursor(
     }
 }
 
+/// Passes over a batch at most: a pass ends early when a cursor CAS finds that T moved
+/// (another applier, or a lost COMMIT that landed), and the next one re-plans from T.
+pub(crate) const REPLANS: RetryPolicy = RetryPolicy::immediate(3);
+
+/// Why a planning pass over a batch did not finish.
+#[derive(Debug)]
+pub(crate) enum Replan {
+    /// A cursor CAS matched no row: T moved under the pass (rolled back, nothing of that
+    /// transaction ran). Re-plan from T.
+    Moved,
+    /// Anything else ends the apply.
+    Failed(ApplyError),
+}
+
+impl Replan {
+    pub(crate) fn is_final(&self) -> bool {
+        matches!(self, Replan::Failed(_))
+    }
+}
+
+impl From<ApplyError> for Replan {
+    fn from(e: ApplyError) -> Replan {
+        Replan::Failed(e)
+    }
+}
+
+impl From<Error> for Replan {
+    fn from(e: Error) -> Replan {
+        Replan::Failed(e.into())
+    }
+}
+
+/// The end of a re-plan loop ([`REPLANS`]): the pass's result, its error, or (T moved
+/// under every pass) the transient error `moving` describes.
+pub(crate) fn replanned(
+    passes: Result<Applied, RetryError<Replan>>,
+    moving: impl FnOnce() -> String,
+) -> Result<Applied, ApplyError> {
+    match passes.map_err(RetryError::into_last) {
+        Ok(a) => Ok(a),
+        Err(Some(Replan::Failed(e))) => Err(e),
+        // Moved every time (no deadline and no cancel token end this loop).
+        Err(_) => Err(Error::transient(moving()).into()),
+    }
+}
+
 /// Replays a batch of consecutive complete groups of this table (`prev`: the end of the
 /// group before them in L, None if they start right after B). Reads T's cursor, applies
 /// only what T does not hold yet, each transaction guarded by the cursor CAS. Returns
@@ -346,79 +393,109 @@ pub async fn apply_groups(
 ) -> Result<Applied, ApplyError> {
     let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
     let dml = Dml::new(&ctx.schema, limits);
+    let batch = Batch {
+        ctx,
+        prev,
+        groups,
+        summaries: &summaries,
+        dml: &dml,
+        txn_rows: limits.txn_rows,
+    };
     let mut committed = false;
-    for _replan in 0..3 {
-        let current = target::replay_cursor(conn, ctx, true).await?;
-        let plan = plan_replay(current.as_ref(), prev, &summaries, limits.txn_rows)
+    let passes = retry_with(
+        &mut (conn, &mut committed),
+        |(conn, committed), _| Box::pin(batch.pass(conn, committed)),
+        Replan::is_final,
+        &REPLANS,
+        &CancellationToken::new(),
+    )
+    .await;
+    replanned(passes, || {
+        format!(
+            "{}: T's cursor kept moving under this apply (another writer?)",
+            ctx.who()
+        )
+    })
+}
+
+/// A batch of groups [`apply_groups`] replays.
+struct Batch<'b> {
+    ctx: &'b TargetCtx,
+    prev: Option<&'b GroupEnd>,
+    groups: &'b [ReplayGroup],
+    summaries: &'b [GroupSummary],
+    dml: &'b Dml,
+    txn_rows: usize,
+}
+
+impl Batch<'_> {
+    /// One pass: reads T's cursor, plans, and applies every transaction T lacks;
+    /// `committed` records that one committed (it outlives the pass).
+    async fn pass(&self, conn: &mut Conn, committed: &mut bool) -> Result<Applied, Replan> {
+        let current = target::replay_cursor(conn, self.ctx, true).await?;
+        let plan = plan_replay(current.as_ref(), self.prev, self.summaries, self.txn_rows)
             .map_err(Error::Definite)?;
-        let txns = match plan {
-            Plan::AlreadyCommitted => {
-                return Ok(if committed {
-                    Applied::Committed
-                } else {
-                    Applied::AlreadyCommitted
-                });
+        if let Plan::Apply(txns) = plan {
+            for t in &txns {
+                if !self.txn(conn, t).await? {
+                    return Err(Replan::Moved);
+                }
+                *committed = true;
             }
-            Plan::Apply(t) => t,
-        };
-        let mut moved = false;
-        for t in txns {
-            let what = format!(
-                "{} replay to {} (+{})",
-                ctx.who(),
-                t.next.end.pos,
-                t.next.rows_done
-            );
-            let mut tx = conn
-                .start_transaction(TxOpts::default())
-                .await
-                .map_err(my(&what))?;
-            if let Err(e) = check_owner(&mut tx, ctx).await {
+        }
+        Ok(if *committed {
+            Applied::Committed
+        } else {
+            Applied::AlreadyCommitted
+        })
+    }
+
+    /// One replay transaction: owner check, cursor CAS, the folded steps, COMMIT between
+    /// the fault points. False when the CAS found T moved (rolled back, nothing ran).
+    async fn txn(&self, conn: &mut Conn, t: &TxnPlan) -> Result<bool, ApplyError> {
+        let ctx = self.ctx;
+        let what = format!(
+            "{} replay to {} (+{})",
+            ctx.who(),
+            t.next.end.pos,
+            t.next.rows_done
+        );
+        let mut tx = conn
+            .start_transaction(TxOpts::default())
+            .await
+            .map_err(my(&what))?;
+        if let Err(e) = check_owner(&mut tx, ctx).await {
+            rollback_quietly(tx).await;
+            return Err(e.into());
+        }
+        match write_cursor(&mut tx, ctx, t.expect.as_ref(), &t.next).await {
+            Ok(true) => {}
+            Ok(false) => {
+                rollback_quietly(tx).await;
+                return Ok(false);
+            }
+            Err(e) => {
                 rollback_quietly(tx).await;
                 return Err(e.into());
             }
-            match write_cursor(&mut tx, ctx, t.expect.as_ref(), &t.next).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    rollback_quietly(tx).await;
-                    moved = true;
-                    break;
-                }
-                Err(e) => {
+        }
+        let mut all = Vec::new();
+        for p in &t.pieces {
+            for ch in &self.groups[p.group].changes[p.from..p.to] {
+                if let Err(e) = steps(&ctx.schema, ch, &mut all) {
                     rollback_quietly(tx).await;
                     return Err(e.into());
                 }
             }
-            let mut all = Vec::new();
-            for p in &t.pieces {
-                for ch in &groups[p.group].changes[p.from..p.to] {
-                    if let Err(e) = steps(&ctx.schema, ch, &mut all) {
-                        rollback_quietly(tx).await;
-                        return Err(e.into());
-                    }
-                }
-            }
-            if let Err(e) = run_steps(&mut tx, &dml, &ctx.schema, all).await {
-                rollback_quietly(tx).await;
-                return Err(e.into());
-            }
-            let points = ["ledger.groups.before_commit", "ledger.groups.after_commit"];
-            commit_between(tx, &what, points).await?;
-            committed = true;
         }
-        if !moved {
-            return Ok(if committed {
-                Applied::Committed
-            } else {
-                Applied::AlreadyCommitted
-            });
+        if let Err(e) = run_steps(&mut tx, self.dml, &ctx.schema, all).await {
+            rollback_quietly(tx).await;
+            return Err(e.into());
         }
+        let points = ["ledger.groups.before_commit", "ledger.groups.after_commit"];
+        commit_between(tx, &what, points).await?;
+        Ok(true)
     }
-    Err(Error::transient(format!(
-        "{}: T's cursor kept moving under this apply (another writer?)",
-        ctx.who()
-    ))
-    .into())
 }
 
 /// Replays on a fresh connection; an unknown outcome is resolved by re-reading T's cursor

@@ -61,7 +61,7 @@
 mod segment;
 mod txn;
 
-use crate::apply::{self, Applied, ApplyError};
+use crate::apply::{self, replanned, Applied, ApplyError, Replan, REPLANS};
 use crate::dml::{Dml, Limits};
 use crate::group::ReplayGroup;
 pub use crate::partition::{partition_of, partition_of_int, MAX_PARTS};
@@ -69,12 +69,14 @@ use crate::parts_plan::{change_parts, plan_parts, PartsInput, PartsPlan};
 use crate::plan::GroupSummary;
 use crate::target::{self, TargetCtx};
 use crate::util::my;
+use admission::{retry_with, CancellationToken, RetryError, RetryPolicy};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, IsolationLevel};
 use segment::{run_segment, Mode};
+use std::time::Duration;
 use txn::Ended;
 
 /// How the part sessions run (the defaults are what [`apply_groups_parts`] uses).
@@ -137,10 +139,62 @@ pub async fn apply_groups_parts_with(
     }
     let mut committed = false;
     let attempts = opts.attempts.max(1);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let iso = isolation(conns, opts).await?;
+    let policy = RetryPolicy::linear(attempts, Duration::from_millis(20), Duration::MAX);
+    let run = Run {
+        ctx,
+        prev,
+        groups,
+        limits,
+        opts,
+        attempts,
+    };
+    let tries = retry_with(
+        &mut (conns, &mut committed),
+        |(conns, committed), attempt| Box::pin(run.attempt(conns, committed, attempt)),
+        |e: &Try| matches!(e, Try::Stop(_)),
+        &policy,
+        &CancellationToken::new(),
+    )
+    .await;
+    match tries.map_err(RetryError::into_last) {
+        Ok(a) => Ok(if committed { Applied::Committed } else { a }),
+        Err(Some(Try::Stop(e))) => Err(e),
+        Err(Some(Try::Again(e))) => Err(e.into()),
+        // No deadline and no cancel token: the helper ran an attempt.
+        Err(None) => Err(Error::transient(format!("{}: no replay attempt ran", ctx.who())).into()),
+    }
+}
+
+/// How an attempt of [`apply_groups_parts_with`] failed.
+#[derive(Debug)]
+enum Try {
+    /// A part failed transiently and every connection still answers: the server rolled
+    /// it back and nothing of it runs any more, so the whole apply re-plans from T.
+    Again(Error),
+    /// Anything else ends the apply.
+    Stop(ApplyError),
+}
+
+/// One call of [`apply_groups_parts_with`]; its attempts differ only in their number.
+struct Run<'r> {
+    ctx: &'r TargetCtx,
+    prev: Option<&'r GroupEnd>,
+    groups: &'r [ReplayGroup],
+    limits: Limits,
+    opts: PartsOpts,
+    attempts: u32,
+}
+
+impl Run<'_> {
+    async fn attempt(
+        &self,
+        conns: &mut [Conn],
+        committed: &mut bool,
+        attempt: u32,
+    ) -> Result<Applied, Try> {
+        let iso = isolation(conns, self.opts)
+            .await
+            .map_err(|e| Try::Stop(e.into()))?;
         // After a transient failure part 0 no longer overlaps the others: a lock the
         // target holds beyond DESIGN §9 (a trigger's shared counter row, say) could make
         // a part wait for part 0 while part 0 waits for it, which InnoDB cannot see and
@@ -149,18 +203,17 @@ pub async fn apply_groups_parts_with(
             iso,
             overlap: iso.is_some() && attempt == 1,
         };
-        match replan_loop(conns, ctx, prev, groups, limits, mode, &mut committed).await {
-            Err(ApplyError::Failed(e)) if e.is_transient() && attempt < attempts => {
+        let (ctx, prev, groups, limits) = (self.ctx, self.prev, self.groups, self.limits);
+        match replan_loop(conns, ctx, prev, groups, limits, mode, committed).await {
+            Ok(a) => Ok(a),
+            Err(ApplyError::Failed(e)) if e.is_transient() && attempt < self.attempts => {
                 if !all_alive(conns).await {
-                    return Err(e.into());
+                    return Err(Try::Stop(e.into()));
                 }
                 tracing::info!(target: "ledger::parts", attempt, error = %e, "part transaction failed on a live connection: re-planning from T");
-                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(attempt))).await;
+                Err(Try::Again(e))
             }
-            Ok(a) => {
-                return Ok(if committed { Applied::Committed } else { a });
-            }
-            Err(e) => return Err(e),
+            Err(e) => Err(Try::Stop(e)),
         }
     }
 }
@@ -194,6 +247,7 @@ async fn isolation(conns: &mut [Conn], opts: PartsOpts) -> Result<Option<Isolati
     Ok(Some(IsolationLevel::ReadCommitted))
 }
 
+/// Re-plans from T up to [`REPLANS`] times while T moves under a pass.
 async fn replan_loop(
     conns: &mut [Conn],
     ctx: &TargetCtx,
@@ -205,45 +259,78 @@ async fn replan_loop(
 ) -> Result<Applied, ApplyError> {
     let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
     let dml = Dml::new(&ctx.schema, limits);
-    for _replan in 0..3 {
+    let batch = Batch {
+        ctx,
+        prev,
+        groups,
+        summaries: &summaries,
+        dml: &dml,
+        limits,
+        mode,
+    };
+    let passes = retry_with(
+        &mut (conns, committed),
+        |(conns, committed), _| Box::pin(batch.pass(conns, committed)),
+        Replan::is_final,
+        &REPLANS,
+        &CancellationToken::new(),
+    )
+    .await;
+    replanned(passes, || {
+        format!(
+            "{}: T's cursors kept moving under this apply (another writer?)",
+            ctx.who()
+        )
+    })
+}
+
+/// A batch of groups one attempt replays over the part connections.
+struct Batch<'b> {
+    ctx: &'b TargetCtx,
+    prev: Option<&'b GroupEnd>,
+    groups: &'b [ReplayGroup],
+    summaries: &'b [GroupSummary],
+    dml: &'b Dml,
+    limits: Limits,
+    mode: Mode,
+}
+
+impl Batch<'_> {
+    /// One pass: reads T's cursors, plans the parts, and runs the plan segment by
+    /// segment; `committed` records that a main transaction committed.
+    async fn pass(&self, conns: &mut [Conn], committed: &mut bool) -> Result<Applied, Replan> {
+        let ctx = self.ctx;
         let (main, rows) = target::replay_cursors(&mut conns[0], ctx).await?;
         let input = PartsInput {
             main: main.as_ref(),
             rows: &rows,
             configured: conns.len(),
-            prev,
-            groups: &summaries,
-            txn_rows: limits.txn_rows,
+            prev: self.prev,
+            groups: self.summaries,
+            txn_rows: self.limits.txn_rows,
         };
         let touches = |g: usize, i: usize, parts: usize| {
-            change_parts(&ctx.schema, &groups[g].changes[i], parts)
+            change_parts(&ctx.schema, &self.groups[g].changes[i], parts)
         };
         let txns = match plan_parts(input, touches).map_err(Error::Definite)? {
             PartsPlan::AlreadyCommitted => return Ok(Applied::AlreadyCommitted),
             PartsPlan::Apply(t) => t,
         };
         if conns.len() == 1 && txns.iter().all(|t| t.parts == 1) {
-            return apply::apply_groups(&mut conns[0], ctx, prev, groups, limits).await;
+            let (prev, groups, limits) = (self.prev, self.groups, self.limits);
+            return Ok(apply::apply_groups(&mut conns[0], ctx, prev, groups, limits).await?);
         }
-        let mut moved = false;
         // Parts run ahead of part 0 only within one scheme: at a switch every part waits
         // until main has committed the old scheme's last transaction (two schemes ahead
         // of main at once would be ambiguous evidence).
         for seg in txns.chunk_by(|a, b| a.parts == b.parts) {
-            let (ended, any) = run_segment(conns, ctx, groups, &dml, seg, mode).await?;
+            let (ended, any) =
+                run_segment(conns, ctx, self.groups, self.dml, seg, self.mode).await?;
             *committed |= any;
             if ended == Ended::Moved {
-                moved = true;
-                break;
+                return Err(Replan::Moved);
             }
         }
-        if !moved {
-            return Ok(Applied::Committed);
-        }
+        Ok(Applied::Committed)
     }
-    Err(Error::transient(format!(
-        "{}: T's cursors kept moving under this apply (another writer?)",
-        ctx.who()
-    ))
-    .into())
 }
