@@ -25,6 +25,8 @@ pub mod check;
 mod dml;
 mod group;
 pub mod journal;
+#[cfg(test)]
+mod layers;
 pub mod lease;
 mod literal;
 pub mod manifest;
