@@ -63,7 +63,12 @@ pub use crate::error::{AdmissionError, Holder};
 pub use crate::ids::{HoldId, PermitId, PoolKind};
 pub use crate::permit::{Permit, DROPPED_UNCONFIRMED};
 pub use crate::rate::{RateLimits, Throttle, ThrottleCancelled, ThrottleStats};
-pub use crate::retry::{retry, BudgetExhausted, RetryBudget, RetryError, RetryPolicy};
+pub use crate::retry::{
+    retry, retry_with, Attempt, Backoff, BudgetExhausted, RetryBudget, RetryError, RetryPolicy,
+};
 pub use crate::snapshot::{
     AdmissionSnapshot, HoldSnapshot, InUseSnapshot, PoolSnapshot, WaiterSnapshot,
 };
+/// The cancel token [`retry`] and the permit waits take (re-exported so callers need
+/// no direct tokio-util dependency).
+pub use tokio_util::sync::CancellationToken;

@@ -27,23 +27,27 @@
 //! cursor still moves only by whole transactions. ODKU rather than REPLACE: REPLACE is a DELETE plus an INSERT per
 //! existing row (two row operations, both index trees touched twice, delete triggers and
 //! FK actions fired), ODKU updates the row in place; both converge to the full image.
-use crate::dml::{check_row, Dml};
+use crate::dml::Dml;
+pub use crate::dml::Limits;
+use crate::group::steps;
+pub use crate::group::ReplayGroup;
 use crate::page::FinalPage;
+use crate::plan::check_row;
 pub use crate::plan::{
     decide_credential, fold_steps, normalize_row, plan_replay, Folded, GroupSummary, Piece, Plan,
     Step, TxnPlan,
 };
 use crate::target::{self, check_owner, PageCredential, ReplayCursor, TargetCtx, CURSOR, PAGES};
 use crate::util::{my, my_is_dup};
-use kernel::change::{Change, GroupEnd, Op};
+use admission::{retry_with, CancellationToken, RetryError, RetryPolicy};
+use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::schema::SealedSchema;
-use kernel::value::{Row, SqlValue};
+use kernel::value::Row;
 use kernel::{failpoint, Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Params, Transaction, TxOpts};
-use serde::{Deserialize, Serialize};
 
 /// A successful apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,34 +74,6 @@ pub enum ApplyError {
 pub enum Resolution {
     Committed,
     NotCommitted,
-}
-
-/// Bounds of one multi-row statement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Rows of one INSERT/upsert/DELETE statement at most.
-    pub stmt_rows: usize,
-    /// Approximate bytes of one statement's values at most (keep under max_allowed_packet).
-    pub stmt_bytes: usize,
-    /// Row changes of one replay transaction at most; a larger group is chunked.
-    pub txn_rows: usize,
-    /// Page INSERTs as text-protocol statements with literals (false: prepared
-    /// statements with bound values). Both write the same values; BENCH.md measures both.
-    pub text_pages: bool,
-    /// Replay upserts and deletes as text-protocol statements (false: prepared).
-    pub text_replay: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            stmt_rows: 10_000,
-            stmt_bytes: 4 << 20,
-            txn_rows: 20_000,
-            text_pages: true,
-            text_replay: false,
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -290,108 +266,6 @@ pub async fn connect(opts: &Opts) -> Result<Conn> {
 // Groups
 // ---------------------------------------------------------------------------------------
 
-/// One complete source transaction's changes of this table, in binlog order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReplayGroup {
-    pub end: GroupEnd,
-    pub changes: Vec<Change>,
-}
-
-impl ReplayGroup {
-    /// Digest of the group's identity and changes (stable under any regrouping: a group
-    /// is a source transaction, never a reader batch).
-    pub fn digest(&self) -> Digest {
-        let mut b = b"backfill-group-v1".to_vec();
-        b.extend(kernel::codec::to_canonical(&(&self.end, &self.changes)));
-        Digest::of(&b)
-    }
-
-    /// The planner's view of the group.
-    pub fn summary(&self) -> GroupSummary {
-        GroupSummary {
-            end: self.end.clone(),
-            len: self.changes.len(),
-            digest: self.digest(),
-        }
-    }
-}
-
-fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> {
-    steps_where(schema, ch, &|_| true, out)
-}
-
-/// The replay steps of one change whose key `keep` accepts (a key-changing update's
-/// delete is judged by the old key, its upsert by the new one); every image is checked
-/// whatever `keep` says.
-pub(crate) fn steps_where(
-    schema: &SealedSchema,
-    ch: &Change,
-    keep: &dyn Fn(&SqlValue) -> bool,
-    out: &mut Vec<Step>,
-) -> Result<()> {
-    let bad = |m: &str| {
-        Error::definite(
-            DefiniteCode::EvidenceCorrupt,
-            format!(
-                "change at {}:{} row {} of {}: {m}",
-                ch.id.file,
-                ch.id.event_pos,
-                ch.id.row,
-                schema.qualified()
-            ),
-        )
-    };
-    let key = |r: &Row| {
-        r.get(schema.pk)
-            .cloned()
-            .ok_or_else(|| bad("image has no primary key"))
-    };
-    match ch.id.op {
-        Op::Insert => {
-            let a = ch
-                .after
-                .as_ref()
-                .ok_or_else(|| bad("insert without after-image"))?;
-            check_row(schema, a, "replay")?;
-            if keep(&a[schema.pk]) {
-                out.push(Step::Upsert(normalize_row(schema, a.clone())));
-            }
-        }
-        Op::Update => {
-            let b = ch
-                .before
-                .as_ref()
-                .ok_or_else(|| bad("update without before-image"))?;
-            let a = ch
-                .after
-                .as_ref()
-                .ok_or_else(|| bad("update without after-image"))?;
-            check_row(schema, a, "replay")?;
-            let (kb, ka) = (key(b)?, key(a)?);
-            if kb.as_key() != ka.as_key() && keep(&kb) {
-                out.push(Step::Delete(kb));
-            }
-            if keep(&ka) {
-                out.push(Step::Upsert(normalize_row(schema, a.clone())));
-            }
-        }
-        Op::Delete => {
-            let b = ch
-                .before
-                .as_ref()
-                .ok_or_else(|| bad("delete without before-image"))?;
-            let k = key(b)?;
-            if k.as_key().is_none() {
-                return Err(bad("delete key is not an integer"));
-            }
-            if keep(&k) {
-                out.push(Step::Delete(k));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Runs one transaction's steps as their net effect per key ([`fold_steps`]): one
 /// DELETE list, then one upsert list, whatever the order of the changes.
 pub(crate) async fn run_steps(
@@ -460,6 +334,52 @@ pub(crate) async fn write_cursor(
     }
 }
 
+/// Passes over a batch at most: a pass ends early when a cursor CAS finds that T moved
+/// (another applier, or a lost COMMIT that landed), and the next one re-plans from T.
+pub(crate) const REPLANS: RetryPolicy = RetryPolicy::immediate(3);
+
+/// Why a planning pass over a batch did not finish.
+#[derive(Debug)]
+pub(crate) enum Replan {
+    /// A cursor CAS matched no row: T moved under the pass (rolled back, nothing of that
+    /// transaction ran). Re-plan from T.
+    Moved,
+    /// Anything else ends the apply.
+    Failed(ApplyError),
+}
+
+impl Replan {
+    pub(crate) fn is_final(&self) -> bool {
+        matches!(self, Replan::Failed(_))
+    }
+}
+
+impl From<ApplyError> for Replan {
+    fn from(e: ApplyError) -> Replan {
+        Replan::Failed(e)
+    }
+}
+
+impl From<Error> for Replan {
+    fn from(e: Error) -> Replan {
+        Replan::Failed(e.into())
+    }
+}
+
+/// The end of a re-plan loop ([`REPLANS`]): the pass's result, its error, or (T moved
+/// under every pass) the transient error `moving` describes.
+pub(crate) fn replanned(
+    passes: Result<Applied, RetryError<Replan>>,
+    moving: impl FnOnce() -> String,
+) -> Result<Applied, ApplyError> {
+    match passes.map_err(RetryError::into_last) {
+        Ok(a) => Ok(a),
+        Err(Some(Replan::Failed(e))) => Err(e),
+        // Moved every time (no deadline and no cancel token end this loop).
+        Err(_) => Err(Error::transient(moving()).into()),
+    }
+}
+
 /// Replays a batch of consecutive complete groups of this table (`prev`: the end of the
 /// group before them in L, None if they start right after B). Reads T's cursor, applies
 /// only what T does not hold yet, each transaction guarded by the cursor CAS. Returns
@@ -473,79 +393,109 @@ pub async fn apply_groups(
 ) -> Result<Applied, ApplyError> {
     let summaries: Vec<GroupSummary> = groups.iter().map(ReplayGroup::summary).collect();
     let dml = Dml::new(&ctx.schema, limits);
+    let batch = Batch {
+        ctx,
+        prev,
+        groups,
+        summaries: &summaries,
+        dml: &dml,
+        txn_rows: limits.txn_rows,
+    };
     let mut committed = false;
-    for _replan in 0..3 {
-        let current = target::replay_cursor(conn, ctx, true).await?;
-        let plan = plan_replay(current.as_ref(), prev, &summaries, limits.txn_rows)
+    let passes = retry_with(
+        &mut (conn, &mut committed),
+        |(conn, committed), _| Box::pin(batch.pass(conn, committed)),
+        Replan::is_final,
+        &REPLANS,
+        &CancellationToken::new(),
+    )
+    .await;
+    replanned(passes, || {
+        format!(
+            "{}: T's cursor kept moving under this apply (another writer?)",
+            ctx.who()
+        )
+    })
+}
+
+/// A batch of groups [`apply_groups`] replays.
+struct Batch<'b> {
+    ctx: &'b TargetCtx,
+    prev: Option<&'b GroupEnd>,
+    groups: &'b [ReplayGroup],
+    summaries: &'b [GroupSummary],
+    dml: &'b Dml,
+    txn_rows: usize,
+}
+
+impl Batch<'_> {
+    /// One pass: reads T's cursor, plans, and applies every transaction T lacks;
+    /// `committed` records that one committed (it outlives the pass).
+    async fn pass(&self, conn: &mut Conn, committed: &mut bool) -> Result<Applied, Replan> {
+        let current = target::replay_cursor(conn, self.ctx, true).await?;
+        let plan = plan_replay(current.as_ref(), self.prev, self.summaries, self.txn_rows)
             .map_err(Error::Definite)?;
-        let txns = match plan {
-            Plan::AlreadyCommitted => {
-                return Ok(if committed {
-                    Applied::Committed
-                } else {
-                    Applied::AlreadyCommitted
-                });
+        if let Plan::Apply(txns) = plan {
+            for t in &txns {
+                if !self.txn(conn, t).await? {
+                    return Err(Replan::Moved);
+                }
+                *committed = true;
             }
-            Plan::Apply(t) => t,
-        };
-        let mut moved = false;
-        for t in txns {
-            let what = format!(
-                "{} replay to {} (+{})",
-                ctx.who(),
-                t.next.end.pos,
-                t.next.rows_done
-            );
-            let mut tx = conn
-                .start_transaction(TxOpts::default())
-                .await
-                .map_err(my(&what))?;
-            if let Err(e) = check_owner(&mut tx, ctx).await {
+        }
+        Ok(if *committed {
+            Applied::Committed
+        } else {
+            Applied::AlreadyCommitted
+        })
+    }
+
+    /// One replay transaction: owner check, cursor CAS, the folded steps, COMMIT between
+    /// the fault points. False when the CAS found T moved (rolled back, nothing ran).
+    async fn txn(&self, conn: &mut Conn, t: &TxnPlan) -> Result<bool, ApplyError> {
+        let ctx = self.ctx;
+        let what = format!(
+            "{} replay to {} (+{})",
+            ctx.who(),
+            t.next.end.pos,
+            t.next.rows_done
+        );
+        let mut tx = conn
+            .start_transaction(TxOpts::default())
+            .await
+            .map_err(my(&what))?;
+        if let Err(e) = check_owner(&mut tx, ctx).await {
+            rollback_quietly(tx).await;
+            return Err(e.into());
+        }
+        match write_cursor(&mut tx, ctx, t.expect.as_ref(), &t.next).await {
+            Ok(true) => {}
+            Ok(false) => {
+                rollback_quietly(tx).await;
+                return Ok(false);
+            }
+            Err(e) => {
                 rollback_quietly(tx).await;
                 return Err(e.into());
             }
-            match write_cursor(&mut tx, ctx, t.expect.as_ref(), &t.next).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    rollback_quietly(tx).await;
-                    moved = true;
-                    break;
-                }
-                Err(e) => {
+        }
+        let mut all = Vec::new();
+        for p in &t.pieces {
+            for ch in &self.groups[p.group].changes[p.from..p.to] {
+                if let Err(e) = steps(&ctx.schema, ch, &mut all) {
                     rollback_quietly(tx).await;
                     return Err(e.into());
                 }
             }
-            let mut all = Vec::new();
-            for p in &t.pieces {
-                for ch in &groups[p.group].changes[p.from..p.to] {
-                    if let Err(e) = steps(&ctx.schema, ch, &mut all) {
-                        rollback_quietly(tx).await;
-                        return Err(e.into());
-                    }
-                }
-            }
-            if let Err(e) = run_steps(&mut tx, &dml, &ctx.schema, all).await {
-                rollback_quietly(tx).await;
-                return Err(e.into());
-            }
-            let points = ["ledger.groups.before_commit", "ledger.groups.after_commit"];
-            commit_between(tx, &what, points).await?;
-            committed = true;
         }
-        if !moved {
-            return Ok(if committed {
-                Applied::Committed
-            } else {
-                Applied::AlreadyCommitted
-            });
+        if let Err(e) = run_steps(&mut tx, self.dml, &ctx.schema, all).await {
+            rollback_quietly(tx).await;
+            return Err(e.into());
         }
+        let points = ["ledger.groups.before_commit", "ledger.groups.after_commit"];
+        commit_between(tx, &what, points).await?;
+        Ok(true)
     }
-    Err(Error::transient(format!(
-        "{}: T's cursor kept moving under this apply (another writer?)",
-        ctx.who()
-    ))
-    .into())
 }
 
 /// Replays on a fresh connection; an unknown outcome is resolved by re-reading T's cursor

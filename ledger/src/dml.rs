@@ -8,7 +8,6 @@
 //! costs the server a parameter pass per value plus, with the binlog on, an expansion of
 //! the statement text for the log; a literal statement is parsed once. Measured in
 //! BENCH.md.
-use crate::apply::Limits;
 use crate::literal::{needs_mode, Backslash, Literals};
 use crate::util::{my, my_is_dup};
 use kernel::error::DefiniteCode;
@@ -18,6 +17,37 @@ use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Params, Transaction, Value};
 use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Bounds of one multi-row statement. Public as `ledger::apply::Limits`; it lives here,
+/// below [`crate::apply`] and [`crate::parts`], so that the statements can read it
+/// without importing their caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Rows of one INSERT/upsert/DELETE statement at most.
+    pub stmt_rows: usize,
+    /// Approximate bytes of one statement's values at most (keep under max_allowed_packet).
+    pub stmt_bytes: usize,
+    /// Row changes of one replay transaction at most; a larger group is chunked.
+    pub txn_rows: usize,
+    /// Page INSERTs as text-protocol statements with literals (false: prepared
+    /// statements with bound values). Both write the same values; BENCH.md measures both.
+    pub text_pages: bool,
+    /// Replay upserts and deletes as text-protocol statements (false: prepared).
+    pub text_replay: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            stmt_rows: 10_000,
+            stmt_bytes: 4 << 20,
+            txn_rows: 20_000,
+            text_pages: true,
+            text_replay: false,
+        }
+    }
+}
+
 /// Multi-row statements for one target table.
 pub(crate) struct Dml {
     table: String,
@@ -295,30 +325,6 @@ fn business_error(table: &str, e: mysql_async::Error) -> Error {
         );
     }
     kernel::error::from_target_write(&format!("writing rows into {table}"), &e)
-}
-
-pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> Result<()> {
-    if row.len() != schema.columns.len() {
-        return Err(Error::definite(
-            DefiniteCode::EvidenceCorrupt,
-            format!(
-                "{what}: a row has {} values but {} has {} columns",
-                row.len(),
-                schema.qualified(),
-                schema.columns.len()
-            ),
-        ));
-    }
-    if row[schema.pk].as_key().is_none() {
-        return Err(Error::definite(
-            DefiniteCode::EvidenceCorrupt,
-            format!(
-                "{what}: a row's primary key {:?} is not an integer",
-                row[schema.pk]
-            ),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! that wakes up late cannot write either. The expiry only decides when another owner may
 //! take over; safety comes from the token alone.
 use crate::util::sq;
+use admission::{retry, CancellationToken, RetryError, RetryPolicy};
 use kernel::error::DefiniteCode;
 use kernel::ids::JobId;
 use kernel::{Error, Result};
@@ -39,64 +40,102 @@ fn fenced(job: JobId, mine: u64, now: Option<u64>) -> Error {
 /// owner holds a live lease.
 pub async fn acquire(pool: &MySqlPool, job: JobId, owner: &str, ttl: Duration) -> Result<Lease> {
     let what = format!("acquiring the lease of job {job}");
-    for _ in 0..3 {
-        let mut tx = pool.begin().await.map_err(sq(&what))?;
-        let row = sqlx::query(
-            "SELECT owner, token, expires_at > NOW(6) AS live FROM ledger_lease WHERE job_id = ? FOR UPDATE",
-        )
-        .bind(job.0)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(sq(&what))?;
-        let micros = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        let token = match row {
-            None => {
-                let r = sqlx::query(
-                    "INSERT INTO ledger_lease (job_id, owner, token, expires_at) VALUES (?, ?, 1, NOW(6) + INTERVAL ? MICROSECOND)",
-                )
-                .bind(job.0)
-                .bind(owner)
-                .bind(micros)
-                .execute(&mut *tx)
-                .await;
-                match r {
-                    Ok(_) => 1,
-                    Err(e) if crate::util::sqlx_is_dup(&e) => continue,
-                    Err(e) => return Err(sq(&what)(e)),
-                }
-            }
-            Some(r) => {
-                let holder: String = r.try_get("owner").map_err(sq(&what))?;
-                let token: u64 = r.try_get("token").map_err(sq(&what))?;
-                let live: bool = r.try_get::<i64, _>("live").map_err(sq(&what))? != 0;
-                if live && holder != owner {
-                    return Err(Error::definite(
-                        DefiniteCode::Fenced,
-                        format!("job {job} is owned by `{holder}` until its lease expires; stop that process or wait for the lease to expire"),
-                    ));
-                }
-                sqlx::query(
-                    "UPDATE ledger_lease SET owner = ?, token = token + 1, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE job_id = ?",
-                )
-                .bind(owner)
-                .bind(micros)
-                .bind(job.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(sq(&what))?;
-                token + 1
-            }
-        };
-        tx.commit().await.map_err(sq(&what))?;
-        return Ok(Lease {
-            job,
-            owner: owner.to_string(),
-            token,
-        });
+    let what = what.as_str();
+    let tries = retry(
+        |_| take(pool, job, owner, ttl, what),
+        |e: &Take| matches!(e, Take::Failed(_)),
+        &INSERT_RACES,
+        &CancellationToken::new(),
+    )
+    .await;
+    match tries.map_err(RetryError::into_last) {
+        Ok(lease) => Ok(lease),
+        Err(Some(Take::Failed(e))) => Err(e),
+        Err(_) => Err(Error::transient(format!(
+            "{what}: lost the insert race three times"
+        ))),
     }
-    Err(Error::transient(format!(
-        "{what}: lost the insert race three times"
-    )))
+}
+
+/// Attempts at most when a first lease row's insert races another process's.
+const INSERT_RACES: RetryPolicy = RetryPolicy::immediate(3);
+
+/// Why one attempt of [`acquire`] did not take the lease.
+#[derive(Debug)]
+enum Take {
+    /// No lease row when read, but another process inserted one first: read it again.
+    LostRace,
+    Failed(Error),
+}
+
+impl From<Error> for Take {
+    fn from(e: Error) -> Take {
+        Take::Failed(e)
+    }
+}
+
+/// One attempt of [`acquire`], in one state-store transaction.
+async fn take(
+    pool: &MySqlPool,
+    job: JobId,
+    owner: &str,
+    ttl: Duration,
+    what: &str,
+) -> Result<Lease, Take> {
+    let mut tx = pool.begin().await.map_err(sq(what))?;
+    let row = sqlx::query(
+        "SELECT owner, token, expires_at > NOW(6) AS live FROM ledger_lease WHERE job_id = ? FOR UPDATE",
+    )
+    .bind(job.0)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(sq(what))?;
+    let micros = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+    let token = match row {
+        None => {
+            let r = sqlx::query(
+                "INSERT INTO ledger_lease (job_id, owner, token, expires_at) VALUES (?, ?, 1, NOW(6) + INTERVAL ? MICROSECOND)",
+            )
+            .bind(job.0)
+            .bind(owner)
+            .bind(micros)
+            .execute(&mut *tx)
+            .await;
+            match r {
+                Ok(_) => 1,
+                Err(e) if crate::util::sqlx_is_dup(&e) => return Err(Take::LostRace),
+                Err(e) => return Err(sq(what)(e).into()),
+            }
+        }
+        Some(r) => {
+            let holder: String = r.try_get("owner").map_err(sq(what))?;
+            let token: u64 = r.try_get("token").map_err(sq(what))?;
+            let live: bool = r.try_get::<i64, _>("live").map_err(sq(what))? != 0;
+            if live && holder != owner {
+                return Err(Error::definite(
+                    DefiniteCode::Fenced,
+                    format!("job {job} is owned by `{holder}` until its lease expires; stop that process or wait for the lease to expire"),
+                )
+                .into());
+            }
+            sqlx::query(
+                "UPDATE ledger_lease SET owner = ?, token = token + 1, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE job_id = ?",
+            )
+            .bind(owner)
+            .bind(micros)
+            .bind(job.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(sq(what))?;
+            token + 1
+        }
+    };
+    tx.commit().await.map_err(sq(what))?;
+    Ok(Lease {
+        job,
+        owner: owner.to_string(),
+        token,
+    })
 }
 
 /// Extends a held lease. A lease whose token moved on is refused (`fenced`).

@@ -23,12 +23,16 @@ pub mod apply;
 pub mod chain;
 pub mod check;
 mod dml;
+mod group;
 pub mod journal;
+#[cfg(test)]
+mod layers;
 pub mod lease;
 mod literal;
 pub mod manifest;
 pub mod material;
 pub mod page;
+mod partition;
 pub mod parts;
 pub mod parts_plan;
 pub mod plan;

@@ -7,8 +7,8 @@
 //! the batch is `(-1, 0)` and a complete group `k` is `(k, len k)`. Main's point is where
 //! part 0 (and, by the commit order, every partition) is. A part row's point means
 //! something only when it is after main's: that partition holds its keys through it.
-use crate::apply::{steps_where, ReplayGroup};
-use crate::parts::{partition_of, MAX_PARTS};
+use crate::group::{steps_where, ReplayGroup};
+use crate::partition::{partition_of, MAX_PARTS};
 use crate::plan::{plan_replay, GroupSummary, Piece, Plan, Step, TxnPlan};
 use crate::target::{PartRow, ReplayCursor};
 use kernel::change::{Change, GroupEnd, Op};
@@ -187,29 +187,8 @@ pub fn plan_parts(
         None => START,
         Some(c) => locate(c, prev, groups, "T's cursor")?,
     };
-    // Current row and, when ahead of main, its point, per part number.
-    let mut cur: Vec<Option<PartRow>> = vec![None; MAX_PARTS];
-    let mut ahead: Vec<Option<Point>> = vec![None; MAX_PARTS];
-    let mut scheme: Option<usize> = None;
-    for r in rows {
-        check_row_shape(r)?;
-        let p = r.part as usize;
-        let at = locate(&r.cursor, prev, groups, &format!("T part row {p}"))?;
-        if at > main_at {
-            match scheme {
-                Some(s) if s != r.parts as usize => {
-                    return Err(conflict(format!(
-                        "T part rows ahead of the main cursor were written by {s} and by {} partitions: which partitions hold which keys is ambiguous",
-                        r.parts
-                    )))
-                }
-                _ => scheme = Some(r.parts as usize),
-            }
-            ahead[p] = Some(at);
-        }
-        cur[p] = Some(r.clone());
-    }
-    let ahead_max = ahead.iter().flatten().max().copied().unwrap_or(START);
+    let mut at = read_rows(rows, prev, groups, main_at)?;
+    let ahead_max = at.ahead.iter().flatten().max().copied().unwrap_or(START);
     let mut out = Vec::with_capacity(txns.len());
     let mut e_at = main_at;
     for t in txns {
@@ -219,13 +198,77 @@ pub fn plan_parts(
             to: 0,
         });
         let n_at: Point = (last.group as i64, last.to);
-        let parts = match scheme {
+        let parts = match at.scheme {
             Some(s) if ahead_max > e_at => s,
             _ => configured,
         };
+        let others = at.split(&t, parts, (e_at, n_at), &touches);
+        e_at = n_at;
+        out.push(PartsTxn {
+            main: t,
+            parts,
+            others,
+        });
+    }
+    Ok(PartsPlan::Apply(out))
+}
+
+/// Where each part stands while the batch is planned, indexed by part number.
+struct PartsAt {
+    /// The part row T holds (or the plan has written so far).
+    cur: Vec<Option<PartRow>>,
+    /// The point of the part when it is ahead of main.
+    ahead: Vec<Option<Point>>,
+    /// The scheme of the rows ahead of main (at most one: else an evidence conflict).
+    scheme: Option<usize>,
+}
+
+/// Reads T's part rows against the batch, main being at `main_at`.
+fn read_rows(
+    rows: &[PartRow],
+    prev: Option<&GroupEnd>,
+    groups: &[GroupSummary],
+    main_at: Point,
+) -> Result<PartsAt, Definite> {
+    let mut at = PartsAt {
+        cur: vec![None; MAX_PARTS],
+        ahead: vec![None; MAX_PARTS],
+        scheme: None,
+    };
+    for r in rows {
+        check_row_shape(r)?;
+        let p = r.part as usize;
+        let here = locate(&r.cursor, prev, groups, &format!("T part row {p}"))?;
+        if here > main_at {
+            match at.scheme {
+                Some(s) if s != r.parts as usize => {
+                    return Err(conflict(format!(
+                        "T part rows ahead of the main cursor were written by {s} and by {} partitions: which partitions hold which keys is ambiguous",
+                        r.parts
+                    )))
+                }
+                _ => at.scheme = Some(r.parts as usize),
+            }
+            at.ahead[p] = Some(here);
+        }
+        at.cur[p] = Some(r.clone());
+    }
+    Ok(at)
+}
+
+impl PartsAt {
+    /// Parts 1..parts of main transaction `t`, which moves main from `e_at` to `n_at`;
+    /// records where each applying part will be.
+    fn split(
+        &mut self,
+        t: &TxnPlan,
+        parts: usize,
+        (e_at, n_at): (Point, Point),
+        touches: &impl Fn(usize, usize, usize) -> u32,
+    ) -> Vec<PartStep> {
         let mut others = Vec::with_capacity(parts.saturating_sub(1));
         for p in 1..parts {
-            let start = ahead[p].map_or(e_at, |a| a.max(e_at));
+            let start = self.ahead[p].map_or(e_at, |a| a.max(e_at));
             if start >= n_at {
                 others.push(PartStep::Ahead);
                 continue;
@@ -245,20 +288,14 @@ pub fn plan_parts(
                 cursor: t.next.clone(),
             };
             others.push(PartStep::Apply {
-                expect: cur[p].replace(next.clone()),
+                expect: self.cur[p].replace(next.clone()),
                 next,
                 pieces,
             });
-            ahead[p] = Some(n_at);
+            self.ahead[p] = Some(n_at);
         }
-        e_at = n_at;
-        out.push(PartsTxn {
-            main: t,
-            parts,
-            others,
-        });
+        others
     }
-    Ok(PartsPlan::Apply(out))
 }
 
 /// The bit set of the partitions (of `parts`) that the steps of `ch` fall in: the

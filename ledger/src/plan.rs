@@ -50,6 +50,32 @@ pub fn normalize_row(schema: &SealedSchema, mut row: Row) -> Row {
     row
 }
 
+/// Checks a row (a page row or a replayed image) against the table: one value per column
+/// and an integer primary key; anything else is corrupt evidence.
+pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> kernel::Result<()> {
+    if row.len() != schema.columns.len() {
+        return Err(kernel::Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "{what}: a row has {} values but {} has {} columns",
+                row.len(),
+                schema.qualified(),
+                schema.columns.len()
+            ),
+        ));
+    }
+    if row[schema.pk].as_key().is_none() {
+        return Err(kernel::Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "{what}: a row's primary key {:?} is not an integer",
+                row[schema.pk]
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn epoch_to_utc(b: &[u8]) -> Option<SqlValue> {
     let s = std::str::from_utf8(b).ok()?;
     let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
@@ -139,7 +165,32 @@ pub fn plan_replay(
     txn_rows: usize,
 ) -> Result<Plan, Definite> {
     let txn_rows = txn_rows.max(1);
-    let (mut gi, mut row) = match current {
+    let Some((gi, row)) = start_point(current, prev, groups)? else {
+        return Ok(Plan::AlreadyCommitted);
+    };
+    if gi >= groups.len() {
+        return Ok(Plan::AlreadyCommitted);
+    }
+    let mut cut = Cut {
+        groups,
+        txns: Vec::new(),
+        expect: current.cloned(),
+        pending: Vec::new(),
+        pending_rows: 0,
+    };
+    cut.cut_from(gi, row, txn_rows);
+    Ok(Plan::Apply(cut.txns))
+}
+
+/// Where T's cursor `current` puts the first change of the batch T does not hold:
+/// `(group index, changes of it applied)`; None when T holds the whole batch. An
+/// evidence conflict when the cursor is neither before, inside nor after the batch.
+fn start_point(
+    current: Option<&ReplayCursor>,
+    prev: Option<&GroupEnd>,
+    groups: &[GroupSummary],
+) -> Result<Option<(usize, usize)>, Definite> {
+    Ok(Some(match current {
         None if prev.is_none() => (0, 0),
         None => {
             return Err(gap(format!(
@@ -164,7 +215,7 @@ pub fn plan_replay(
             }
             None if prev == Some(&c.end) && c.rows_done == 0 => (0, 0),
             None => match groups.last().map(|l| c.end.pos.try_cmp(&l.end.pos)) {
-                None | Some(Ok(Ordering::Greater)) => return Ok(Plan::AlreadyCommitted),
+                None | Some(Ok(Ordering::Greater)) => return Ok(None),
                 Some(Ok(_)) => {
                     return Err(gap(format!(
                         "T's cursor {} (sub-cursor {}) is not at a boundary of this batch: the batch does not start at T's cursor",
@@ -174,76 +225,97 @@ pub fn plan_replay(
                 Some(Err(e)) => return Err(gap(e.to_string())),
             },
         },
-    };
-    if gi >= groups.len() {
-        return Ok(Plan::AlreadyCommitted);
-    }
-    let mut txns: Vec<TxnPlan> = Vec::new();
-    let mut expect = current.cloned();
-    let mut pending: Vec<Piece> = Vec::new();
-    let mut pending_rows = 0usize;
-    let complete = |g: &GroupSummary| ReplayCursor {
-        end: g.end.clone(),
-        rows_done: 0,
-        group_digest: g.digest,
-    };
-    let flush = |pending: &mut Vec<Piece>,
-                 pending_rows: &mut usize,
-                 expect: &mut Option<ReplayCursor>,
-                 txns: &mut Vec<TxnPlan>| {
-        if let Some(last) = pending.last() {
-            let next = complete(&groups[last.group]);
-            txns.push(TxnPlan {
-                expect: expect.replace(next.clone()),
-                next,
-                pieces: std::mem::take(pending),
-            });
-            *pending_rows = 0;
-        }
-    };
-    while gi < groups.len() {
-        let g = &groups[gi];
-        let remaining = g.len - row;
-        if remaining > txn_rows {
-            flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
-            while row < g.len {
-                let to = (row + txn_rows).min(g.len);
-                let next = ReplayCursor {
-                    end: g.end.clone(),
-                    rows_done: if to == g.len {
-                        0
-                    } else {
-                        u32::try_from(to).unwrap_or(u32::MAX)
-                    },
-                    group_digest: g.digest,
-                };
-                txns.push(TxnPlan {
-                    expect: expect.replace(next.clone()),
-                    next,
-                    pieces: vec![Piece {
-                        group: gi,
-                        from: row,
-                        to,
-                    }],
+    }))
+}
+
+/// The transactions [`plan_replay`] cuts, in order; each expects the cursor the one
+/// before it writes (the first one T's cursor).
+struct Cut<'g> {
+    groups: &'g [GroupSummary],
+    txns: Vec<TxnPlan>,
+    expect: Option<ReplayCursor>,
+    /// Whole groups (or a group's rest) packed into the next transaction.
+    pending: Vec<Piece>,
+    pending_rows: usize,
+}
+
+impl Cut<'_> {
+    /// Cuts every change from `(gi, row)` on: whole groups packed into transactions of at
+    /// most `txn_rows` changes, a larger group alone in chunks.
+    fn cut_from(&mut self, mut gi: usize, mut row: usize, txn_rows: usize) {
+        let groups = self.groups;
+        while gi < groups.len() {
+            let g = &groups[gi];
+            let remaining = g.len - row;
+            if remaining > txn_rows {
+                self.flush();
+                self.chunks(gi, row, txn_rows);
+            } else {
+                if self.pending_rows + remaining > txn_rows {
+                    self.flush();
+                }
+                self.pending.push(Piece {
+                    group: gi,
+                    from: row,
+                    to: g.len,
                 });
-                row = to;
+                self.pending_rows += remaining;
             }
-        } else {
-            if pending_rows + remaining > txn_rows {
-                flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
-            }
-            pending.push(Piece {
-                group: gi,
-                from: row,
-                to: g.len,
-            });
-            pending_rows += remaining;
+            gi += 1;
+            row = 0;
         }
-        gi += 1;
-        row = 0;
+        self.flush();
     }
-    flush(&mut pending, &mut pending_rows, &mut expect, &mut txns);
-    Ok(Plan::Apply(txns))
+
+    /// Group `gi` from change `row` on, in transactions of `txn_rows` changes; the
+    /// sub-cursor counts the changes applied, 0 once the group is complete.
+    fn chunks(&mut self, gi: usize, mut row: usize, txn_rows: usize) {
+        let g = &self.groups[gi];
+        while row < g.len {
+            let to = (row + txn_rows).min(g.len);
+            let next = ReplayCursor {
+                end: g.end.clone(),
+                rows_done: if to == g.len {
+                    0
+                } else {
+                    u32::try_from(to).unwrap_or(u32::MAX)
+                },
+                group_digest: g.digest,
+            };
+            self.push(
+                next,
+                vec![Piece {
+                    group: gi,
+                    from: row,
+                    to,
+                }],
+            );
+            row = to;
+        }
+    }
+
+    /// Closes the pending pieces into one transaction ending with their last group.
+    fn flush(&mut self) {
+        if let Some(last) = self.pending.last() {
+            let g = &self.groups[last.group];
+            let next = ReplayCursor {
+                end: g.end.clone(),
+                rows_done: 0,
+                group_digest: g.digest,
+            };
+            let pieces = std::mem::take(&mut self.pending);
+            self.push(next, pieces);
+            self.pending_rows = 0;
+        }
+    }
+
+    fn push(&mut self, next: ReplayCursor, pieces: Vec<Piece>) {
+        self.txns.push(TxnPlan {
+            expect: self.expect.replace(next.clone()),
+            next,
+            pieces,
+        });
+    }
 }
 
 /// One row effect of replay, by primary key and full image only (DESIGN §6).
