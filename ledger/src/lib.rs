@@ -26,7 +26,6 @@ mod dml;
 mod group;
 pub mod journal;
 #[cfg(test)]
-mod layers;
 pub mod lease;
 mod literal;
 pub mod manifest;
