@@ -25,7 +25,6 @@ pub mod check;
 mod dml;
 mod group;
 pub mod journal;
-#[cfg(test)]
 pub mod lease;
 mod literal;
 pub mod manifest;
