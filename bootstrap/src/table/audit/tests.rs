@@ -1,8 +1,21 @@
 //! Unit tests of the activation audit: each check on good evidence and on the
 //! corruptions it targets, and the whole audit over the same evidence.
+use super::checks::cursor_findings;
 use super::*;
+use crate::table::replay::MarkerAt;
+use kernel::change::GroupEnd;
+use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
 use kernel::position::BinlogPos;
+use kernel::range::KeyRange;
+use ledger::chain::ChainEntry;
+use ledger::journal::StoredRow;
+use ledger::manifest::{Expect, WindowManifest};
+use ledger::page::PageRef;
+use ledger::record::{JournalRecord, Phase};
 use ledger::registry::Usage;
+use ledger::registry::{Entry, Kind};
+use ledger::target::{Activation, PageCredential, ReplayCursor};
+use std::collections::BTreeMap;
 
 fn d(n: u8) -> Digest {
     Digest([n; 32])
