@@ -1,5 +1,7 @@
 //! Unit tests of the activation audit: each check on good evidence and on the
-//! corruptions it targets, and the whole audit over the same evidence.
+//! corruptions it targets ([`checks`]), and the whole audit over the same evidence (here).
+mod checks;
+
 use super::checks::cursor_findings;
 use super::*;
 use crate::table::replay::MarkerAt;
