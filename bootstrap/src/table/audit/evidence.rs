@@ -1,4 +1,4 @@
-//! The evidence the activation audit checks: every value [`super::gather`] reads from J,
+//! The evidence the activation audit checks: every value [`super::gather()`] reads from J,
 //! the range chain, the registry, the material store, T and L, held as plain data so the
 //! checks are pure functions of it. Owns [`Evidence`] and its parts ([`Snapshot`] of the
 //! material store's answers, [`Facts`] of a page, [`LogFacts`] of L from B to F).
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 /// What a store answered for one material (the store's own verification included).
 ///
-/// Bounded memory: [`gather`] reads one material at a time; a page's bytes are hashed (by
+/// Bounded memory: [`gather`](super::gather()) reads one material at a time; a page's bytes are hashed (by
 /// the store), measured and decoded as they are read, and only these facts are kept.
 /// Manifests, a few hundred bytes per window, are kept whole: the checks decode them.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //!
 //! # Why it is safe
 //!
-//! * It reads the evidence, not J's word (I5). [`gather`] reads every store once into an
+//! * It reads the evidence, not J's word (I5). [`gather()`] reads every store once into an
 //!   [`Evidence`] value: J's raw rows, the range chain, the registry, per registered
 //!   material what the material store answered (it recomputes each blake3 as it reads),
 //!   T's page credentials, cursor and activation credential, and L's records from B to
