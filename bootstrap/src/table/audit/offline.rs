@@ -2,9 +2,11 @@
 //! its material store and its target (read-only; T is read with token 0, never written)
 //! and runs the activation audit's checks on it, requiring the activation credential once
 //! J records STREAMING.
+use super::checks::{audit, Require};
+use super::gather::{gather, Sources};
+use super::report::AuditReport;
 use crate::io::connect::resolve_url;
 use crate::store::jobs::{self, stream_name};
-use crate::table::audit::{self, Require, Sources};
 use crate::table::replay::{self, Scope};
 use kernel::ids::JobId;
 use kernel::Result;
@@ -20,7 +22,7 @@ pub async fn audit_job(
     job: JobId,
     data_dir: &Path,
     targets: &[String],
-) -> Result<audit::AuditReport> {
+) -> Result<AuditReport> {
     let rec = jobs::load_job(pool, job).await?;
     let schema = jobs::load_schema(pool, job).await?;
     let plan = jobs::load_plan(pool, job).await?.ranges;
@@ -46,7 +48,7 @@ pub async fn audit_job(
     let store = LocalDirStore::open(data_dir)?;
     let opts = target::target_opts(&resolve_url(&rec.target_url, targets))?;
     let mut conn = ledger::apply::connect(&opts).await?;
-    let ev = audit::gather(&mut Sources {
+    let ev = gather(&mut Sources {
         pool,
         scope: &scope,
         store: &store,
@@ -69,5 +71,5 @@ pub async fn audit_job(
     } else {
         Require::Gate
     };
-    Ok(audit::audit(&ev, require))
+    Ok(audit(&ev, require))
 }

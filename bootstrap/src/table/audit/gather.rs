@@ -1,0 +1,189 @@
+//! Gathering the evidence (I/O): J's rows and the range chain, the registry, each
+//! registered material (one at a time, reduced to its facts), T's credentials, cursor and
+//! activation credential, and L from B to F. Nothing here decides; the checks do.
+use super::evidence::{Evidence, Facts, Link, LogFacts, Snapshot, Stored};
+use crate::table::replay::{self, Scope};
+use kernel::control::IntentKind;
+use kernel::ids::Digest;
+use kernel::position::BinlogPos;
+use kernel::range::KeyRange;
+use kernel::{log, Result};
+use ledger::journal::Journal;
+use ledger::material::MaterialStore;
+use ledger::record::JournalRecord;
+use ledger::registry::{Kind, Registry};
+use ledger::target::{self, TargetCtx};
+use sqlx::mysql::MySqlPool;
+
+/// Where the audit reads from.
+pub struct Sources<'a> {
+    pub pool: &'a MySqlPool,
+    pub scope: &'a Scope,
+    pub store: &'a dyn MaterialStore,
+    pub target: &'a mut mysql_async::Conn,
+    pub ctx: &'a TargetCtx,
+    pub plan: &'a [KeyRange],
+    pub schema_fingerprint: Digest,
+}
+
+fn err_text<T>(r: Result<T>) -> std::result::Result<T, String> {
+    r.map_err(|e| e.to_string())
+}
+
+/// One material read, verified and reduced to what the checks need; its page bytes are
+/// dropped before the next one is read.
+fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
+    match store.get(d) {
+        Ok(Some(b)) if kind == Kind::Manifest => Stored::Manifest(b),
+        Ok(Some(b)) => Stored::Facts(Facts::of(kind, &b)),
+        Ok(None) => Stored::Missing,
+        Err(e) => Stored::Bad(e.to_string()),
+    }
+}
+
+/// Reads L from B to F: links, record errors, and the table's last group at or before F.
+async fn read_log(
+    pool: &MySqlPool,
+    scope: &Scope,
+    journal_b: Option<&BinlogPos>,
+    journal_f: Option<&BinlogPos>,
+) -> Result<LogFacts> {
+    let mut facts = LogFacts {
+        b: match journal_b {
+            Some(b) => replay::find_marker(pool, scope, IntentKind::B, Some(b)).await?,
+            None => None,
+        },
+        f: match journal_f {
+            Some(f) => replay::find_marker(pool, scope, IntentKind::F, Some(f)).await?,
+            None => None,
+        },
+        ..LogFacts::default()
+    };
+    let (Some(b), Some(f)) = (facts.b.clone(), facts.f.clone()) else {
+        return Ok(facts);
+    };
+    let mut after = b.seq.saturating_sub(1);
+    let mut open: Vec<log::StoredRecord> = Vec::new();
+    while after < f.seq {
+        let page = match log::read_range(pool, &scope.stream, after, f.seq, 500).await {
+            Ok(p) => p,
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => {
+                facts.read_errors.push(e.to_string());
+                // Step over the bad record one at a time so later ones are still checked.
+                after += 1;
+                continue;
+            }
+        };
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for r in page {
+            facts.links.push(Link {
+                seq: r.seq,
+                prev: r.prev_chain,
+                chain: r.chain,
+            });
+            track_group(scope, &mut open, r, &mut facts);
+        }
+    }
+    Ok(facts)
+}
+
+/// Group assembly for the table: chunks of one group are consecutive records. `open` holds
+/// the chunks of the group being read; a complete group with changes of the table becomes
+/// `facts.last_group`, one that does not build is a read error.
+fn track_group(
+    scope: &Scope,
+    open: &mut Vec<log::StoredRecord>,
+    r: log::StoredRecord,
+    facts: &mut LogFacts,
+) {
+    let touches = !replay::table_part(scope, &r)
+        .map(|c| c.is_empty())
+        .unwrap_or(false);
+    let continues = open
+        .last()
+        .is_some_and(|o| o.record.end.is_none() && o.record.start == r.record.start);
+    if !(continues || touches) {
+        open.clear();
+        return;
+    }
+    if !continues {
+        open.clear();
+    }
+    let done = r.record.end.is_some();
+    open.push(r);
+    if done {
+        match replay::build_group(scope, open) {
+            Ok(replay::Built::Complete { group, .. }) if !group.changes.is_empty() => {
+                facts.last_group = Some((group.end.clone(), group.digest()));
+            }
+            Ok(_) => {}
+            Err(d) => facts.read_errors.push(d.message),
+        }
+        open.clear();
+    }
+}
+
+/// Gathers every piece of evidence the audit checks.
+pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
+    let (job, g) = (s.scope.job, s.scope.generation);
+    let journal = Journal::new(s.pool.clone());
+    let rows = journal.rows(job, g).await?;
+    let head = rows
+        .last()
+        .and_then(|r| JournalRecord::decode(&r.bytes).ok());
+    let chain = err_text(journal.chain(job, g).await);
+    let reg = Registry::new(s.pool.clone());
+    let registry = err_text(
+        async {
+            let entries = reg.entries(job, g).await?;
+            let usage = reg.usage(job).await?;
+            let sum = reg.registered_bytes(job).await?;
+            Ok((entries, usage, sum))
+        }
+        .await,
+    );
+    let mut materials = Snapshot::default();
+    if let Ok((entries, _, _)) = &registry {
+        for e in entries {
+            materials
+                .answers
+                .insert(e.digest, snap(s.store, &e.digest, e.kind));
+        }
+    }
+    if let Ok(c) = &chain {
+        for (e, _) in c {
+            materials
+                .answers
+                .entry(e.manifest_hash)
+                .or_insert_with(|| snap(s.store, &e.manifest_hash, Kind::Manifest));
+        }
+    }
+    let credentials = err_text(target::page_credentials(s.target, s.ctx).await);
+    let cursor = err_text(target::replay_cursor(s.target, s.ctx, false).await);
+    let activation = err_text(target::read_activation(s.target, s.ctx).await);
+    let log = err_text(
+        read_log(
+            s.pool,
+            s.scope,
+            head.as_ref().and_then(|h| h.b.as_ref()),
+            head.as_ref().and_then(|h| h.f.as_ref()),
+        )
+        .await,
+    );
+    Ok(Evidence {
+        job,
+        generation: g,
+        plan: s.plan.to_vec(),
+        schema_fingerprint: s.schema_fingerprint,
+        journal: rows,
+        chain,
+        registry,
+        materials,
+        credentials,
+        cursor,
+        activation,
+        log,
+    })
+}
