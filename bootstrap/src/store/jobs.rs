@@ -10,6 +10,7 @@
 //! against its digest and contiguity, so a damaged row is an error, never a silent default.
 use crate::store::plan::RangePlan;
 use crate::store::refusal::Refusal;
+use admission::{retry, CancellationToken, RetryPolicy};
 use kernel::codec;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Digest, Generation, JobId};
@@ -171,20 +172,30 @@ pub fn claim_refusal(target: &TableRef, job: JobId) -> Refusal {
 /// digest, that commit landed and its job is the result. Otherwise the transaction is
 /// retried, at most [`RECORD_ATTEMPTS`] times in all.
 pub async fn record_install(pool: &MySqlPool, job: &NewJob) -> Result<(JobId, Generation)> {
-    let mut attempt = 1;
-    loop {
-        match record_install_once(pool, job).await {
-            Err(e) if e.is_transient() && attempt < RECORD_ATTEMPTS => {
-                tracing::warn!(error = %e, attempt, "recording the install failed transiently");
-                tokio::time::sleep(RECORD_BACKOFF).await;
-                if let Some(done) = find_recorded(pool, job).await? {
-                    return Ok(done);
-                }
-                attempt += 1;
+    let policy = RetryPolicy::linear(RECORD_ATTEMPTS, RECORD_BACKOFF, RECORD_BACKOFF);
+    let once = |attempt: u32| async move {
+        if attempt > 1 {
+            if let Some(done) = find_recorded(pool, job).await? {
+                return Ok(done);
             }
-            other => return other,
         }
-    }
+        let r = record_install_once(pool, job).await;
+        if let Err(e) = &r {
+            tracing::warn!(error = %e, attempt, "recording the install failed");
+        }
+        r
+    };
+    let never = CancellationToken::new();
+    retry(once, |e: &Error| !e.is_transient(), &policy, &never)
+        .await
+        .map_err(last_error)
+}
+
+/// The error a bounded retry ended with (the last one the operation returned).
+pub fn last_error(e: admission::RetryError<Error>) -> Error {
+    let attempts = e.attempts();
+    e.into_last()
+        .unwrap_or_else(|| Error::transient(format!("stopped after {attempts} attempt(s)")))
 }
 
 /// The live job recorded for exactly this install (same source table, target claim,

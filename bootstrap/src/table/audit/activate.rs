@@ -34,7 +34,7 @@ pub async fn advance_j(
 ) -> Result<ledger::journal::Head> {
     let mut head = journal.head(job, g).await?.ok_or_else(|| {
         Error::definite(
-            DefiniteCode::Preparation,
+            DefiniteCode::JournalMissing,
             format!("job {job} {g} has no J record"),
         )
     })?;
@@ -66,7 +66,7 @@ pub async fn activate(
     let (job, g) = (s.scope.job, s.scope.generation);
     let head = journal.head(job, g).await?.ok_or_else(|| {
         Error::definite(
-            DefiniteCode::Preparation,
+            DefiniteCode::JournalMissing,
             format!("job {job} {g} has no J record"),
         )
     })?;

@@ -15,6 +15,7 @@ use crate::table::ctx::JobCtx;
 use crate::table::markers;
 use crate::table::window::restart::{self, Credential, Decision, Evidence};
 use crate::table::window::{apply, attempts, fp, garbage, progress, read, seal};
+use admission::{retry, RetryError, RetryPolicy};
 use kernel::control::{Intent, IntentKind};
 use kernel::error::DefiniteCode;
 use kernel::failpoint;
@@ -48,29 +49,31 @@ pub struct Shared {
 /// last error, and the table pauses instead of looping forever (STYLE §6).
 pub async fn produce(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<Ready> {
     let max = ctx.cfg.max_attempts.max(1);
-    let mut failures = 0u32;
-    loop {
+    let step = Duration::from_millis(100);
+    let policy = RetryPolicy::linear(max, step, step.saturating_mul(max));
+    let attempt = |n: u32| async move {
         let err = match once(ctx, w, shared).await {
-            Ok(r) => return Ok(r),
             Err(e) if e.is_transient() && !ctx.cancel.is_cancelled() => e,
-            Err(e) => return Err(e),
+            other => return other,
         };
-        failures += 1;
-        tracing::warn!(job = %ctx.id(), %w, failures, error = %err, "window attempt failed; a new attempt follows");
+        tracing::warn!(job = %ctx.id(), %w, failures = n, error = %err, "window attempt failed; a new attempt follows");
         if let Ok(Some(a)) = attempts::last(ctx, w).await {
             let _ = attempts::note_failure(ctx, w, a, &err.to_string()).await;
         }
-        if failures >= max {
-            return Err(exhausted(ctx, w, failures, &err));
-        }
-        tokio::time::sleep(Duration::from_millis(100 * u64::from(failures))).await;
+        Err(err)
+    };
+    let permanent = |e: &Error| !e.is_transient() || ctx.cancel.is_cancelled();
+    match retry(attempt, permanent, &policy, &ctx.cancel).await {
+        Ok(r) => Ok(r),
+        Err(RetryError::Exhausted { attempts, last }) => Err(exhausted(ctx, w, attempts, &last)),
+        Err(e) => Err(crate::store::jobs::last_error(e)),
     }
 }
 
 /// The pause reason of a window that failed `n` attempts in a row.
 pub fn exhausted(ctx: &JobCtx, w: WindowId, n: u32, last: &Error) -> Error {
     Error::definite(
-        DefiniteCode::Preparation,
+        DefiniteCode::RetriesExhausted,
         format!(
             "job {} {w} of {}: {n} attempts in a row failed (max_attempts); last error: {last}. \
              Fix the cause, then `backfill resume`",
