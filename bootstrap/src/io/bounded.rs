@@ -68,7 +68,9 @@ pub async fn kill_confirmed(opts: &Opts, what: &str, id: u32) -> Result<()> {
     })
 }
 
-async fn kill_and_wait(c: &mut Conn, what: &str, id: u32) -> Result<()> {
+/// KILLs connection `id` from `c` and waits, bounded by [`CONFIRM_TIMEOUT`], until the
+/// server no longer lists it; still listed then is `release_unconfirmed`.
+pub async fn kill_and_wait(c: &mut Conn, what: &str, id: u32) -> Result<()> {
     // An error here is fine when the thread is already gone (1094, unknown thread); the
     // PROCESSLIST check below is what confirms, whatever KILL answered.
     if let Err(e) = c.query_drop(format!("KILL CONNECTION {id}")).await {

@@ -297,26 +297,14 @@ pub async fn close_confirmed(ctx: &JobCtx, conn: Conn, id: u32, answered: bool) 
         })
 }
 
+/// The shared KILL-and-confirm of `crate::io::bounded`; a connection still listed after
+/// it is a transient failure here (the window's attempt fails and the read permit's
+/// release stays unknown), as it always was for read connections.
 async fn kill_and_wait(c: &mut Conn, id: u32) -> Result<()> {
-    // 1094 (unknown thread) means it is already gone: fine.
-    let _ = c.query_drop(format!("KILL CONNECTION {id}")).await;
-    let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
-    loop {
-        let n: Option<u64> = c
-            .exec_first(
-                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?",
-                (id,),
-            )
-            .await
-            .map_err(|e| from_mysql("confirming a closed read connection", &e))?;
-        if n == Some(0) {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(Error::transient(format!(
-                "read connection {id} still listed after KILL and {CONFIRM_TIMEOUT:?}"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::io::bounded::kill_and_wait(c, "source read", id)
+        .await
+        .map_err(|e| match e {
+            Error::Definite(d) => Error::transient(d.message),
+            e => e,
+        })
 }
