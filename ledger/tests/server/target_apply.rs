@@ -418,3 +418,34 @@ async fn a_tampered_t_credential_is_detected_against_the_manifests() {
         2
     );
 }
+
+#[tokio::test]
+async fn a_write_the_target_refuses_is_target_rejected_with_the_server_error_and_commits_nothing() {
+    let s = shared_target();
+    let db = fresh_target(s, "lp_refused");
+    // The server refuses the row (CHECK constraint, ER_CONSTRAINT_FAILED 4025), as it would
+    // a string its column's charset cannot hold (1366).
+    s.sql_in(
+        &db,
+        "ALTER TABLE t ADD CONSTRAINT short_name CHECK (CHAR_LENGTH(name) < 5)",
+    );
+    let ctx = ctx(&db, 7, 1);
+    let mut c = claimed(s, &db, &ctx).await;
+    let p = page(7, 0, 0, vec![row(1, "ok"), row(2, "too long")]);
+    let err = apply::apply_page(&mut c, &ctx, &bytes(&p), Limits::default())
+        .await
+        .expect_err("the target refuses row 2");
+    let ApplyError::Failed(e) = err else {
+        panic!("a refused statement is no unknown outcome: {err}");
+    };
+    let d = e.as_definite().expect("definite");
+    assert_eq!(d.code, DefiniteCode::TargetRejected, "{d}");
+    assert!(d.message.contains("server error 4025"), "{d}");
+    assert_eq!(dml_count(s, &db), 0, "nothing of the page stays");
+    assert_eq!(dump(s, &db), "");
+    let mut c2 = apply::connect(&opts(s, &db)).await.unwrap();
+    assert!(target::page_credentials(&mut c2, &ctx)
+        .await
+        .unwrap()
+        .is_empty());
+}
