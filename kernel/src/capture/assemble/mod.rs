@@ -31,10 +31,14 @@
 //! events (transaction control, XA outcomes, statements naming a captured table),
 //! [`rows`] table maps, rows and control-table intents, [`group`] chunk cuts and group
 //! ends, [`pause`] pausing a table at a position. All of it is pure.
+#[cfg(test)]
+mod fixtures;
 mod group;
 mod pause;
 mod query;
 mod rows;
+#[cfg(test)]
+mod tests;
 
 use crate::capture::decode::RowDecoder;
 use crate::capture::events::{self, types};
