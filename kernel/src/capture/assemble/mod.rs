@@ -262,22 +262,7 @@ impl Capturer {
                 }
             }
             t if t == EventType::GTID_EVENT as u8 || t == EventType::ANONYMOUS_GTID_EVENT as u8 => {
-                let gtid = match ev.read_data() {
-                    Ok(Some(EventData::GtidEvent(g))) => {
-                        let sid: String = g.sid().iter().map(|b| format!("{b:02x}")).collect();
-                        let uuid = format!(
-                            "{}-{}-{}-{}-{}",
-                            &sid[0..8],
-                            &sid[8..12],
-                            &sid[12..16],
-                            &sid[16..20],
-                            &sid[20..32]
-                        );
-                        Some(Gtid::Mysql { uuid, seq: g.gno() })
-                    }
-                    _ => None,
-                };
-                self.open(gtid, false, true, &at)?;
+                self.open(mysql_gtid(ev), false, true, &at)?;
             }
             t if t == EventType::QUERY_EVENT as u8 => {
                 let q: QueryEvent<'_> = ev.read_event().map_err(|e| io("QUERY", &at, e))?;
@@ -300,18 +285,7 @@ impl Capturer {
                 }
             }
             t if (types::FIRST_COMPRESSED_ROWS..=types::LAST_COMPRESSED_ROWS).contains(&t) => {
-                let id = table_id_of(ev.data());
-                if let Some(MapInfo::Table { schema, table, .. }) = self.maps.get(&id) {
-                    let (s, t2) = (schema.clone(), table.clone());
-                    self.pause_table(
-                        &s,
-                        &t2,
-                        &at,
-                        DefiniteCode::Uncapturable,
-                        "a compressed rows event (log_bin_compress): turn log_bin_compress off"
-                            .into(),
-                    );
-                }
+                self.on_compressed_rows(ev, &at);
             }
             t if t == EventType::TRANSACTION_PAYLOAD_EVENT as u8 => {
                 // MySQL binlog_transaction_compression=ON: the whole transaction (its rows
@@ -331,6 +305,22 @@ impl Capturer {
             }
         }
         Ok(())
+    }
+
+    /// A compressed rows event (MariaDB log_bin_compress) is not decoded: its table, if
+    /// captured, pauses at its position.
+    fn on_compressed_rows(&mut self, ev: &Event, at: &BinlogPos) {
+        let id = table_id_of(ev.data());
+        if let Some(MapInfo::Table { schema, table, .. }) = self.maps.get(&id) {
+            let (s, t2) = (schema.clone(), table.clone());
+            self.pause_table(
+                &s,
+                &t2,
+                at,
+                DefiniteCode::Uncapturable,
+                "a compressed rows event (log_bin_compress): turn log_bin_compress off".into(),
+            );
+        }
     }
 
     fn on_rotate(&mut self, ev: &Event) -> Result<()> {
@@ -381,6 +371,25 @@ impl Capturer {
             self.open(None, false, false, at)?;
         }
         Ok(())
+    }
+}
+
+/// The GTID of a MySQL GTID event (`uuid:gno`), or None for an anonymous one.
+fn mysql_gtid(ev: &Event) -> Option<Gtid> {
+    match ev.read_data() {
+        Ok(Some(EventData::GtidEvent(g))) => {
+            let sid: String = g.sid().iter().map(|b| format!("{b:02x}")).collect();
+            let uuid = format!(
+                "{}-{}-{}-{}-{}",
+                &sid[0..8],
+                &sid[8..12],
+                &sid[12..16],
+                &sid[16..20],
+                &sid[20..32]
+            );
+            Some(Gtid::Mysql { uuid, seq: g.gno() })
+        }
+        _ => None,
     }
 }
 

@@ -134,6 +134,38 @@ impl Capturer {
         }
     }
 
+    /// A DDL on the control table: intents can no longer be recognised reliably, so every
+    /// captured table pauses.
+    fn on_control_ddl(&mut self, sql: &str, default_schema: &str, at: &BinlogPos) {
+        if let Some(g) = &mut self.group {
+            g.chunk.statements.push(StatementSeen {
+                at: at.clone(),
+                default_schema: default_schema.to_string(),
+                sql: sql.to_string(),
+            });
+        }
+        let short: String = sql.chars().take(200).collect();
+        let names: Vec<(String, String)> = read_set(&self.set)
+            .tables
+            .iter()
+            .filter(|t| self.state.active.contains(&(t.job, t.generation)))
+            .map(|t| (t.sealed.database.clone(), t.sealed.table.clone()))
+            .collect();
+        for (s, t) in names {
+            self.pause_table(
+                &s,
+                &t,
+                at,
+                DefiniteCode::SchemaChanged,
+                format!(
+                    "a DDL on the control table `{}`.{} (`{short}`)",
+                    self.control_schema,
+                    crate::control::TABLE
+                ),
+            );
+        }
+    }
+
     fn on_statement(&mut self, sql: &str, default_schema: &str, at: &BinlogPos, kind: QueryKind) {
         if kind == QueryKind::Ddl
             && events::ddl_changes_table(
@@ -143,34 +175,7 @@ impl Capturer {
                 crate::control::TABLE,
             )
         {
-            // Intents can no longer be recognised reliably: every captured table pauses.
-            if let Some(g) = &mut self.group {
-                g.chunk.statements.push(StatementSeen {
-                    at: at.clone(),
-                    default_schema: default_schema.to_string(),
-                    sql: sql.to_string(),
-                });
-            }
-            let short: String = sql.chars().take(200).collect();
-            let names: Vec<(String, String)> = read_set(&self.set)
-                .tables
-                .iter()
-                .filter(|t| self.state.active.contains(&(t.job, t.generation)))
-                .map(|t| (t.sealed.database.clone(), t.sealed.table.clone()))
-                .collect();
-            for (s, t) in names {
-                self.pause_table(
-                    &s,
-                    &t,
-                    at,
-                    DefiniteCode::SchemaChanged,
-                    format!(
-                        "a DDL on the control table `{}`.{} (`{short}`)",
-                        self.control_schema,
-                        crate::control::TABLE
-                    ),
-                );
-            }
+            self.on_control_ddl(sql, default_schema, at);
             return;
         }
         let set = read_set(&self.set);
