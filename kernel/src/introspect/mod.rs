@@ -10,9 +10,9 @@
 //! the two apart), and `information_schema.TRIGGERS` only lists triggers on tables where the
 //! user holds the TRIGGER privilege.
 //!
-//! Layout: [`server`] the server's own facts (variables, binlog status, install
-//! lineage), [`table`] one table's columns, indexes and foreign keys, [`access`] telling
-//! a missing object from a hidden one, [`seal`] the pure decision that turns table facts
+//! Layout: `server` the server's own facts (variables, binlog status, install
+//! lineage), `table` one table's columns, indexes and foreign keys, `access` telling
+//! a missing object from a hidden one, `seal` the pure decision that turns table facts
 //! into a sealed schema or the list of problems.
 mod access;
 mod seal;

@@ -15,11 +15,11 @@
 //!   checked against the stored digest ([`Position::open_chunks`]) and not stored twice.
 //!   The chunk bound is fixed per stream (stored in D) so regrouping cannot differ.
 //!
-//! Layout: [`record`] and [`chunk`] are the persisted record types (kind `LREC`), [`body`]
-//! how their bytes are stored, [`chain`] the hash chain and its checks, [`restart`] D,
-//! [`append`] the one transaction that stores records and moves D, [`hold`] the XA holds
-//! that transaction keeps in step with D, [`read`] the verified reads, [`markers`] the
-//! intent markers and the bounded waits on them, [`paused`] the reader's pauses.
+//! Layout: `record` and `chunk` are the persisted record types (kind `LREC`), `body`
+//! how their bytes are stored, `chain` the hash chain and its checks, `restart` D,
+//! `append` the one transaction that stores records and moves D, `hold` the XA holds
+//! that transaction keeps in step with D, `read` the verified reads, `markers` the
+//! intent markers and the bounded waits on them, `paused` the reader's pauses.
 mod append;
 mod body;
 mod chain;

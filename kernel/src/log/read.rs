@@ -99,7 +99,7 @@ pub async fn table_records(
 
 /// The seq of the last record of `stream` that ends at or before `pos` (0 when none): turns
 /// a binlog position (e.g. a read view's `binlog_snapshot_*`) into bounds for
-/// [`table_records`]. Fails if L does not reach `pos` yet (use [`wait_for_position`]).
+/// [`table_records`]. Fails if L does not reach `pos` yet (use [`super::wait_for_position`]).
 pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -> Result<u64> {
     let d = load_position(pool, stream)
         .await?

@@ -27,10 +27,10 @@
 //! * At the `XA ROLLBACK` a Dropped record drops the hold; its changes never take effect.
 //! * Which xids are held is restored from the holds at D on restart.
 //!
-//! Layout: this module holds the capturer's state and the event dispatch, [`query`] QUERY
+//! Layout: this module holds the capturer's state and the event dispatch, `query` QUERY
 //! events (transaction control, XA outcomes, statements naming a captured table),
-//! [`rows`] table maps, rows and control-table intents, [`group`] chunk cuts and group
-//! ends, [`pause`] pausing a table at a position. All of it is pure.
+//! `rows` table maps, rows and control-table intents, `group` chunk cuts and group
+//! ends, `pause` pausing a table at a position. All of it is pure.
 #[cfg(test)]
 mod fixtures;
 mod group;

@@ -2,8 +2,8 @@
 //! (162) and GTID_LIST (163) events, the artificial ROTATE's file name, and the
 //! classification of QUERY events and of the statements that name a captured table.
 //!
-//! Layout: this module holds the binary event parsers, [`query`] the classification of
-//! QUERY events and the statements that name a table, [`ddl`] the tokenizer that finds
+//! Layout: this module holds the binary event parsers, `query` the classification of
+//! QUERY events and the statements that name a table, `ddl` the tokenizer that finds
 //! the objects a DDL statement changes.
 mod ddl;
 mod query;

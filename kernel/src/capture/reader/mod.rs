@@ -1,8 +1,8 @@
 //! The reader's I/O loop: connect, check lineage at D, stream from D, store records with D,
 //! and on any transient failure start over from the stored D (DESIGN §3.6).
 //!
-//! Layout: this module holds the session loop, [`store`] the writer task, the batches and
-//! the check of records already stored beyond D, [`release`] the re-append of a held XA
+//! Layout: this module holds the session loop, `store` the writer task, the batches and
+//! the check of records already stored beyond D, `release` the re-append of a held XA
 //! group at its `XA COMMIT`.
 mod release;
 mod store;
