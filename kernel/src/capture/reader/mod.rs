@@ -1,12 +1,21 @@
 //! The reader's I/O loop: connect, check lineage at D, stream from D, store records with D,
 //! and on any transient failure start over from the stored D (DESIGN §3.6).
-use super::assemble::{Capturer, Emit, Release, Restored};
-use super::SharedCaptureSet;
+//!
+//! Layout: this module holds the session loop, `store` the writer task, the batches and
+//! the check of records already stored beyond D, `release` the re-append of a held XA
+//! group at its `XA COMMIT`.
+mod release;
+mod store;
+
+use release::release;
+use store::{queue, Pending, Replay, Writer};
+
+use crate::capture::assemble::{Capturer, Emit, Restored};
+use crate::capture::SharedCaptureSet;
 use crate::change::GroupEnd;
 use crate::error::{from_mysql, DefiniteCode, Error, Result};
-use crate::failpoint;
 use crate::lineage;
-use crate::log::{self, Entry, LogRecord, Position, RecordBody};
+use crate::log::{self, Position};
 use crate::position::{Flavor, Gtid};
 use futures_util::StreamExt;
 use mysql_async::prelude::Queryable;
@@ -248,251 +257,12 @@ async fn open_stream(
         .map_err(|e| from_mysql("requesting the binlog stream", &e))
 }
 
-/// Verification of records already in L beyond D (an open group's chunks).
-struct Replay {
-    next_seq: u64,
-    upto: u64,
-}
-
-impl Replay {
-    /// Returns true when `rec` is already stored (and matches), false when it is new.
-    async fn check(&mut self, pool: &MySqlPool, stream: &str, rec: &LogRecord) -> Result<bool> {
-        if self.next_seq > self.upto {
-            return Ok(false);
-        }
-        let seq = self.next_seq;
-        let stored = log::read_range(pool, stream, seq - 1, seq, 1).await?;
-        let Some(s) = stored.first() else {
-            return Err(Error::definite(
-                DefiniteCode::EvidenceCorrupt,
-                format!("L of stream `{stream}` has no record {seq} although D names it"),
-            ));
-        };
-        if s.body_digest != rec.digest() {
-            return Err(Error::definite(
-                DefiniteCode::EvidenceConflict,
-                format!(
-                    "re-reading the group that starts at {} regenerated chunk {} with another \
-                     digest than L record {seq} holds: the source history differs from what \
-                     was captured",
-                    rec.start, rec.chunk
-                ),
-            ));
-        }
-        self.next_seq += 1;
-        Ok(true)
-    }
-}
-
-/// Stores batches in order on its own task, so reading and decoding go on while a batch
-/// commits. It stops at its first failure; the session then ends and the next one starts
-/// from the stored D, so nothing read after a write of unknown outcome is ever stored.
-struct Writer {
-    tx: tokio::sync::mpsc::Sender<Vec<Entry>>,
-    handle: tokio::task::JoinHandle<Result<Position>>,
-}
-
-impl Writer {
-    fn start(pool: MySqlPool, mut d: Position, progressed: Arc<AtomicBool>) -> Writer {
-        // Two batches in flight at most: memory stays bounded by the batch size.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Entry>>(2);
-        let handle = tokio::spawn(async move {
-            while let Some(batch) = rx.recv().await {
-                d = log::append(&pool, &d, &batch).await?;
-                progressed.store(true, Ordering::Relaxed);
-                failpoint::hit("capture.after_store");
-            }
-            Ok(d)
-        });
-        Writer { tx, handle }
-    }
-
-    /// Queues a batch; on a dead writer returns its error.
-    async fn send(self, batch: Vec<Entry>) -> std::result::Result<Writer, Error> {
-        if batch.is_empty() {
-            return Ok(self);
-        }
-        if self.tx.send(batch).await.is_ok() {
-            return Ok(self);
-        }
-        Err(self
-            .finish()
-            .await
-            .err()
-            .unwrap_or_else(|| Error::transient("the L writer stopped; resuming from D")))
-    }
-
-    /// Waits until everything queued is stored and starts a new writer at the stored D
-    /// (so that what was queued is visible to reads of the state store).
-    async fn sync(self, pool: &MySqlPool, progressed: &Arc<AtomicBool>) -> Result<Writer> {
-        let d = self.finish().await?;
-        Ok(Writer::start(pool.clone(), d, progressed.clone()))
-    }
-
-    /// Ends the session on `e`: waits for the batches already queued (so no writer outlives
-    /// its session) and returns `e`, or the writer's own failure when it is definite.
-    async fn abandon(self, e: Error) -> Error {
-        match self.finish().await {
-            Err(w @ Error::Definite(_)) => w,
-            _ => e,
-        }
-    }
-
-    /// Waits until every queued batch is stored; returns the stored D.
-    async fn finish(self) -> Result<Position> {
-        drop(self.tx);
-        match self.handle.await {
-            Ok(r) => r,
-            Err(e) => Err(Error::transient(format!("L writer task failed: {e}"))),
-        }
-    }
-}
-
-/// Entries read but not yet queued to the writer.
-#[derive(Default)]
-struct Pending {
-    items: Vec<Entry>,
-    changes: usize,
-    flush_at: Option<Instant>,
-}
-
-impl Pending {
-    fn push(&mut self, e: Entry, cfg: &ReaderConfig) {
-        self.changes += e.record.size();
-        self.items.push(e);
-        if self.flush_at.is_none() {
-            self.flush_at = Some(Instant::now() + cfg.flush_interval);
-        }
-    }
-
-    fn take(&mut self) -> Vec<Entry> {
-        self.changes = 0;
-        self.flush_at = None;
-        std::mem::take(&mut self.items)
-    }
-
-    fn full(&self, cfg: &ReaderConfig) -> bool {
-        self.items.len() >= cfg.batch_records.max(1) || self.changes >= cfg.batch_changes
-    }
-}
-
 /// What a session works with.
 struct Ctx<'a> {
     pool: &'a MySqlPool,
     cfg: &'a ReaderConfig,
     stream: &'a str,
     progressed: &'a Arc<AtomicBool>,
-}
-
-/// Queues `entry` unless L already holds it (an open group re-read after a restart).
-async fn queue(
-    ctx: &Ctx<'_>,
-    replay: &mut Replay,
-    batch: &mut Pending,
-    entry: Entry,
-) -> Result<()> {
-    failpoint::hit("capture.after_read_before_store");
-    if !replay.check(ctx.pool, ctx.stream, &entry.record).await? {
-        batch.push(entry, ctx.cfg);
-    }
-    Ok(())
-}
-
-/// Appends the held chunks of `rel.xid` again as the chunks of its XA COMMIT's group,
-/// reading a few held records at a time (memory stays bounded by the chunk size).
-/// Everything queued before is stored first, so the hold is visible to the reads.
-async fn release(
-    ctx: &Ctx<'_>,
-    replay: &mut Replay,
-    writer: Writer,
-    batch: &mut Pending,
-    rel: &Release,
-) -> Result<Writer> {
-    let mut writer = writer
-        .send(batch.take())
-        .await?
-        .sync(ctx.pool, ctx.progressed)
-        .await?;
-    failpoint::hit("capture.before_release");
-    let hold = match find_hold(ctx, rel).await {
-        Ok(h) => h,
-        Err(e) => return Err(writer.abandon(e).await),
-    };
-    let mut after = hold.first_seq.saturating_sub(1);
-    while after < hold.last_seq {
-        let page = match held_page(ctx, rel, &hold, after).await {
-            Ok(p) => p,
-            Err(e) => return Err(writer.abandon(e).await),
-        };
-        for (seq, entry) in page {
-            after = seq;
-            if let Err(e) = queue(ctx, replay, batch, entry).await {
-                return Err(writer.abandon(e).await);
-            }
-            if batch.full(ctx.cfg) {
-                writer = writer.send(batch.take()).await?;
-            }
-        }
-    }
-    Ok(writer)
-}
-
-fn bad_release(ctx: &Ctx<'_>, rel: &Release, what: String) -> Error {
-    Error::definite(
-        DefiniteCode::EvidenceCorrupt,
-        format!(
-            "stream `{}`: releasing XA {} at {}: {what}",
-            ctx.stream, rel.xid, rel.end.pos
-        ),
-    )
-}
-
-async fn find_hold(ctx: &Ctx<'_>, rel: &Release) -> Result<log::Hold> {
-    log::holds(ctx.pool, ctx.stream)
-        .await?
-        .into_iter()
-        .find(|h| h.xid == rel.xid)
-        .ok_or_else(|| bad_release(ctx, rel, "L holds no prepared group of it".into()))
-}
-
-/// The held records after `after` (a few), each checked and turned into the commit
-/// group's chunk.
-async fn held_page(
-    ctx: &Ctx<'_>,
-    rel: &Release,
-    hold: &log::Hold,
-    after: u64,
-) -> Result<Vec<(u64, Entry)>> {
-    let page = log::read_range(ctx.pool, ctx.stream, after, hold.last_seq, 8).await?;
-    if page.is_empty() {
-        return Err(bad_release(
-            ctx,
-            rel,
-            format!("L record {} is missing", after + 1),
-        ));
-    }
-    let mut out = Vec::with_capacity(page.len());
-    for r in page {
-        let n = r.seq - hold.first_seq;
-        let last = r.seq == hold.last_seq;
-        match r.record.body {
-            RecordBody::Held(h)
-                if h.xid == rel.xid
-                    && u64::from(r.record.chunk) == n
-                    && r.record.end.is_some() == last =>
-            {
-                out.push((r.seq, rel.record(h, r.record.chunk, last)));
-            }
-            _ => {
-                return Err(bad_release(
-                    ctx,
-                    rel,
-                    format!("L record {} is not its held chunk {n}", r.seq),
-                ))
-            }
-        }
-    }
-    Ok(out)
 }
 
 async fn session(

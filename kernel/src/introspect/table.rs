@@ -1,0 +1,282 @@
+//! What `information_schema` says about one table: columns, indexes, foreign keys. Plain
+//! values; [`super::seal`] decides on them.
+
+use crate::error::{from_mysql, Result};
+use crate::schema::quote_ident;
+use mysql_async::prelude::Queryable;
+
+/// One column as `information_schema.COLUMNS` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawColumn {
+    pub name: String,
+    pub data_type: String,
+    pub column_type: String,
+    pub nullable: bool,
+    pub char_len: Option<u64>,
+    pub numeric_precision: Option<u64>,
+    pub numeric_scale: Option<u64>,
+    pub datetime_precision: Option<u64>,
+    pub charset: Option<String>,
+    pub collation: Option<String>,
+    /// EXTRA, e.g. `auto_increment`, `VIRTUAL GENERATED`.
+    pub extra: String,
+}
+
+impl RawColumn {
+    /// True for a VIRTUAL or STORED generated column.
+    pub fn is_generated(&self) -> bool {
+        self.extra.to_ascii_uppercase().contains("GENERATED")
+    }
+}
+
+/// One index (from `information_schema.STATISTICS`), columns in index order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexDef {
+    pub name: String,
+    pub unique: bool,
+    /// Column names; an expression part (MySQL functional index) shows as `(expression)`.
+    pub columns: Vec<String>,
+}
+
+impl IndexDef {
+    /// True for the primary key.
+    pub fn is_primary(&self) -> bool {
+        self.name == "PRIMARY"
+    }
+}
+
+/// A foreign key that involves the table, as child or as parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignKey {
+    pub name: String,
+    pub child_db: String,
+    pub child_table: String,
+    pub parent_db: String,
+    pub parent_table: String,
+    pub update_rule: String,
+    pub delete_rule: String,
+}
+
+impl ForeignKey {
+    /// True when the key makes InnoDB change the child by itself (CASCADE, SET NULL,
+    /// SET DEFAULT): such changes are not written to the binlog as row events.
+    pub fn acts_on_child(&self) -> bool {
+        let acts = |r: &str| !matches!(r, "RESTRICT" | "NO ACTION");
+        acts(&self.update_rule.to_ascii_uppercase()) || acts(&self.delete_rule.to_ascii_uppercase())
+    }
+
+    /// `db`.`table`.`name` of the constraint (it lives on the child).
+    pub fn qualified(&self) -> String {
+        format!(
+            "{}.{}.{}",
+            quote_ident(&self.child_db),
+            quote_ident(&self.child_table),
+            quote_ident(&self.name)
+        )
+    }
+}
+
+/// Everything install needs to know about one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableFacts {
+    pub database: String,
+    pub table: String,
+    /// `BASE TABLE`, `VIEW`, `SYSTEM VERSIONED`, `SEQUENCE`, ...
+    pub table_type: String,
+    pub engine: Option<String>,
+    /// The server's estimate (`TABLE_ROWS`), for display only.
+    pub estimated_rows: u64,
+    pub columns: Vec<RawColumn>,
+    pub indexes: Vec<IndexDef>,
+    pub triggers: Vec<String>,
+    pub foreign_keys: Vec<ForeignKey>,
+}
+
+impl TableFacts {
+    /// `db`.`table`, quoted.
+    pub fn qualified(&self) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(&self.database),
+            quote_ident(&self.table)
+        )
+    }
+
+    /// The primary key, if any.
+    pub fn primary_key(&self) -> Option<&IndexDef> {
+        self.indexes.iter().find(|i| i.is_primary())
+    }
+
+    /// Unique indexes other than the primary key.
+    pub fn extra_unique_keys(&self) -> Vec<&IndexDef> {
+        self.indexes
+            .iter()
+            .filter(|i| i.unique && !i.is_primary())
+            .collect()
+    }
+
+    /// Foreign keys declared on this table (it is the child).
+    pub fn child_foreign_keys(&self) -> Vec<&ForeignKey> {
+        self.foreign_keys
+            .iter()
+            .filter(|f| f.child_db == self.database && f.child_table == self.table)
+            .collect()
+    }
+}
+
+/// Reads a table's facts; `None` when `information_schema` does not show it (missing, or
+/// the user holds no privilege on it).
+pub async fn read_table(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+) -> Result<Option<TableFacts>> {
+    let what = format!(
+        "reading the definition of {}.{}",
+        quote_ident(db),
+        quote_ident(table)
+    );
+    let head: Option<(String, Option<String>, Option<u64>)> = conn
+        .exec_first(
+            "SELECT TABLE_TYPE, ENGINE, TABLE_ROWS FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, table),
+        )
+        .await
+        .map_err(|e| from_mysql(&what, &e))?;
+    let Some((table_type, engine, rows)) = head else {
+        return Ok(None);
+    };
+    let columns = read_columns(conn, db, table)
+        .await
+        .map_err(|e| from_mysql(&what, &e))?;
+    let indexes = read_indexes(conn, db, table)
+        .await
+        .map_err(|e| from_mysql(&what, &e))?;
+    let triggers: Vec<String> = conn
+        .exec(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS \
+             WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? ORDER BY TRIGGER_NAME",
+            (db, table),
+        )
+        .await
+        .map_err(|e| from_mysql(&what, &e))?;
+    let foreign_keys = read_foreign_keys(conn, db, table)
+        .await
+        .map_err(|e| from_mysql(&what, &e))?;
+    Ok(Some(TableFacts {
+        database: db.to_string(),
+        table: table.to_string(),
+        table_type,
+        engine,
+        estimated_rows: rows.unwrap_or(0),
+        columns,
+        indexes,
+        triggers,
+        foreign_keys,
+    }))
+}
+
+type ColumnRow = (
+    String,
+    String,
+    String,
+    String,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+async fn read_columns(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+) -> std::result::Result<Vec<RawColumn>, mysql_async::Error> {
+    let rows: Vec<ColumnRow> = conn
+        .exec(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH, \
+             NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, \
+             COLLATION_NAME, EXTRA FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| RawColumn {
+            name: r.0,
+            data_type: r.1.to_ascii_lowercase(),
+            column_type: r.2,
+            nullable: r.3.eq_ignore_ascii_case("YES"),
+            char_len: r.4,
+            numeric_precision: r.5,
+            numeric_scale: r.6,
+            datetime_precision: r.7,
+            charset: r.8,
+            collation: r.9,
+            extra: r.10.unwrap_or_default(),
+        })
+        .collect())
+}
+
+async fn read_indexes(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+) -> std::result::Result<Vec<IndexDef>, mysql_async::Error> {
+    let rows: Vec<(String, i64, Option<String>)> = conn
+        .exec(
+            "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+            (db, table),
+        )
+        .await?;
+    let mut out: Vec<IndexDef> = Vec::new();
+    for (name, non_unique, column) in rows {
+        let column = column.unwrap_or_else(|| "(expression)".to_string());
+        match out.last_mut() {
+            Some(last) if last.name == name => last.columns.push(column),
+            _ => out.push(IndexDef {
+                name,
+                unique: non_unique == 0,
+                columns: vec![column],
+            }),
+        }
+    }
+    Ok(out)
+}
+
+async fn read_foreign_keys(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+) -> std::result::Result<Vec<ForeignKey>, mysql_async::Error> {
+    type FkRow = (String, String, String, String, String, String, String);
+    let rows: Vec<FkRow> = conn
+        .exec(
+            "SELECT CONSTRAINT_NAME, CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, \
+             REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE \
+             FROM information_schema.REFERENTIAL_CONSTRAINTS \
+             WHERE (CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?) \
+                OR (UNIQUE_CONSTRAINT_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?) \
+             ORDER BY CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME",
+            (db, table, db, table),
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| ForeignKey {
+            name: r.0,
+            child_db: r.1,
+            child_table: r.2,
+            parent_db: r.3,
+            parent_table: r.4,
+            update_rule: r.5,
+            delete_rule: r.6,
+        })
+        .collect())
+}
