@@ -3,6 +3,7 @@
 //! kernel directly (not through the window runner): a captured source table, B in L, every
 //! window sealed from a quiescent read between its LOW and HIGH, applied through T and
 //! recorded in J and the range chain. The target has audit triggers counting business DML.
+use crate::bf::finish::Finish;
 use crate::bf::replay::{ReplayConfig, Replayer, Scope};
 use harness::Server;
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
@@ -28,6 +29,7 @@ use sqlx::mysql::MySqlPool;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const DDL: &str = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NULL, \
     n INT NOT NULL, amount DECIMAL(12,3) NULL, at DATETIME(6) NULL) ENGINE=InnoDB";
@@ -415,4 +417,68 @@ pub async fn catch_up(w: &World, pool: &MySqlPool) {
     log::wait_for_position(pool, &w.stream, &end, deadline)
         .await
         .unwrap();
+}
+
+/// A replay configuration with these batch bounds.
+pub fn cfg(batch_rows: usize, batch_groups: usize) -> ReplayConfig {
+    ReplayConfig {
+        batch_rows,
+        batch_groups,
+        ..ReplayConfig::default()
+    }
+}
+
+/// The plan of `windows` equal windows over 1..=n (as `prepared` in the finish tests).
+pub fn plan_of(w: &World, n: u64, windows: u32) -> Vec<KeyRange> {
+    let _ = w;
+    let bounds: Vec<i64> = (1..windows)
+        .map(|i| (n as i64) * i64::from(i) / i64::from(windows))
+        .collect();
+    KeyRange::plan_from_bounds(&bounds)
+}
+
+/// What a process does: the steps after the windows, with this configuration.
+pub async fn finish_steps(
+    w: &World,
+    n: u64,
+    windows: u32,
+    replay_cfg: ReplayConfig,
+    stream_for: Duration,
+) {
+    let pool = w.pool().await;
+    let reader = w.start_reader(&pool).await;
+    let lease = w.lease(&pool).await;
+    let ctx = w.ctx(lease.token).await;
+    w.claim(&ctx).await;
+    let journal = Journal::new(pool.clone());
+    let store = w.store();
+    let plan = plan_of(w, n, windows);
+    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
+    let topts = w.target_opts();
+    let f = Finish {
+        pool: &pool,
+        scope: w.scope(),
+        journal: &journal,
+        lease: &lease,
+        store: &store,
+        plan: &plan,
+        schema_fingerprint: w.sealed().await.fingerprint(),
+        source: &src_opts,
+        control_schema: &w.ctl,
+        target: &topts,
+        ctx: &ctx,
+        replay: replay_cfg,
+        marker_wait: Duration::from_secs(60),
+    };
+    let a = f.activate().await.unwrap();
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let stopper = tokio::spawn(async move {
+        tokio::time::sleep(stream_for).await;
+        c2.cancel();
+    });
+    f.stream(a.b.seq, cancel).await.unwrap();
+    stopper.await.unwrap();
+    reader.stop().await.unwrap();
+    pool.close().await;
 }

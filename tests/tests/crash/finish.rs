@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::audit::{self, Require, Sources};
 use backfill_tests::bf::finish::Finish;
-use backfill_tests::bf::replay::{self, ReplayConfig};
+use backfill_tests::bf::replay;
 use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
 use backfill_tests::world::*;
 use backfill_tests::*;
@@ -22,21 +22,11 @@ use std::process::Command;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-const CHILD: &str = "FINISH_CHILD";
-
 fn rows() -> u64 {
     std::env::var("FINISH_ROWS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5_000)
-}
-
-fn cfg(batch_rows: usize, batch_groups: usize) -> ReplayConfig {
-    ReplayConfig {
-        batch_rows,
-        batch_groups,
-        ..ReplayConfig::default()
-    }
 }
 
 /// Changes before the windows (between B and the first LOW): replayed over a baseline that
@@ -139,87 +129,6 @@ async fn prepared(prefix: &str, job: u64, n: u64, windows: u32, changes: bool) -
     w
 }
 
-fn plan_of(w: &World, n: u64, windows: u32) -> Vec<KeyRange> {
-    let _ = w;
-    let bounds: Vec<i64> = (1..windows)
-        .map(|i| (n as i64) * i64::from(i) / i64::from(windows))
-        .collect();
-    KeyRange::plan_from_bounds(&bounds)
-}
-
-/// What a process does: the steps after the windows, with this configuration.
-async fn finish_steps(
-    w: &World,
-    n: u64,
-    windows: u32,
-    replay_cfg: ReplayConfig,
-    stream_for: Duration,
-) {
-    let pool = w.pool().await;
-    let reader = w.start_reader(&pool).await;
-    let lease = w.lease(&pool).await;
-    let ctx = w.ctx(lease.token).await;
-    w.claim(&ctx).await;
-    let journal = Journal::new(pool.clone());
-    let store = w.store();
-    let plan = plan_of(w, n, windows);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
-    let f = Finish {
-        pool: &pool,
-        scope: w.scope(),
-        journal: &journal,
-        lease: &lease,
-        store: &store,
-        plan: &plan,
-        schema_fingerprint: w.sealed().await.fingerprint(),
-        source: &src_opts,
-        control_schema: &w.ctl,
-        target: &topts,
-        ctx: &ctx,
-        replay: replay_cfg,
-        marker_wait: Duration::from_secs(60),
-    };
-    let a = f.activate().await.unwrap();
-    let cancel = CancellationToken::new();
-    let c2 = cancel.clone();
-    let stopper = tokio::spawn(async move {
-        tokio::time::sleep(stream_for).await;
-        c2.cancel();
-    });
-    f.stream(a.b.seq, cancel).await.unwrap();
-    stopper.await.unwrap();
-    reader.stop().await.unwrap();
-    pool.close().await;
-}
-
-/// Runs in the child only.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_runs_until_the_fault_point() {
-    let Ok(spec) = std::env::var(CHILD) else {
-        return;
-    };
-    let (world_s, rest) = spec.split_once('#').unwrap();
-    let v: Vec<&str> = rest.split(',').collect();
-    let w = World::decode(world_s);
-    let (n, windows, batch) = (
-        v[0].parse().unwrap(),
-        v[1].parse().unwrap(),
-        v[2].parse().unwrap(),
-    );
-    let stream_secs: u64 = v[3].parse().unwrap();
-    finish_steps(
-        &w,
-        n,
-        windows,
-        cfg(batch, 4),
-        Duration::from_secs(stream_secs),
-    )
-    .await;
-    // The fault point did not fire.
-    std::process::exit(0);
-}
-
 fn run_child(
     w: &World,
     failpoint: &str,
@@ -228,18 +137,11 @@ fn run_child(
     batch: usize,
     stream_secs: u64,
 ) -> i32 {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "finish::child_runs_until_the_fault_point",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(
-            CHILD,
-            format!("{}#{n},{windows},{batch},{stream_secs}", w.encode()),
-        )
+    // The child is a binary of this package (tests/src/bin/finish_child.rs), not a test.
+    let out = Command::new(backfill_tests::bin::sibling("finish-child"))
+        .arg(w.encode())
+        .args([n.to_string(), windows.to_string(), batch.to_string()])
+        .arg(stream_secs.to_string())
         .env(kernel::failpoint::ENV, failpoint)
         .output()
         .unwrap();
