@@ -84,7 +84,25 @@ pub async fn in_process() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let g = LOCK.lock().await;
     logs::clear();
+    reset_process_seams();
     g
+}
+
+/// What an earlier test of this process may have left: an admission slot holding its
+/// serve's pools (holds stay there after that serve ended), armed seams, gated or failing
+/// KILL confirmations, injected lost commit answers. Their hit counters keep counting:
+/// tests compare them with their value before arming.
+fn reset_process_seams() {
+    use bf::*;
+    let fresh = admission::Admission::new(admission::Limits::default())
+        .expect("the default admission limits are valid");
+    metrics::observe_admission(&fresh);
+    bounded::open_kills();
+    bounded::fail_confirmations(0);
+    uncertain::inject_lost_commit_answers(0);
+    job::panic_seam::arm(kernel::ids::JobId(0));
+    window::panics::seam::arm(kernel::ids::JobId(0), kernel::ids::WindowId(0));
+    finish::activation_seam::arm(kernel::ids::JobId(0)).close();
 }
 
 /// Leaks a private server so tests can hold it as `&'static` (the harness watchdog still

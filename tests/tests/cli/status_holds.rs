@@ -40,12 +40,17 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     .await
     .unwrap();
     let serve = tokio::spawn(bf::serve::serve(cfg, CancellationToken::new()));
-    let adm = loop {
-        if let Some(a) = bf::metrics::observed_admission() {
-            break a;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    // The admission slot is process-wide and may still hold an earlier test's serve: this
+    // serve's is there once its process row is published (it registers before publishing).
+    wait_for_async("this serve's process row", async || {
+        bf::serve_state::read(&c.pool)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.owner == owner)
+    })
+    .await;
+    let adm = bf::metrics::observed_admission().expect("serve registered admission");
     let permit = adm
         .acquire_read(
             &format!("job {job} w2 a9 read"),
