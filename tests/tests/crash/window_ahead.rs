@@ -91,7 +91,7 @@ async fn killed_while_windows_ahead_are_sealed_and_j_is_behind() {
         c.assert_sealed_windows_not_reread().await;
         if writer_task.is_none() {
             let url = c.source.url_db(&c.sdb);
-            writer_task = Some(tokio::spawn(writer(url, stop.clone(), ROWS + 400)));
+            writer_task = Some(tokio::spawn(writer(url, stop.clone(), ROWS + 400, &[])));
         }
         // J moves on a little between rounds, leaving windows sealed ahead of it.
         let code = wait(serve_cmd(&c, 250, 2, "window.after_j@2", ""), None);

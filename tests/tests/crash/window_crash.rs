@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ROWS: i64 = 10_000;
+/// The keys the hook's statements change (the writer leaves them alone).
+const HOOK_KEYS: [i64; 5] = [1700, 101700, 3100, 100050, 3000];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_killed_at_every_fault_point_converges() {
@@ -19,10 +21,15 @@ async fn serve_killed_at_every_fault_point_converges() {
     let c = Case::new("wk", ROWS, 1_000, 400).await;
     let n_windows = c.plan().await.len();
     let hook = c.data.path().join("hook.sql");
+    // After every LOW: a key leaves window 1 for the last window or comes back (1700 <->
+    // 101700), another leaves window 3 or comes back (3100 <-> 100050), and row 3000 is
+    // updated. Exactly one key of each pair exists at any time and the writer never
+    // touches these keys, so every statement changes a row each time it runs.
     std::fs::write(
         &hook,
-        "UPDATE IGNORE t SET id = id + 100000 WHERE id = 1700; \
-         UPDATE IGNORE t SET id = 3100 WHERE id = 100050; UPDATE t SET k = k + 7 WHERE id = 3000;",
+        "UPDATE t SET id = IF(id = 1700, 101700, 1700) WHERE id IN (1700, 101700); \
+         UPDATE t SET id = IF(id = 3100, 100050, 3100) WHERE id IN (3100, 100050); \
+         UPDATE t SET k = k + 7 WHERE id = 3000;",
     )
     .unwrap();
     let hook = format!("after_low={}", hook.display());
@@ -52,6 +59,7 @@ async fn serve_killed_at_every_fault_point_converges() {
                     c.source.url_db(&c.sdb),
                     stop.clone(),
                     ROWS + 500,
+                    &HOOK_KEYS,
                 )));
             }
             let ps = page_sizes[(i + round) % page_sizes.len()];
@@ -91,6 +99,19 @@ async fn serve_killed_at_every_fault_point_converges() {
         missed.is_empty(),
         "fault points never reached: {missed:?} ({hits:?})"
     );
+    // The hook ran and found its rows: row 3000 moved by 7 per run, nothing else moves it.
+    let k: i64 = c
+        .source
+        .sql_in(&c.sdb, "SELECT k FROM t WHERE id = 3000")
+        .parse()
+        .unwrap();
+    assert!(k > 3000 && (k - 3000) % 7 == 0, "row 3000: k = {k}");
+    let pairs = c.source.sql_in(
+        &c.sdb,
+        "SELECT COUNT(*) FROM t WHERE id IN (1700, 101700) UNION ALL \
+         SELECT COUNT(*) FROM t WHERE id IN (3100, 100050)",
+    );
+    assert_eq!(pairs, "1\n1", "one key of each moving pair");
     let head = c.head().await;
     assert_eq!(head.completed as usize, n_windows);
     assert_eq!(head.paused, None);

@@ -25,51 +25,58 @@ struct Inject {
 }
 
 impl Inject {
+    /// The keys of window range `r` the hook's statements use (kept from the writer).
+    fn keys(r: &KeyRange) -> [i64; 4] {
+        let lo = r.lower.unwrap_or(0);
+        let top = r.upper.unwrap_or(ROWS);
+        [lo + 3, lo + 5, lo + 7, top - 1]
+    }
+
     async fn run(&self, w: WindowId) {
         self.started.store(true, Ordering::SeqCst);
         let r = self.plan[w.0 as usize];
-        let lo = r.lower.unwrap_or(0);
-        let hi = r.upper.unwrap_or(ROWS + 50_000);
+        let [leaves, reinserted, moved_far, updated] = Inject::keys(&r);
         let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&self.url).unwrap())
             .await
             .unwrap();
         let fresh = 1_000_000 + self.next_key.fetch_add(10, Ordering::SeqCst) as i64;
-        let out_of_range = if hi < ROWS {
-            ROWS + 100_000 + fresh
-        } else {
-            -fresh
-        };
+        // Fresh keys outside this range (the last range is open above: use negative keys,
+        // which belong to the first range, for it).
+        let outside = |k: i64| if r.upper.is_some() { ROWS + k } else { -k };
+        let (out_of_range, enters) = (outside(100_000 + fresh), outside(300_000 + fresh));
+        // Every statement finds its row: these keys exist before each run (the fill, and
+        // the statements below put each back) and the writer never touches them. Each
+        // must change exactly one row.
         let stmts = [
-            // a key leaves the range, another enters it, one is deleted, one inserted,
-            // one updated twice
+            // a key leaves the range
+            format!("UPDATE t SET id = {out_of_range} WHERE id = {leaves}"),
+            // another enters it: inserted outside, then moved into the key that left
+            format!("INSERT INTO t VALUES ({enters}, 3, 'enters')"),
+            format!("UPDATE t SET id = {leaves} WHERE id = {enters}"),
+            // one is deleted and inserted again
+            format!("DELETE FROM t WHERE id = {reinserted}"),
+            format!("INSERT INTO t VALUES ({reinserted}, 1, 'ins')"),
+            // one is updated twice
+            format!("UPDATE t SET k = k + 1, v = 'upd' WHERE id = {updated}"),
+            format!("UPDATE t SET k = k + 1 WHERE id = {updated}"),
+            // one leaves for far away and a new row takes its key
             format!(
-                "UPDATE IGNORE t SET id = {out_of_range} WHERE id = {}",
-                lo + 3
+                "UPDATE t SET id = {} WHERE id = {moved_far}",
+                outside(200_000 + fresh)
             ),
-            format!(
-                "UPDATE IGNORE t SET id = {} WHERE id = {}",
-                lo + 3,
-                out_of_range - 7_000_000
-            ),
-            format!("DELETE FROM t WHERE id = {}", lo + 5),
-            format!("INSERT IGNORE INTO t VALUES ({}, 1, 'ins')", lo + 5),
-            format!("UPDATE t SET k = k + 1, v = 'upd' WHERE id = {}", hi - 1),
-            format!("UPDATE t SET k = k + 1 WHERE id = {}", hi - 1),
-            format!(
-                "UPDATE IGNORE t SET id = {} WHERE id = {}",
-                ROWS + 200_000 + fresh,
-                lo + 7
-            ),
+            format!("INSERT INTO t VALUES ({moved_far}, 4, 'back')"),
         ];
         for s in stmts {
-            exec_retrying(&mut c, &s).await;
+            let n = exec_retrying(&mut c, &s).await;
+            assert_eq!(n, 1, "{s}: changed {n} rows");
         }
         if w.0 == 2 {
-            exec_retrying(
+            let n = exec_retrying(
                 &mut c,
                 "UPDATE t SET k = k + 1000 WHERE id > 30000 AND id <= 60000",
             )
             .await;
+            assert!(n > 29_000, "the big UPDATE changed {n} rows");
         }
         c.disconnect().await.unwrap();
     }
@@ -78,10 +85,10 @@ impl Inject {
 /// Runs `sql`, again after an InnoDB deadlock (1213) or lock wait timeout (1205): with
 /// read-ahead, the hooks of two windows and the writer run at once and may deadlock each
 /// other on the source (a deadlocked transaction is rolled back whole).
-async fn exec_retrying(c: &mut mysql_async::Conn, sql: &str) {
+async fn exec_retrying(c: &mut mysql_async::Conn, sql: &str) -> u64 {
     for _ in 0..20 {
         match c.query_drop(sql).await {
-            Ok(()) => return,
+            Ok(()) => return c.affected_rows(),
             Err(mysql_async::Error::Server(e)) if e.code == 1213 || e.code == 1205 => {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
@@ -97,8 +104,14 @@ impl WindowHooks for Inject {
     }
 }
 
-/// A background writer: random single-row DML and small transactions until stopped.
-async fn writer(url: String, started: Arc<AtomicBool>, stop: Arc<AtomicBool>) -> u64 {
+/// A background writer: random single-row DML and small transactions until stopped, never
+/// on a key of `reserved` (the hook's).
+async fn writer(
+    url: String,
+    started: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    reserved: std::collections::HashSet<i64>,
+) -> u64 {
     use rand::Rng;
     while !started.load(Ordering::SeqCst) {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -117,6 +130,9 @@ async fn writer(url: String, started: Arc<AtomicBool>, stop: Arc<AtomicBool>) ->
                 r.random_range(1..=ROWS + 20_000),
             )
         };
+        if [a, a + 1, b].iter().any(|k| reserved.contains(k)) {
+            continue;
+        }
         let sql = match op {
             0 => {
                 next += 1;
@@ -157,7 +173,8 @@ async fn windows_under_a_concurrent_writer_seal_the_state_at_high() {
         started: started.clone(),
         next_key: AtomicU64::new(0),
     });
-    let w = tokio::spawn(writer(url, started, stop.clone()));
+    let reserved = plan.iter().flat_map(Inject::keys).collect();
+    let w = tokio::spawn(writer(url, started, stop.clone(), reserved));
     let out = c.serve(Some(hooks)).await;
     stop.store(true, Ordering::SeqCst);
     let writes = w.await.unwrap();
