@@ -103,11 +103,7 @@ impl Case {
             .await
             .unwrap_or_else(|e| panic!("install: {e}"));
         // The audit counter is created after install (install refuses a target with triggers).
-        target.sql_in(
-            &tdb,
-            "CREATE TABLE audit_count (n BIGINT NOT NULL); INSERT INTO audit_count VALUES (0);
-             CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW UPDATE audit_count SET n = n + 1;",
-        );
+        add_audit_triggers(target, &tdb);
         let pool = kernel::state::open(&target.url_db(&state_db), &Default::default())
             .await
             .unwrap();
@@ -162,12 +158,17 @@ impl Case {
             .unwrap()
     }
 
-    /// Inserts counted by the target's audit trigger (business DML executions).
+    /// Business DML row executions on the target table counted by its audit triggers:
+    /// inserts, updates and deletes together (a row applied twice shows, whether as a
+    /// second insert or as an update or delete).
     pub fn audit_count(&self) -> u64 {
-        self.target
-            .sql_in(&self.tdb, "SELECT n FROM audit_count")
-            .parse()
-            .unwrap()
+        let (i, u, d) = self.audit_ops();
+        i + u + d
+    }
+
+    /// (inserts, updates, deletes) counted by the target table's audit triggers.
+    pub fn audit_ops(&self) -> (u64, u64, u64) {
+        audit_ops(self.target, &self.tdb)
     }
 
     pub fn target_count(&self) -> u64 {
@@ -436,6 +437,26 @@ impl Case {
         .await
         .unwrap()
     }
+}
+
+/// Audit triggers on `db.t` counting every business DML row execution by kind: INSERT,
+/// UPDATE and DELETE (created after install, which refuses a target with triggers).
+pub fn add_audit_triggers(server: &Server, db: &str) {
+    server.sql_in(
+        db,
+        "CREATE TABLE audit_count (ins BIGINT NOT NULL, upd BIGINT NOT NULL, del BIGINT NOT NULL);
+         INSERT INTO audit_count VALUES (0, 0, 0);
+         CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW UPDATE audit_count SET ins = ins + 1;
+         CREATE TRIGGER t_upd AFTER UPDATE ON t FOR EACH ROW UPDATE audit_count SET upd = upd + 1;
+         CREATE TRIGGER t_del AFTER DELETE ON t FOR EACH ROW UPDATE audit_count SET del = del + 1;",
+    );
+}
+
+/// (inserts, updates, deletes) counted by [`add_audit_triggers`] on `db.t`.
+pub fn audit_ops(server: &Server, db: &str) -> (u64, u64, u64) {
+    let out = server.sql_in(db, "SELECT ins, upd, del FROM audit_count");
+    let v: Vec<u64> = out.split('\t').map(|x| x.trim().parse().unwrap()).collect();
+    (v[0], v[1], v[2])
 }
 
 /// Inserts ids 1..=rows in batches.

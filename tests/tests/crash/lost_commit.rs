@@ -141,11 +141,7 @@ async fn case_via(proxy_port: u16) -> Case {
     let done = install(&req)
         .await
         .unwrap_or_else(|e| panic!("install: {e}"));
-    target.sql_in(
-        &tdb,
-        "CREATE TABLE audit_count (n BIGINT NOT NULL); INSERT INTO audit_count VALUES (0);
-         CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW UPDATE audit_count SET n = n + 1;",
-    );
+    add_audit_triggers(target, &tdb);
     let pool = kernel::state::open(&target.url_db(&state_db), &Default::default())
         .await
         .unwrap();

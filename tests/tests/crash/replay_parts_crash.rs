@@ -92,7 +92,7 @@ async fn serve_killed_inside_partitioned_replay_converges_with_each_change_appli
     // without a key do not conflict.
     c.target.sql_in(
         &c.tdb,
-        "DROP TRIGGER t_ins;
+        "DROP TRIGGER t_ins; DROP TRIGGER t_upd; DROP TRIGGER t_del;
          CREATE TABLE dml_log (id BIGINT NOT NULL, op CHAR(1) NOT NULL);
          CREATE TRIGGER log_bi BEFORE INSERT ON t FOR EACH ROW INSERT INTO dml_log VALUES (NEW.id, 'I');
          CREATE TRIGGER log_bu BEFORE UPDATE ON t FOR EACH ROW INSERT INTO dml_log VALUES (NEW.id, 'U');
