@@ -350,37 +350,32 @@ impl Case {
             .collect()
     }
 
-    /// The target's rows by key (as the binary protocol gives them).
-    pub async fn target_rows(&self) -> BTreeMap<i64, Row> {
-        let mut c = self.target_conn().await;
-        let rows: Vec<mysql_async::Row> = c
-            .exec(
-                format!("SELECT id, k, v FROM `{}`.t ORDER BY id", self.tdb),
-                (),
-            )
-            .await
-            .unwrap();
-        rows.into_iter()
-            .map(|r| {
-                let v: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
-                (v[0].as_key().unwrap(), v)
-            })
-            .collect()
-    }
-
-    /// The source table's rows by key.
-    pub async fn source_rows(&self) -> BTreeMap<i64, Row> {
-        let mut c = self.source_conn().await;
-        let rows: Vec<mysql_async::Row> = c
-            .exec("SELECT id, k, v FROM t ORDER BY id", ())
-            .await
-            .unwrap();
-        rows.into_iter()
-            .map(|r| {
-                let v: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
-                (v[0].as_key().unwrap(), v)
-            })
-            .collect()
+    /// Asserts that the target table holds exactly the source table's rows, compared by the
+    /// two servers alone (nothing decoded by the pipeline or by this crate): `CHECKSUM
+    /// TABLE` and [`crate::table_digest`] (per-row `HEX()` of every column, in key order,
+    /// hashed by the server) on each side; on a difference, the keys that differ.
+    pub fn assert_target_equals_source(&self) {
+        let cols = ["id", "k", "v"];
+        let s = crate::table_digest(self.source, &self.sdb, "t", "id", &cols);
+        let t = crate::table_digest(self.target, &self.tdb, "t", "id", &cols);
+        if s != t {
+            let (a, b) = (
+                hex_rows(self.source, &self.sdb),
+                hex_rows(self.target, &self.tdb),
+            );
+            let differ: Vec<&i64> = a
+                .keys()
+                .chain(b.keys())
+                .filter(|k| a.get(k) != b.get(k))
+                .take(20)
+                .collect();
+            panic!("target differs from source (count, digest {t} vs {s}); keys {differ:?}");
+        }
+        assert_eq!(
+            crate::checksum(self.target, &self.tdb, "t"),
+            crate::checksum(self.source, &self.sdb, "t"),
+            "CHECKSUM TABLE of target and source"
+        );
     }
 
     /// Every change of the source table in L from B on, with the L seq of its record,
@@ -543,16 +538,60 @@ pub async fn assert_final_is_state_at_high(c: &Case, initial: &BTreeMap<i64, Row
 }
 
 /// The target holds exactly the FINAL rows of every window (windows alone; F and replay
-/// bring it to the source's state later).
+/// bring it to the source's state later). The target's rows are rendered by its server
+/// (`HEX()` per column, [`hex_rows`]), the FINAL rows by [`hex_row`]: the comparison does
+/// not read the target through the pipeline's value decoding.
 pub async fn assert_target_is_finals(c: &Case) {
     let mut all = BTreeMap::new();
     for f in c.final_rows().await {
-        all.extend(f);
+        all.extend(f.iter().map(|(k, r)| (*k, hex_row(&r[1..]))));
     }
-    assert!(
-        c.target_rows().await == all,
-        "target differs from the union of FINAL pages"
+    let target = hex_rows(c.target, &c.tdb);
+    if target != all {
+        let differ: Vec<&i64> = all
+            .keys()
+            .chain(target.keys())
+            .filter(|k| all.get(k) != target.get(k))
+            .take(20)
+            .collect();
+        panic!(
+            "target ({} rows) differs from the union of FINAL pages ({} rows): keys {differ:?}",
+            target.len(),
+            all.len()
+        );
+    }
+}
+
+/// The rows of `db.t` (columns id, k, v) by key, each rendered by the server as
+/// `HEX(k),HEX(v)` with `NULL` for a NULL.
+pub fn hex_rows(server: &Server, db: &str) -> BTreeMap<i64, String> {
+    let out = server.sql_in(
+        db,
+        "SELECT id, CONCAT_WS(',', IFNULL(HEX(k), 'NULL'), IFNULL(HEX(v), 'NULL')) FROM t ORDER BY id",
     );
+    out.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.split_once('\t').expect("id and row");
+            (k.parse().unwrap(), v.to_string())
+        })
+        .collect()
+}
+
+/// `values` rendered as the server's `HEX()` renders them in [`hex_rows`] (an integer as
+/// its 64-bit two's complement, bytes as themselves; upper case).
+pub fn hex_row(values: &[SqlValue]) -> String {
+    values
+        .iter()
+        .map(|v| match v {
+            SqlValue::Null => "NULL".to_string(),
+            SqlValue::Int(i) => format!("{:X}", *i as u64),
+            SqlValue::UInt(u) => format!("{u:X}"),
+            SqlValue::Bytes(b) => b.iter().map(|x| format!("{x:02X}")).collect(),
+            other => panic!("not a value of the test table: {other:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `backfill serve --exit-when-idle --windows-only` of this case as a child PROCESS (fault

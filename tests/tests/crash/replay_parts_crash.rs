@@ -169,15 +169,7 @@ async fn serve_killed_inside_partitioned_replay_converges_with_each_change_appli
     for k in ["missing", "extra", "differing_fields"] {
         assert_eq!(v["cursor"]["tally"][k]["count"], 0, "{k}: {out}");
     }
-    let (src, tgt) = (c.source_rows().await, c.target_rows().await);
-    assert_eq!(src.len(), tgt.len());
-    for (id, row) in &src {
-        assert_eq!(tgt.get(id), Some(row), "key {id}");
-    }
-    assert_eq!(
-        checksum(c.source, &c.sdb, "t"),
-        checksum(c.target, &c.tdb, "t")
-    );
+    c.assert_target_equals_source();
 
     // Every fresh key was inserted once on the source: its target DML ran exactly once.
     let inserted = next.load(Ordering::SeqCst);

@@ -44,7 +44,7 @@ async fn a_corrupt_manifest_without_credentials_is_reopened_as_a_new_attempt() {
         chain[0].1, 2,
         "window 0 was reopened and sealed by attempt 2"
     );
-    assert_eq!(c.target_rows().await, c.source_rows().await);
+    c.assert_target_equals_source();
     assert_eq!(c.audit_count(), 2_000, "every row applied once");
     // The corrupt attempt's materials were garbage, released once attempt 2 sealed.
     assert_eq!(c.materials_of(0, 1).await, 0);

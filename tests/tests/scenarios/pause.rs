@@ -76,7 +76,7 @@ async fn a_fixed_cause_resumes_from_the_persisted_context_with_exact_rows() {
     let head = c.head().await;
     assert!(head.paused.is_none());
     assert_eq!(head.completed as usize, c.plan().await.len());
-    assert_eq!(c.target_rows().await, c.source_rows().await);
+    c.assert_target_equals_source();
     assert_target_is_finals(&c).await;
 }
 

@@ -40,7 +40,7 @@ async fn three_uncertain_commits_recover_the_fourth_pauses_and_resume_continues(
             .unwrap(),
         0
     );
-    assert_eq!(c.target_rows().await, c.source_rows().await);
+    c.assert_target_equals_source();
     assert_eq!(c.audit_count(), 600, "every row inserted exactly once");
     assert_target_is_finals(&c).await;
 }

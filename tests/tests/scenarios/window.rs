@@ -14,7 +14,7 @@ async fn quiet_table_is_copied_window_by_window() {
     assert_eq!(head.completed as usize, c.plan().await.len());
     assert_eq!(c.target_count(), 2_500);
     assert_eq!(c.audit_count(), 2_500);
-    assert_eq!(c.target_rows().await, c.source_rows().await);
+    c.assert_target_equals_source();
     c.assert_evidence_agrees().await;
     // Progress for status: rows read under read views, sealed and applied, per window.
     let p = bf::window::progress::read(&c.pool, c.job, c.generation)
@@ -53,7 +53,7 @@ async fn a_running_serve_picks_up_a_later_start() {
     }
     cancel.cancel();
     serve.await.unwrap().unwrap();
-    assert_eq!(c.target_rows().await, c.source_rows().await);
+    c.assert_target_equals_source();
     let e = bf::commands::start(&c.pool, kernel::ids::JobId(999_999))
         .await
         .unwrap_err();

@@ -156,7 +156,7 @@ async fn a_lost_read_connection_starts_a_new_attempt() {
     let chain = c.chain().await;
     assert_eq!(chain[0].1, 1);
     assert_eq!(chain[1].1, 2, "window 1 was sealed by a second attempt");
-    assert_eq!(c.target_rows().await, c.source_rows().await);
+    c.assert_target_equals_source();
     assert_eq!(c.audit_count(), 3_000);
     c.assert_evidence_agrees().await;
     // The abandoned attempt's RAW pages were registered (garbage, accounted) and are
