@@ -10,6 +10,7 @@ pub use harness;
 pub mod bf;
 pub mod bin;
 pub mod case;
+pub mod demo;
 pub mod install;
 pub mod logs;
 pub mod world;
@@ -64,17 +65,21 @@ pub fn table_digest(
     key: &str,
     columns: &[&str],
 ) -> String {
+    server.sql_in(db, &digest_sql(table, key, columns))
+}
+
+/// The statement of [`table_digest`] (one row: count, digest).
+pub fn digest_sql(table: &str, key: &str, columns: &[&str]) -> String {
     let row = columns
         .iter()
         .map(|c| format!("IFNULL(CONCAT('v', HEX(`{c}`)), 'n')"))
         .collect::<Vec<_>>()
         .join(", ");
-    let sql = format!(
+    format!(
         "SET SESSION group_concat_max_len = 1 << 30; \
          SELECT COUNT(*), IFNULL(SHA2(GROUP_CONCAT(CONCAT_WS(',', {row}) ORDER BY `{key}` \
          SEPARATOR ';'), 256), '-') FROM `{table}`"
-    );
-    server.sql_in(db, &sql)
+    )
 }
 
 /// Held by every test that runs `serve` (or arms a test seam, or reads the admission
