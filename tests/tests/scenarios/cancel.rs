@@ -10,7 +10,7 @@ use backfill_tests::bf::window::hooks::HookFuture;
 use backfill_tests::bf::window::WindowHooks;
 use backfill_tests::case::*;
 use backfill_tests::*;
-use kernel::ids::{Attempt, JobId, WindowId};
+use kernel::ids::{Attempt, Generation, JobId, WindowId};
 use ledger::record::Phase;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,18 +113,50 @@ async fn cancel_before_b_with_serve_down_completes_on_next_serve() {
     assert_readd(&c).await;
 }
 
-/// Records the cancel command while window 1 is between LOW and HIGH.
+/// Records the cancel command while window 1 is between LOW and HIGH, and holds the window
+/// there until serve has signalled the task: a witness table (a later job id, done with
+/// its windows, so it has ended in this serve) is cancelled right after; serve handles the
+/// recorded cancels in job order and logs that it runs the witness again to complete its
+/// cancel, so once that line is logged the running task has been told to stop.
 struct CancelMidWindow {
     pool: sqlx::MySqlPool,
+    witness: (JobId, Generation),
 }
 
 impl WindowHooks for CancelMidWindow {
     fn after_low(&self, job: JobId, window: WindowId, _a: Attempt) -> HookFuture<'_> {
         Box::pin(async move {
             if window == WindowId(1) {
+                let (w, wg) = self.witness;
+                let j = ledger::journal::Journal::new(self.pool.clone());
+                let plan = bf::jobs::load_plan(&self.pool, w)
+                    .await
+                    .unwrap()
+                    .ranges
+                    .len();
+                let until = std::time::Instant::now() + WAIT_LIMIT;
+                while j
+                    .head(w, wg)
+                    .await
+                    .unwrap()
+                    .is_none_or(|h| (h.record.completed as usize) < plan)
+                {
+                    assert!(
+                        std::time::Instant::now() < until,
+                        "the witness never finished its windows"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                assert!(w > job, "the witness is handled after the job");
                 bf::commands::cancel(&self.pool, job).await.unwrap();
-                // Give serve's poll time to signal the task while the window is taken.
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                bf::commands::cancel(&self.pool, w).await.unwrap();
+                let line = format!(" job={w} ");
+                wait_for("serve handling the recorded cancels", || {
+                    logs::count(|e| {
+                        e.contains(&line) && e.contains("cancel recorded for a job that ended here")
+                    }) > 0
+                })
+                .await;
             }
         })
     }
@@ -134,8 +166,10 @@ impl WindowHooks for CancelMidWindow {
 async fn cancel_mid_window_with_serve_running_finishes_the_window_taken_then_k() {
     let _serial = in_process().await;
     let c = Case::new("cancel_mid", 1000, 200, 50).await;
+    let witness = c.start_second_table(100).await;
     let hooks: Arc<dyn WindowHooks> = Arc::new(CancelMidWindow {
         pool: c.pool.clone(),
+        witness,
     });
     let out = serve_with(&c, None, Some(hooks)).await;
     assert_eq!(out, "cancelled");

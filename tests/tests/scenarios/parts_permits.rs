@@ -76,8 +76,12 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
         waiting_on_lock(&c) > 0
     })
     .await;
-    // Past the client deadline, KILLs not confirmed yet: still both in use, no hold.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Past the client deadline: a KILL waits at the gate (it holds a clone of the gate
+    // while it waits), not confirmed yet: still both in use, no hold.
+    wait_for("a KILL of the timed-out batch waiting at the gate", || {
+        std::sync::Arc::strong_count(&gate) > 2
+    })
+    .await;
     let w = write_pool();
     assert!(
         w.available == 0 && w.in_use.len() == 2 && w.holds.is_empty(),
@@ -186,7 +190,17 @@ async fn a_permit_wait_timeout_is_retried_not_a_pause() {
             .any(|q| q.owner.starts_with(&theirs))
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // Many permit timeouts, each retried (the log says so, with its count): never a pause.
+    let mine_waits = format!(" job={other} ");
+    wait_for(
+        "the second table's batch retried after 3 permit timeouts",
+        || {
+            logs::count(|e| {
+                e.contains(&mine_waits) && e.contains(" waits=") && e.ends_with("; retrying")
+            }) >= 3
+        },
+    )
+    .await;
     let paused = j
         .head(other, other_g)
         .await

@@ -48,8 +48,13 @@ async fn a_job_whose_lease_another_owner_holds_is_taken_over_once_released() {
         .await
         .unwrap();
     let task = tokio::spawn(serve::serve(c.serve_cfg(), CancellationToken::new()));
-    // serve keeps retrying the start (fenced), it does not give the job up.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // serve keeps retrying the start (fenced), it does not give the job up: it says so
+    // each time it tries.
+    let job = format!(" job={} ", c.job);
+    wait_for("serve retrying the fenced start twice", || {
+        logs::count(|e| e.contains(&job) && e.contains("retry=job_start")) >= 2
+    })
+    .await;
     assert!(!task.is_finished(), "serve gave up a fenced job");
     assert!(
         c.head_opt().await.is_none(),

@@ -35,11 +35,29 @@ async fn quiet_table_is_copied_window_by_window() {
 async fn a_running_serve_picks_up_a_later_start() {
     let _serial = in_process().await;
     let c = Case::unstarted("wst", 1_200, 500, 200).await;
+    // A witness: a second table, started. Once serve has run it through its windows, serve
+    // has polled the started jobs (more than once) while `t` was installed but not started.
+    let (witness, witness_g) = c.start_second_table(300).await;
     let mut cfg = c.serve_cfg();
     cfg.exit_when_idle = false;
     let cancel = tokio_util::sync::CancellationToken::new();
     let serve = tokio::spawn(bf::serve::serve(cfg, cancel.clone()));
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let j = c.journal();
+    let plan = bf::jobs::load_plan(&c.pool, witness)
+        .await
+        .unwrap()
+        .ranges
+        .len() as u32;
+    wait_for_async(
+        "the started witness table through its windows",
+        async || {
+            j.head(witness, witness_g)
+                .await
+                .unwrap()
+                .is_some_and(|h| h.record.completed >= plan)
+        },
+    )
+    .await;
     assert_eq!(c.head_opt().await, None, "nothing runs before start");
     bf::commands::start(&c.pool, c.job).await.unwrap();
     let n = c.plan().await.len() as u32;
