@@ -1,0 +1,102 @@
+//! The install test tables (formerly `bootstrap/tests/install_support`): a source table and its target in fresh databases of
+//! the shared servers (or of private ones), a state store on the target server, and
+//! helpers that run install and return its refusal.
+use crate::bf::install::{install, InstallRequest, Installed, TableName};
+use harness::Server;
+use kernel::error::DefiniteCode;
+
+/// The source definition most tests use.
+pub const DDL: &str = "CREATE TABLE t (
+    id BIGINT NOT NULL PRIMARY KEY,
+    name VARCHAR(100) NULL,
+    amount DECIMAL(12,3) NULL,
+    at DATETIME(6) NULL,
+    ts TIMESTAMP(6) NULL DEFAULT NULL,
+    bin VARBINARY(16) NULL
+) ENGINE=InnoDB";
+
+/// A source table `t` and an empty target `t` created from `source_ddl` / `target_ddl`.
+pub struct Tables {
+    pub source: &'static Server,
+    pub target: &'static Server,
+    pub sdb: String,
+    pub tdb: String,
+    pub state_db: String,
+}
+
+impl Tables {
+    /// Fresh databases on the shared source and target; `t` created on both.
+    pub fn new(prefix: &str, source_ddl: &str, target_ddl: &str) -> Tables {
+        Tables::on(harness::shared_source(), prefix, source_ddl, target_ddl)
+    }
+
+    /// Same, with a given source server.
+    pub fn on(source: &'static Server, prefix: &str, source_ddl: &str, target_ddl: &str) -> Tables {
+        let target = harness::shared_target();
+        let sdb = source.fresh_db(&format!("{prefix}_s"));
+        let tdb = target.fresh_db(&format!("{prefix}_t"));
+        if !source_ddl.is_empty() {
+            source.sql_in(&sdb, source_ddl);
+        }
+        if !target_ddl.is_empty() {
+            target.sql_in(&tdb, target_ddl);
+        }
+        let state_db = format!("{tdb}_state");
+        Tables {
+            source,
+            target,
+            sdb,
+            tdb,
+            state_db,
+        }
+    }
+
+    /// The state store URL (on the target server, as by default).
+    pub fn state_url(&self) -> String {
+        self.target.url_db(&self.state_db)
+    }
+
+    /// An install request of `sdb.t` into `tdb.t`, as root.
+    pub fn req(&self) -> InstallRequest {
+        InstallRequest::new(
+            self.state_url(),
+            self.source.url(),
+            TableName::new(&self.sdb, "t"),
+            self.target.url(),
+            TableName::new(&self.tdb, "t"),
+        )
+    }
+}
+
+/// Runs install and expects success.
+pub async fn installs(req: &InstallRequest) -> Installed {
+    match install(req).await {
+        Ok(i) => i,
+        Err(e) => panic!("install failed: {e}"),
+    }
+}
+
+/// Runs install and returns the message of its Precondition refusal.
+pub async fn refusal(req: &InstallRequest) -> String {
+    match install(req).await {
+        Ok(i) => panic!("expected a refusal, but installed {i:?}"),
+        Err(e) => {
+            let d = e
+                .as_definite()
+                .unwrap_or_else(|| panic!("expected a definite refusal, got: {e}"));
+            assert_eq!(d.code, DefiniteCode::Precondition, "{e}");
+            // Shown with --nocapture: what an operator reads.
+            eprintln!("{e}");
+            d.message.clone()
+        }
+    }
+}
+
+/// Asserts that `msg` mentions every needle (the object, the fix).
+#[track_caller]
+pub fn names(msg: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(msg.contains(n), "refusal does not name {n:?}:\n{msg}");
+    }
+    assert!(msg.contains("fix:"), "refusal names no fix:\n{msg}");
+}

@@ -1,0 +1,15 @@
+//! The operator's surface, mostly through the `backfill` program: install and its refusals,
+//! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo.
+mod config;
+mod demo;
+mod install;
+mod install_server;
+mod metrics;
+mod runbooks;
+mod secrets;
+mod status;
+mod status_holds;
+mod status_window;
+mod tls;
+mod verify;
+mod verify_pinned;

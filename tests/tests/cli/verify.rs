@@ -1,0 +1,477 @@
+//! The independent comparator against real MariaDB servers: the shared source and target of
+//! this test binary, each test in its own databases, rows loaded with plain SQL.
+use backfill_tests::bf;
+use backfill_tests::bf::verify::{self, Endpoint, Report, VerifyCursor, VerifyOptions};
+use harness::{shared_source, shared_target};
+
+/// A source table and a target table of the same definition, in fresh databases.
+struct Pair {
+    src_db: String,
+    tgt_db: String,
+    source: Endpoint,
+    target: Endpoint,
+}
+
+impl Pair {
+    fn new(prefix: &str, ddl: &str) -> Pair {
+        let (s, t) = (shared_source(), shared_target());
+        let src_db = s.fresh_db(prefix);
+        let tgt_db = t.fresh_db(prefix);
+        s.sql_in(&src_db, ddl);
+        t.sql_in(&tgt_db, ddl);
+        let source = Endpoint::from_url(&s.url(), &src_db, "t").expect("source url");
+        let target = Endpoint::from_url(&t.url(), &tgt_db, "t").expect("target url");
+        Pair {
+            src_db,
+            tgt_db,
+            source,
+            target,
+        }
+    }
+
+    /// Runs SQL on both sides.
+    fn both(&self, sql: &str) {
+        self.src(sql);
+        self.tgt(sql);
+    }
+
+    fn src(&self, sql: &str) {
+        shared_source().sql_in(&self.src_db, sql);
+    }
+
+    fn tgt(&self, sql: &str) {
+        shared_target().sql_in(&self.tgt_db, sql);
+    }
+
+    async fn run_from(&self, options: &VerifyOptions, cursor: &mut VerifyCursor) -> Report {
+        verify::verify(&self.source, &self.target, "id", options, cursor)
+            .await
+            .expect("verify runs")
+    }
+
+    async fn run(&self, options: &VerifyOptions) -> Report {
+        self.run_from(options, &mut VerifyCursor::start()).await
+    }
+
+    async fn close(self) {
+        self.source.pool.disconnect().await.expect("source pool");
+        self.target.pool.disconnect().await.expect("target pool");
+    }
+}
+
+fn chunked(n: usize) -> VerifyOptions {
+    VerifyOptions {
+        chunk_size: n,
+        ..VerifyOptions::default()
+    }
+}
+
+/// (key, column) of every differing field, in report order.
+fn fields(r: &Report) -> Vec<(i64, String)> {
+    r.cursor
+        .tally
+        .differing_fields
+        .examples
+        .iter()
+        .map(|d| (d.key, d.column.clone()))
+        .collect()
+}
+
+const ALL_TYPES: &str = "CREATE TABLE t (
+    id BIGINT NOT NULL PRIMARY KEY,
+    d DECIMAL(12,3), f FLOAT, g DOUBLE,
+    dt DATETIME(6), ts TIMESTAMP(6) NULL, dd DATE, tm TIME(3), y YEAR,
+    b BINARY(4), vb VARBINARY(8), bt BIT(5),
+    e ENUM('a','b'), st SET('x','y'), j JSON,
+    s VARCHAR(20), c CHAR(5), tx TEXT, bl BLOB, n INT
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+const ALL_ROWS: &str = "SET NAMES utf8mb4; SET time_zone = '+00:00';
+    INSERT INTO t VALUES
+    (1, -1.500, 0.1, 0.30000000000000004, '2024-02-29 23:59:59.999999', '2024-03-01 12:00:00.5',
+     '2024-02-29', '-838:59:59.999', 2155, X'61000000', X'6100', b'10101', 'b', 'x,y',
+     '{\"a\": [1, 2.5, \"é\"]}', 'Grüße 👋 ', 'ab', 'long text ', X'00FF00', -2147483648),
+    (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+     NULL, NULL, NULL, NULL, NULL),
+    (3, 0, -0, 1e-300, '1000-01-01 00:00:00', '1970-01-01 00:00:01', '1000-01-01', '00:00:00',
+     1901, X'', X'', b'0', 'a', '', '[]', '', '', '', X'', 0)";
+
+#[tokio::test]
+async fn identical_tables_have_no_difference() {
+    let pair = Pair::new("verify_same", ALL_TYPES);
+    pair.both(ALL_ROWS);
+    let r = pair.run(&VerifyOptions::default()).await;
+    assert!(r.is_clean(), "{r}");
+    let t = &r.cursor.tally;
+    assert_eq!((t.source_rows, t.target_rows, t.rows_compared), (3, 3, 3));
+    assert_eq!(r.columns.len(), 20);
+    assert!(r.schema_differences.is_empty());
+    let pos = r
+        .source_snapshot
+        .as_ref()
+        .expect("MariaDB reports the snapshot position");
+    assert!(pos.file.starts_with("mysql-bin."), "{pos}");
+    assert!(r.to_string().contains("EQUAL"), "{r}");
+    pair.close().await;
+}
+
+/// The smallest change of each column of [`ALL_TYPES`], applied to one copy of row 1 each.
+const MINIMAL_CHANGES: &[(&str, &str)] = &[
+    ("d", "-1.501"),
+    ("f", "0.1000001"), // prints as 0.1 like the original FLOAT
+    ("g", "0.3"),
+    ("dt", "'2024-02-29 23:59:59.999998'"),
+    ("ts", "'2024-03-01 12:00:00.500001'"),
+    ("dd", "'2024-02-28'"),
+    ("tm", "'-838:59:59.998'"),
+    ("y", "2154"),
+    ("b", "X'61000001'"),
+    ("vb", "X'61'"),
+    ("bt", "b'10100'"),
+    ("e", "'a'"),
+    ("st", "'y'"),
+    ("j", "'{\"a\":[1, 2.5, \"é\"]}'"),
+    ("s", "'Grüße 👋'"),
+    ("c", "'aB'"),
+    ("tx", "'long text'"),
+    ("bl", "X'00FF'"),
+    ("n", "-2147483647"),
+];
+
+#[tokio::test]
+async fn every_type_detects_its_smallest_change() {
+    let pair = Pair::new("verify_types", ALL_TYPES);
+    pair.both(ALL_ROWS);
+    let cols = MINIMAL_CHANGES
+        .iter()
+        .map(|c| c.0)
+        .collect::<Vec<_>>()
+        .join(", ");
+    pair.both(&format!(
+        "INSERT INTO t (id, {cols}) SELECT 100 + seq, {cols} FROM t, seq_1_to_19 WHERE id = 1"
+    ));
+    let updates: Vec<String> = MINIMAL_CHANGES
+        .iter()
+        .enumerate()
+        .map(|(i, (c, v))| format!("UPDATE t SET {c} = {v} WHERE id = {}", 101 + i))
+        .collect();
+    pair.tgt(&format!(
+        "SET NAMES utf8mb4; SET time_zone = '+00:00'; {}",
+        updates.join("; ")
+    ));
+    let r = pair.run(&VerifyOptions::default()).await;
+    let want: Vec<(i64, String)> = MINIMAL_CHANGES
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _))| (101 + i as i64, c.to_string()))
+        .collect();
+    assert_eq!(fields(&r), want, "{r}");
+    assert_eq!(r.cursor.tally.differing_rows, 19);
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn deleted_added_and_changed_rows_are_named() {
+    let pair = Pair::new(
+        "verify_dac",
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), qty INT)",
+    );
+    pair.both("INSERT INTO t SELECT seq, CONCAT('n', seq), seq * 10 FROM seq_1_to_10");
+    pair.tgt("DELETE FROM t WHERE id = 3; INSERT INTO t VALUES (11, 'new', 0); UPDATE t SET name = 'changed' WHERE id = 5");
+    let r = pair.run(&VerifyOptions::default()).await;
+    let t = &r.cursor.tally;
+    assert_eq!((t.missing.count, t.missing.examples.clone()), (1, vec![3]));
+    assert_eq!((t.extra.count, t.extra.examples.clone()), (1, vec![11]));
+    assert_eq!((t.differing_rows, t.differing_fields.count), (1, 1));
+    assert_eq!(fields(&r), vec![(5, "name".to_string())]);
+    let d = &t.differing_fields.examples[0];
+    assert_eq!(d.source.to_string(), "\"n5\" (2 bytes)");
+    assert_eq!(d.target.to_string(), "\"changed\" (7 bytes)");
+    assert_eq!(t.fields_by_column.get("name"), Some(&1));
+    assert_eq!((t.source_rows, t.target_rows, t.rows_compared), (10, 10, 9));
+    assert!(!r.is_clean());
+    let text = r.to_string();
+    assert!(
+        text.contains("missing keys (in source, not in target): 1 (first: 3)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("extra keys (in target, not in source): 1 (first: 11)"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(json["cursor"]["tally"]["differing_fields"]["count"], 1);
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn null_empty_spaces_zero_bytes_and_numbers_are_exact() {
+    let pair = Pair::new(
+        "verify_exact",
+        "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5) NULL, s VARCHAR(5), vb VARBINARY(8),
+         b BINARY(4), d DECIMAL(6,2), f FLOAT, g DOUBLE, u VARCHAR(5) COLLATE utf8mb4_general_ci)",
+    );
+    pair.src(
+        "INSERT INTO t VALUES
+         (1, NULL, 'x',  X'61',   X'6162',     1.5, 1.0000001, 0.3, 'a'),
+         (2, '',   'x ', X'6100', X'61000000', 1.5, 1,         0.3, 'a'),
+         (3, 'k',  'x',  X'61',   X'61000000', 1.5, 1,         0.3, 'a')",
+    );
+    pair.tgt(
+        "INSERT INTO t VALUES
+         (1, '',   'x',  X'61',   X'61620000', 1.50, 1.0000002, 0.3, 'A'),
+         (2, NULL, 'x',  X'61',   X'61000001', 2.5,  1,         0.30000000000000004, 'a'),
+         (3, 'k',  'x',  X'61',   X'61',       1.5,  1,         0.3, 'a')",
+    );
+    let r = pair.run(&VerifyOptions::default()).await;
+    let expected = [
+        (1, "a"),  // NULL vs ''
+        (1, "f"),  // FLOAT 1.0000001 vs 1.0000002 (both print as 1)
+        (1, "u"),  // case, equal under the _ci collation
+        (2, "a"),  // '' vs NULL
+        (2, "s"),  // trailing space
+        (2, "vb"), // trailing 0x00 in VARBINARY
+        (2, "b"),  // last byte of BINARY(4)
+        (2, "d"),  // 1.5 vs 2.5 (HEX(decimal) would round both to 2)
+        (2, "g"),  // 0.3 vs 0.30000000000000004
+    ];
+    let want: Vec<(i64, String)> = expected.iter().map(|(k, c)| (*k, c.to_string())).collect();
+    let mut got = fields(&r);
+    let order = |c: &str| {
+        ["a", "s", "vb", "b", "d", "f", "g", "u"]
+            .iter()
+            .position(|x| *x == c)
+    };
+    got.sort_by_key(|(k, c)| (*k, order(c)));
+    let mut want_sorted = want.clone();
+    want_sorted.sort_by_key(|(k, c)| (*k, order(c)));
+    assert_eq!(got, want_sorted, "{r}");
+    let t = &r.cursor.tally;
+    // Row 3: BINARY(4) X'61' is stored padded, so it equals X'61000000'.
+    assert_eq!((t.differing_rows, t.differing_fields.count), (2, 9));
+    assert_eq!((t.missing.count, t.extra.count), (0, 0));
+    let null_vs_empty = &t.differing_fields.examples[0];
+    assert_eq!(
+        (
+            null_vs_empty.source.to_string(),
+            null_vs_empty.target.to_string()
+        ),
+        ("NULL".to_string(), "\"\" (0 bytes)".to_string())
+    );
+    let vb = t
+        .differing_fields
+        .examples
+        .iter()
+        .find(|d| d.column == "vb")
+        .expect("vb differs");
+    assert_eq!(vb.source.to_string(), "0x6100 (2 bytes)");
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn timestamps_written_under_other_zones_are_not_a_difference() {
+    let pair = Pair::new(
+        "verify_tz",
+        "CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP(6) NULL, dt DATETIME(6))",
+    );
+    pair.src(
+        "SET time_zone = '+00:00';
+         INSERT INTO t VALUES (1, '2024-03-01 12:00:00.123456', '2024-03-01 12:00:00.123456'),
+                              (2, '2024-03-01 12:00:00', '2024-03-01 12:00:00')",
+    );
+    // The same instants written by a session in +05:30; the DATETIME is never shifted.
+    // Row 2's TIMESTAMP is the same wall-clock text, hence another instant: a difference.
+    pair.tgt(
+        "SET time_zone = '+05:30';
+         INSERT INTO t VALUES (1, '2024-03-01 17:30:00.123456', '2024-03-01 12:00:00.123456'),
+                              (2, '2024-03-01 12:00:00', '2024-03-01 12:00:00')",
+    );
+    let r = pair.run(&VerifyOptions::default()).await;
+    assert_eq!(fields(&r), vec![(2, "ts".to_string())], "{r}");
+    let d = &r.cursor.tally.differing_fields.examples[0];
+    assert_eq!(
+        d.source.to_string(),
+        "\"2024-03-01 12:00:00.000000\" (26 bytes)"
+    );
+    assert_eq!(
+        d.target.to_string(),
+        "\"2024-03-01 06:30:00.000000\" (26 bytes)"
+    );
+    pair.close().await;
+}
+
+/// Keys 1..=1000 and 10^12..=10^12+1000 on the source; the target misses three, has three
+/// extra and two changed rows, placed around chunk boundaries and the gap.
+fn sparse(prefix: &str) -> Pair {
+    let pair = Pair::new(
+        prefix,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(20))",
+    );
+    pair.both(
+        "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_1000;
+         INSERT INTO t SELECT 1000000000000 + seq, CONCAT('w', seq) FROM seq_0_to_1000",
+    );
+    pair.tgt(
+        "DELETE FROM t WHERE id IN (7, 1000, 1000000000000);
+         INSERT INTO t VALUES (-5, 'x'), (1001, 'x'), (1000000001001, 'x');
+         UPDATE t SET v = 'changed' WHERE id IN (8, 1000000000500)",
+    );
+    pair
+}
+
+#[tokio::test]
+async fn sparse_keys_across_chunk_boundaries() {
+    let pair = sparse("verify_sparse");
+    let small = pair.run(&chunked(7)).await;
+    let t = &small.cursor.tally;
+    assert_eq!(
+        t.missing.examples,
+        vec![7, 1000, 1_000_000_000_000],
+        "{small}"
+    );
+    assert_eq!(t.extra.examples, vec![-5, 1001, 1_000_000_001_001]);
+    assert_eq!(
+        fields(&small),
+        vec![(8, "v".to_string()), (1_000_000_000_500, "v".to_string())]
+    );
+    assert_eq!(
+        (t.source_rows, t.target_rows, t.rows_compared),
+        (2001, 2001, 1998)
+    );
+    assert!(t.chunks >= 2001 / 7, "{} chunks", t.chunks);
+    assert!(small.complete);
+    let whole = pair.run(&VerifyOptions::default()).await;
+    assert_eq!(whole.cursor.tally.chunks, 1);
+    let strip = |r: &Report| bf::verify::Tally {
+        chunks: 0,
+        ..r.cursor.tally.without_timing()
+    };
+    assert_eq!(strip(&small), strip(&whole));
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn a_resumed_walk_has_the_same_totals() {
+    let pair = sparse("verify_resume");
+    let once = pair.run(&chunked(7)).await;
+    let mut cursor = VerifyCursor::start();
+    let mut runs = 0;
+    loop {
+        let options = VerifyOptions {
+            max_chunks: Some(40),
+            ..chunked(7)
+        };
+        let r = pair.run_from(&options, &mut cursor).await;
+        runs += 1;
+        assert_eq!(r.cursor, cursor);
+        if r.complete {
+            break;
+        }
+        assert!(!r.is_clean());
+        assert!(r.to_string().contains("resume from the cursor"), "{r}");
+        // Persist and restore, as the state store will.
+        let json = serde_json::to_string(&cursor).expect("cursor json");
+        cursor = serde_json::from_str(&json).expect("cursor back");
+        assert!(runs < 100, "the walk does not end");
+    }
+    assert!(runs > 5, "{runs} runs");
+    assert_eq!(
+        cursor.tally.without_timing(),
+        once.cursor.tally.without_timing()
+    );
+    // A finished cursor walks nothing more.
+    let again = pair.run_from(&chunked(7), &mut cursor).await;
+    assert!(again.complete);
+    assert_eq!(
+        again.cursor.tally.without_timing(),
+        once.cursor.tally.without_timing()
+    );
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn a_pinned_source_does_not_see_later_writes() {
+    let pair = Pair::new("verify_pin", "CREATE TABLE t (id INT PRIMARY KEY, v INT)");
+    pair.both("INSERT INTO t SELECT seq, seq FROM seq_1_to_20");
+    let master = shared_source().sql("SHOW MASTER STATUS");
+    let pinned = verify::pin_source(&pair.source, "id", &VerifyOptions::default())
+        .await
+        .expect("pin");
+    let pos = pinned.snapshot_position().expect("position").clone();
+    let mut cols = master.split('\t');
+    assert_eq!(cols.next(), Some(pos.file.as_str()));
+    // Other tests write to the shared source concurrently: the read view is at or after
+    // the position read just before it opened.
+    let before: u64 = cols.next().and_then(|p| p.parse().ok()).expect("position");
+    assert!(pos.pos >= before, "{pos} < {before}");
+    pair.src("INSERT INTO t VALUES (21, 21); UPDATE t SET v = 0 WHERE id = 1");
+    let r = pinned
+        .compare(&pair.target, &mut VerifyCursor::start())
+        .await
+        .expect("compare");
+    assert!(r.is_clean(), "{r}");
+    assert_eq!(r.source_snapshot, Some(pos));
+    // Unpinned, the writes are differences.
+    let r = pair.run(&VerifyOptions::default()).await;
+    assert_eq!(r.cursor.tally.extra.count + r.cursor.tally.missing.count, 1);
+    assert_eq!(fields(&r), vec![(1, "v".to_string())]);
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn definition_differences_are_reported() {
+    let pair = Pair::new(
+        "verify_schema",
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT, w INT)",
+    );
+    pair.tgt("ALTER TABLE t MODIFY v BIGINT, DROP COLUMN w");
+    pair.both("INSERT INTO t (id, v) VALUES (1, 1)");
+    let r = pair.run(&VerifyOptions::default()).await;
+    assert_eq!(
+        r.schema_differences,
+        vec![
+            "column `v`: source int NULL, target bigint NULL".to_string(),
+            "column `w` is missing in the target".to_string(),
+        ]
+    );
+    assert_eq!(r.columns, vec!["id".to_string(), "v".to_string()]);
+    assert!(
+        r.cursor.tally.is_clean(),
+        "rows still compare on the common columns: {r}"
+    );
+    assert!(!r.is_clean());
+    assert!(
+        r.to_string().contains("definition differs: column `w`"),
+        "{r}"
+    );
+    pair.close().await;
+}
+
+#[tokio::test]
+async fn a_missing_table_or_key_is_a_definite_usage_error() {
+    let pair = Pair::new(
+        "verify_missing",
+        "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+    );
+    let opts = VerifyOptions::default();
+    let e = verify::verify(
+        &pair.source,
+        &pair.target,
+        "nope",
+        &opts,
+        &mut VerifyCursor::start(),
+    )
+    .await
+    .expect_err("no such key column");
+    assert_eq!(
+        e.as_definite().map(|d| d.code.as_str()),
+        Some("usage"),
+        "{e}"
+    );
+    let gone = Endpoint::new(pair.target.pool.clone(), pair.tgt_db.clone(), "absent");
+    let e = verify::verify(&pair.source, &gone, "id", &opts, &mut VerifyCursor::start())
+        .await
+        .expect_err("no such table");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    pair.close().await;
+}

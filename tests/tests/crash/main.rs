@@ -1,0 +1,11 @@
+//! Processes that die: `backfill serve` (or the finish child) exiting at fault points or
+//! SIGKILLed, lost commit answers, killed statements; every run converges afterwards.
+mod cancel_crash;
+mod finish;
+mod lost_commit;
+mod replay_parts_crash;
+mod serve_finish;
+mod stream_kill;
+mod window_ahead;
+mod window_crash;
+mod window_evidence;

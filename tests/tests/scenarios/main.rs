@@ -1,0 +1,24 @@
+//! `serve` run in this process through the table lifecycle: windows, finish, pause,
+//! cancel, permits and holds, read rates, many tables, hangs; and the replay benchmark.
+//! Tests that run serve here hold `backfill_tests::in_process()` (process-wide seams).
+mod cancel;
+mod cancel_holds;
+mod cancel_paused;
+mod cancel_replay;
+mod cancel_streams;
+mod hang;
+mod many_tables;
+mod parts_permits;
+mod pause;
+mod pause_panic;
+mod pause_sessions;
+mod pause_uncertain;
+mod pause_window_panic;
+mod rate;
+mod replay_bench;
+mod replay_permits;
+mod stream_permits;
+mod window;
+mod window_faults;
+mod window_release;
+mod window_writer;

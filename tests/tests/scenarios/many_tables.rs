@@ -1,0 +1,261 @@
+//! Admission with many tables (issue 7, DESIGN §8) against real MariaDB: 40 tables of one
+//! source in one state store.
+//!
+//! * `backfill start` (the binary) refuses the ninth job with the default limit of 8
+//!   sessions and says how to raise it; with `--max-sessions 40` every job starts.
+//! * One serve with the session limit raised to 40 runs them all to STREAMING while a
+//!   sampler reads the servers' own process lists in a loop: on the source, read views are
+//!   the connections with an open READ ONLY InnoDB transaction (`INNODB_TRX` joined to
+//!   `PROCESSLIST`); on the target, page writes are the open InnoDB transactions of
+//!   connections whose default database is the target schema (the page writer's marker,
+//!   `bf::uncertain`). Never more than 2 of either at once, and the sampler did see
+//!   both (so the bound is not vacuous).
+//! * Every table verifies clean with the independent comparator; no permit is leaked.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use backfill_tests::bf::install::{install, InstallRequest, TableName};
+use backfill_tests::bf::replay::ReplayConfig;
+use backfill_tests::bf::serve::{self, ServeConfig};
+use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
+use backfill_tests::case::DDL;
+use backfill_tests::{bf, in_process, init_tracing};
+use kernel::ids::{Generation, JobId};
+use ledger::journal::Journal;
+use ledger::record::Phase;
+use mysql_async::prelude::Queryable;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const TABLES: usize = 40;
+const ROWS: i64 = 200;
+/// `information_schema.INNODB_TRX` is a cache that InnoDB refreshes only when nobody read
+/// it for 100 ms: sampling faster would read the same stale rows forever.
+const SAMPLE_EVERY: Duration = Duration::from_millis(150);
+
+struct World {
+    source: &'static harness::Server,
+    target: &'static harness::Server,
+    sdb: String,
+    tdb: String,
+    state_url: String,
+    jobs: Vec<(JobId, Generation, String)>,
+}
+
+async fn world() -> World {
+    init_tracing();
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("many_s");
+    let ctl = source.fresh_db("many_c");
+    let tdb = target.fresh_db("many_t");
+    let state_url = target.url_db(&format!("{tdb}_state"));
+    let values: Vec<String> = (1..=ROWS).map(|i| format!("({i}, {i}, 'v{i}')")).collect();
+    let mut src_sql = String::new();
+    let mut tgt_sql = String::new();
+    for i in 1..=TABLES {
+        let ddl = DDL.replace("TABLE t ", &format!("TABLE t{i} "));
+        src_sql.push_str(&format!("{ddl};\n"));
+        if i == 1 {
+            src_sql.push_str(&format!("INSERT INTO t1 VALUES {};\n", values.join(",")));
+        } else {
+            src_sql.push_str(&format!("INSERT INTO t{i} SELECT * FROM t1;\n"));
+        }
+        tgt_sql.push_str(&format!("{ddl};\n"));
+    }
+    source.sql_in(&sdb, &src_sql);
+    target.sql_in(&tdb, &tgt_sql);
+    let mut jobs = Vec::new();
+    for i in 1..=TABLES {
+        let table = format!("t{i}");
+        let mut req = InstallRequest::new(
+            state_url.clone(),
+            source.url(),
+            TableName::new(&sdb, &table),
+            target.url(),
+            TableName::new(&tdb, &table),
+        );
+        req.window_rows = 50;
+        req.page_rows = 10;
+        req.control_schema = ctl.clone();
+        let done = install(&req)
+            .await
+            .unwrap_or_else(|e| panic!("install {table}: {e}"));
+        jobs.push((done.job_id, done.generation, table));
+    }
+    World {
+        source,
+        target,
+        sdb,
+        tdb,
+        state_url,
+        jobs,
+    }
+}
+
+/// `backfill start JOB` through the binary: (exit code, stdout + stderr).
+fn start(w: &World, job: JobId, max_sessions: Option<u32>) -> (i32, String) {
+    let mut cmd = backfill_tests::command();
+    cmd.env_remove("BACKFILL_MAX_SESSIONS").args([
+        "start",
+        "--state",
+        &w.state_url,
+        &job.0.to_string(),
+    ]);
+    if let Some(n) = max_sessions {
+        cmd.args(["--max-sessions", &n.to_string()]);
+    }
+    let out = cmd.output().expect("run backfill start");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The most read views and page writes seen open at once, and the number of samples.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    read_views: u64,
+    page_writes: u64,
+    samples: u64,
+}
+
+const READ_VIEWS: &str = "SELECT COUNT(*) FROM information_schema.INNODB_TRX x \
+     JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id \
+     WHERE x.trx_is_read_only = 1";
+
+fn page_writes_sql(tdb: &str) -> String {
+    format!(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX x \
+         JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id \
+         WHERE p.DB = '{tdb}'"
+    )
+}
+
+async fn sample(w: &World, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Seen> {
+    let open = |url: String| async move {
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+            .await
+            .unwrap()
+    };
+    let mut src = open(w.source.url()).await;
+    let mut tgt = open(w.target.url()).await;
+    let writes = page_writes_sql(&w.tdb);
+    tokio::spawn(async move {
+        let mut seen = Seen::default();
+        while !stop.load(Ordering::SeqCst) {
+            let r: Option<u64> = src.query_first(READ_VIEWS).await.unwrap();
+            let p: Option<u64> = tgt.query_first(&writes).await.unwrap();
+            seen.read_views = seen.read_views.max(r.unwrap_or(0));
+            seen.page_writes = seen.page_writes.max(p.unwrap_or(0));
+            seen.samples += 1;
+            // InnoDB refreshes INNODB_TRX only when it was not read for 100 ms.
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+        let _ = src.disconnect().await;
+        let _ = tgt.disconnect().await;
+        seen
+    })
+}
+
+fn serve_cfg(w: &World, data: &std::path::Path) -> ServeConfig {
+    let mut c = ServeConfig::new(&w.state_url, data.to_path_buf());
+    c.exit_when_idle = true;
+    c.poll = Duration::from_millis(100);
+    c.reader = |r| {
+        r.heartbeat = Duration::from_millis(200);
+        r.silence_timeout = Duration::from_secs(5);
+    };
+    c.owner = format!("many-{}", std::process::id());
+    c.limits.sessions = TABLES as u32;
+    c.finish = Some(ReplayConfig::default());
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forty_tables_stream_with_at_most_two_read_views_and_two_page_writes_at_once() {
+    let _serial = in_process().await;
+    let w = world().await;
+
+    // The default limit: eight starts pass, the ninth is refused with how to raise it.
+    for (job, _, _) in &w.jobs[..8] {
+        let (code, text) = start(&w, *job, None);
+        assert_eq!(code, 0, "start {job}: {text}");
+    }
+    let (code, text) = start(&w, w.jobs[8].0, None);
+    assert_eq!(code, 3, "the ninth start is refused: {text}");
+    for hint in [
+        "8 execution sessions",
+        "--max-sessions",
+        "BACKFILL_MAX_SESSIONS",
+    ] {
+        assert!(text.contains(hint), "{hint:?} in: {text}");
+    }
+    let (code, text) = start(&w, w.jobs[0].0, None);
+    assert_eq!(
+        code, 0,
+        "starting a started job again is no new session: {text}"
+    );
+    for (job, _, _) in &w.jobs[8..] {
+        let (code, text) = start(&w, *job, Some(TABLES as u32));
+        assert_eq!(code, 0, "start {job} with the limit raised: {text}");
+    }
+
+    let data = tempfile::tempdir().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample(&w, stop.clone()).await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(600),
+        serve::serve(serve_cfg(&w, data.path()), CancellationToken::new()),
+    )
+    .await
+    .expect("serve did not become idle within 600 s")
+    .unwrap_or_else(|e| panic!("serve: {e}"));
+    stop.store(true, Ordering::SeqCst);
+    let seen = sampler.await.unwrap();
+    eprintln!("process-list samples: {seen:?}");
+
+    assert!(seen.read_views <= 2, "read views at once: {seen:?}");
+    assert!(seen.page_writes <= 2, "page writes at once: {seen:?}");
+    assert!(
+        seen.read_views >= 1,
+        "the sampler saw a read view: {seen:?}"
+    );
+    assert!(
+        seen.page_writes >= 1,
+        "the sampler saw a page write: {seen:?}"
+    );
+
+    let pool = kernel::state::open(&w.state_url, &Default::default())
+        .await
+        .unwrap();
+    let journal = Journal::new(pool.clone());
+    for (job, g, table) in &w.jobs {
+        let o = out.get(job).cloned().unwrap_or_default();
+        let phase = journal
+            .head(*job, *g)
+            .await
+            .unwrap()
+            .map(|h| h.record.phase);
+        assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job}): {o}");
+        let src = Endpoint::from_url(&w.source.url(), &w.sdb, table).unwrap();
+        let tgt = Endpoint::from_url(&w.target.url_db(&w.tdb), &w.tdb, table).unwrap();
+        let mut cur = VerifyCursor::start();
+        let report = verify::verify(&src, &tgt, "id", &VerifyOptions::default(), &mut cur)
+            .await
+            .unwrap();
+        assert!(report.is_clean(), "{table}: {report:?}");
+        let n = w
+            .target
+            .sql_in(&w.tdb, &format!("SELECT COUNT(*) FROM {table}"));
+        assert_eq!(n, ROWS.to_string(), "{table}");
+    }
+    pool.close().await;
+    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    for kind in admission::PoolKind::ALL {
+        let p = snap.pool(kind);
+        assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
+        assert!(p.holds.is_empty() && p.waiting.is_empty(), "{kind}: {p:?}");
+    }
+}

@@ -1,0 +1,525 @@
+//! Streaming-apply benchmark of issue 6. The suite runs it at a small size as a
+//! correctness test (every group applied once, target checksum = source checksum = the
+//! replica's); the benchmark size is
+//! `BENCH_TXNS=200000 BENCH_BIG=200 BENCH_LAG_SECS=20 cargo test -p bootstrap --features failpoints --release --test replay_bench -- --nocapture`.
+//!
+//! In one run, on private servers: a source (relaxed durability, it only generates the
+//! binlog), our target and a native MariaDB replica, both DURABLE
+//! (`innodb_flush_log_at_trx_commit=1`, `sync_binlog=1`, binlog on; our state store lives
+//! on our target server). The replica logs what it applies (`log_slave_updates=ON`,
+//! `BENCH_REPLICA_LOG=0` turns that off) because our target's binlog records every change
+//! we apply too. The workload after activation: BENCH_TXNS (default 2 000; 200 000 for
+//! the benchmark) single-row INSERT transactions, then, once per entry of BENCH_STREAMS
+//! (comma-separated apply-stream counts, default `1,2`: the suite's small run exercises
+//! key-partitioned apply; `1,2,4` for the benchmark), BENCH_BIG (default 5; 200 for the
+//! benchmark) UPDATE transactions of 1 000 rows. Workload A is applied on 1 stream; each
+//! B segment on its own stream count, timed separately against the replica's time for
+//! the same segment (its SQL thread stopped at each segment's end).
+//! Both sides apply the SAME binlog from an already-fetched copy: ours from L (the capture
+//! has stored it before the clock starts), the replica's SQL thread from its relay log
+//! (the IO thread has fetched it before the clock starts). The replica's time ends when
+//! `MASTER_GTID_WAIT` sees the GTID of the source's position (its SQL thread started with
+//! `UNTIL` that position, then stopped).
+//!
+//! Then the lag phase: a writer commits BENCH_LAG_RATE (default 2 000) single-row
+//! transactions per second for BENCH_LAG_SECS (default 2) seconds while the capture reader
+//! and the continuous replay follow. Lag of a row = when a 5 ms poll of the target first
+//! sees it minus when the writer's COMMIT returned on the source (both clocks are this
+//! process's): an over-estimate by at most the poll period.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use backfill_tests::bf::finish::Finish;
+use backfill_tests::bf::replay::{ReplayConfig, Replayer, Until};
+use backfill_tests::world::*;
+use backfill_tests::*;
+use harness::{Server, ServerOpts};
+use kernel::position::BinlogPos;
+use kernel::range::KeyRange;
+use ledger::journal::Journal;
+use mysql_async::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn durable(o: ServerOpts) -> ServerOpts {
+    o.config("innodb_flush_log_at_trx_commit=1")
+        .config("sync_binlog=1")
+        .config("innodb_buffer_pool_size=256M")
+}
+
+async fn conn(s: &Server) -> mysql_async::Conn {
+    mysql_async::Conn::new(mysql_async::Opts::from_url(&s.url()).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn end_of(s: &Server) -> BinlogPos {
+    let mut c = conn(s).await;
+    let p = kernel::lineage::binlog_end(&mut c).await.unwrap();
+    c.disconnect().await.unwrap();
+    p
+}
+
+async fn slave_status(c: &mut mysql_async::Conn) -> (String, String, String, u64) {
+    let r: mysql_async::Row = c.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
+    let s = |n: &str| -> String { r.get::<Option<String>, _>(n).flatten().unwrap_or_default() };
+    (
+        s("Slave_SQL_Running"),
+        s("Relay_Master_Log_File"),
+        s("Last_SQL_Error"),
+        s("Exec_Master_Log_Pos").parse().unwrap_or(0),
+    )
+}
+
+/// The source's GTID state at `p`.
+async fn gtid_at(src: &Server, p: &BinlogPos) -> String {
+    let mut c = conn(src).await;
+    let g: Option<String> = c
+        .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (&p.file, p.pos))
+        .await
+        .unwrap();
+    c.disconnect().await.unwrap();
+    g.expect("BINLOG_GTID_POS of the workload's end")
+}
+
+/// Runs the replica's SQL thread until the source position `p` (GTID state `gtid`) and
+/// returns how long it took to apply up to there. An idle SQL thread does not stop at an
+/// UNTIL position that is the end of its relay log (it waits for the next event), so the
+/// end is `MASTER_GTID_WAIT`, or Exec_Master_Log_Pos reaching `p`, and the thread is then
+/// stopped explicitly.
+async fn replica_apply_until(c: &mut mysql_async::Conn, p: &BinlogPos, gtid: &str) -> Duration {
+    let t = Instant::now();
+    c.query_drop(format!(
+        "START SLAVE SQL_THREAD UNTIL MASTER_LOG_FILE = '{}', MASTER_LOG_POS = {}",
+        p.file, p.pos
+    ))
+    .await
+    .unwrap();
+    let d = loop {
+        let w: Option<i64> = c
+            .exec_first("SELECT MASTER_GTID_WAIT(?, 0.05)", (gtid,))
+            .await
+            .unwrap();
+        if w == Some(0) {
+            break t.elapsed();
+        }
+        let (running, file, err, pos) = slave_status(c).await;
+        assert!(err.is_empty(), "replica SQL error: {err}");
+        if file == p.file && pos >= p.pos {
+            break t.elapsed();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(900),
+            "replica did not reach {p} ({gtid}): running={running} at {file}:{pos}"
+        );
+    };
+    c.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    d
+}
+
+async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(900);
+    kernel::log::wait_for_position(pool, &w.stream, p, deadline)
+        .await
+        .unwrap()
+        .tail
+        .seq
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn streaming_apply_versus_a_native_replica() {
+    let txns = env("BENCH_TXNS", 2_000);
+    let big = env("BENCH_BIG", 5);
+    let streams = streams_list();
+    let src = Server::start_private(ServerOpts::source().config("innodb_buffer_pool_size=256M"));
+    let tgt = Server::start_private(durable(ServerOpts::target()));
+    // The native replica, measured in the same run (BENCH_REPLICA=0 leaves it out).
+    let with_replica = env("BENCH_REPLICA", 1) == 1;
+    let log_updates = env("BENCH_REPLICA_LOG", 1) == 1;
+    let rep = with_replica.then(|| {
+        let o = durable(ServerOpts::target().server_id(3));
+        Server::start_private(if log_updates {
+            o.config("log_slave_updates=ON")
+        } else {
+            o
+        })
+    });
+    let w = world(&src, &tgt, "bench", 9900, 1000).await;
+    // No audit triggers on the benchmark's target: they would add a row write per change.
+    tgt.sql_in(
+        &w.tdb,
+        "DROP TRIGGER t_bi; DROP TRIGGER t_bu; DROP TRIGGER t_bd",
+    );
+    // The workload's procedures exist before B: a DDL naming the table after B pauses it.
+    let pdb = src.fresh_db("benchproc");
+    let mut sc = w.src_conn().await;
+    let db = w.db.clone();
+    sc.query_drop(format!(
+            "CREATE PROCEDURE `{pdb}`.gen_a() BEGIN DECLARE i INT DEFAULT 0; WHILE i < {txns} DO \
+             INSERT INTO `{db}`.t VALUES (1000001 + i, 'a', i, 1.5, NOW(6)); SET i = i + 1; END WHILE; END"
+        ))
+    .await
+    .unwrap();
+    sc.query_drop(
+        format!(
+            "CREATE PROCEDURE `{pdb}`.gen_b() BEGIN DECLARE k INT DEFAULT 0; WHILE k < {big} DO \
+             UPDATE `{db}`.t SET n = n + 1, v = 'b' WHERE id BETWEEN 1000001 + (k * 1000) % {txns} AND 1000000 + (k * 1000) % {txns} + 1000; \
+             SET k = k + 1; END WHILE; END"
+        ),
+    )
+    .await
+    .unwrap();
+    let pool = w.pool().await;
+    let reader = w.start_reader(&pool).await;
+    let lease = w.lease(&pool).await;
+    let ctx = w.ctx(lease.token).await;
+    w.claim(&ctx).await;
+    start(&w, &pool, &lease).await;
+    window(&w, &pool, &lease, &ctx, 0, KeyRange::ALL, 1000).await;
+    let journal = Journal::new(pool.clone());
+    let store = w.store();
+    let plan = vec![KeyRange::ALL];
+    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
+    let topts = w.target_opts();
+    let cfg = ReplayConfig::default();
+    let f = Finish {
+        pool: &pool,
+        scope: w.scope(),
+        journal: &journal,
+        lease: &lease,
+        store: &store,
+        plan: &plan,
+        schema_fingerprint: w.sealed().await.fingerprint(),
+        source: &src_opts,
+        control_schema: &w.ctl,
+        target: &topts,
+        ctx: &ctx,
+        replay: cfg.clone(),
+        marker_wait: Duration::from_secs(60),
+    };
+    let a = f.activate().await.unwrap();
+    eprintln!("bench: activated");
+    let p0 = end_of(&src).await;
+    // The replica: everything up to P0 first (schema and setup), not timed.
+    let mut rc = match &rep {
+        Some(r) => Some(conn(r).await),
+        None => None,
+    };
+    if let Some(rc) = rc.as_mut() {
+        rc.query_drop(format!(
+            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {}, MASTER_USER = 'root', \
+         MASTER_LOG_FILE = 'mysql-bin.000001', MASTER_LOG_POS = 4, MASTER_USE_GTID = no",
+            src.port()
+        ))
+        .await
+        .unwrap();
+        rc.query_drop("START SLAVE IO_THREAD").await.unwrap();
+        replica_apply_until(rc, &p0, &gtid_at(&src, &p0).await).await;
+        eprintln!("bench: replica at P0 {p0}");
+    }
+    // Workload A: single-row transactions.
+    let g = Instant::now();
+    sc.query_drop(format!("CALL `{pdb}`.gen_a()"))
+        .await
+        .unwrap();
+    eprintln!(
+        "generated {txns} single-row transactions in {:?}",
+        g.elapsed()
+    );
+    let pa = end_of(&src).await;
+    let g = Instant::now();
+    let sa = wait_l(&w, &pool, &pa).await;
+    eprintln!(
+        "bench: L holds workload A {:?} after the writer finished",
+        g.elapsed()
+    );
+    // Workload B: 1 000-row transactions, one segment per stream count.
+    let mut segs = Vec::new();
+    for _ in &streams {
+        sc.query_drop(format!("CALL `{pdb}`.gen_b()"))
+            .await
+            .unwrap();
+        let pb = end_of(&src).await;
+        let sb = wait_l(&w, &pool, &pb).await;
+        segs.push((pb, sb));
+    }
+    let pb = segs.last().map(|s| s.0.clone()).unwrap();
+    // The replica's IO thread fetches everything before its SQL thread's clock starts.
+    while let Some(rc) = rc.as_mut() {
+        let r: mysql_async::Row = rc.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
+        let file: String = r
+            .get::<Option<String>, _>("Master_Log_File")
+            .flatten()
+            .unwrap_or_default();
+        let pos: u64 = r
+            .get::<Option<String>, _>("Read_Master_Log_Pos")
+            .flatten()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0);
+        if file == pb.file && pos >= pb.pos {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = Replayer {
+        pool: &pool,
+        scope: &w.scope(),
+        target: &topts,
+        ctx: &ctx,
+        cfg: &cfg,
+    };
+    let t = Instant::now();
+    let oa = r.run(a.b.seq, Until::CatchUp { upto: sa }).await.unwrap();
+    let ours_a = t.elapsed();
+    let mut ours_b = Vec::new();
+    for (&n, (_, sb)) in streams.iter().zip(&segs) {
+        let cfg_n = ReplayConfig {
+            apply_streams: n,
+            ..cfg.clone()
+        };
+        let rn = Replayer { cfg: &cfg_n, ..r };
+        let t = Instant::now();
+        let ob = rn.run(a.b.seq, Until::CatchUp { upto: *sb }).await.unwrap();
+        ours_b.push((n, ob, t.elapsed()));
+    }
+    let ga = gtid_at(&src, &pa).await;
+    let mut rep_b = Vec::new();
+    let rep_a = match rc.as_mut() {
+        Some(rc) => {
+            let d = replica_apply_until(rc, &pa, &ga).await;
+            for (pb, _) in &segs {
+                let gb = gtid_at(&src, pb).await;
+                rep_b.push(replica_apply_until(rc, pb, &gb).await);
+            }
+            d
+        }
+        None => Duration::ZERO,
+    };
+    rep_b.resize(segs.len(), Duration::ZERO);
+    let rate = |n: u64, d: Duration| n as f64 / d.as_secs_f64();
+    eprintln!(
+        "A single-row: ours {} groups in {ours_a:?} = {:.0} txn/s; replica {rep_a:?} = {:.0} txn/s; ratio {:.2}",
+        oa.groups_applied,
+        rate(txns, ours_a),
+        rate(txns, rep_a),
+        rep_a.as_secs_f64() / ours_a.as_secs_f64()
+    );
+    for ((n, ob, ours), rep) in ours_b.iter().zip(&rep_b) {
+        eprintln!(
+            "B 1000-row, {n} apply stream(s): ours {} groups in {ours:?} = {:.0} rows/s; replica {rep:?} = {:.0} rows/s; ratio {:.2}",
+            ob.groups_applied,
+            rate(big * 1000, *ours),
+            rate(big * 1000, *rep),
+            rep.as_secs_f64() / ours.as_secs_f64()
+        );
+        assert_eq!(ob.groups_applied, big, "{n} streams");
+    }
+    eprintln!(
+        "settings: ours batch_rows={} batch_groups={} read_page={} stmt_rows={} stmt_bytes={}; \
+         both durable (flush_log_at_trx_commit=1, sync_binlog=1, binlog on), replica \
+         log_slave_updates={log_updates}",
+        cfg.batch_rows,
+        cfg.batch_groups,
+        cfg.read_page,
+        cfg.limits().stmt_rows,
+        cfg.limits().stmt_bytes
+    );
+    assert_eq!(oa.groups_applied, txns);
+    assert_eq!(checksum(&src, &w.db, "t"), checksum(&tgt, &w.tdb, "t"));
+    if let (Some(rep), Some(rc)) = (&rep, rc) {
+        assert_eq!(checksum(&src, &w.db, "t"), checksum(rep, &w.db, "t"));
+        rc.disconnect().await.unwrap();
+    }
+    let (lags, in_l) = lag_phase(&pool, &tgt, &w, &r, a.b.seq).await;
+    eprintln!(
+        "lag under a steady {} rows/s writer for {} s ({} rows): source commit -> target \
+         commit p50 {:?} p99 {:?} max {:?}; of which source commit -> in L p50 {:?} p99 {:?}",
+        env("BENCH_LAG_RATE", 2_000),
+        env("BENCH_LAG_SECS", 2),
+        lags.len(),
+        pct(&lags, 50),
+        pct(&lags, 99),
+        lags.last().copied().unwrap_or_default(),
+        pct(&in_l, 50),
+        pct(&in_l, 99),
+    );
+    assert_eq!(checksum(&src, &w.db, "t"), checksum(&tgt, &w.tdb, "t"));
+    reader.stop().await.unwrap();
+}
+
+/// BENCH_STREAMS: the apply-stream counts of the B segments (default `1,2`).
+fn streams_list() -> Vec<usize> {
+    let v: Vec<usize> = std::env::var("BENCH_STREAMS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .filter(|n| (1..=ledger::parts::MAX_PARTS).contains(n))
+        .collect();
+    if v.is_empty() {
+        vec![1]
+    } else {
+        v
+    }
+}
+
+fn pct(sorted: &[Duration], p: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// First id the lag phase's writer inserts (above every id of the other workloads).
+const LAG_ID: i64 = 9_000_001;
+
+/// Commits `rate` single-row transactions per second for `secs` seconds on the source;
+/// returns each row's id and when its COMMIT returned.
+async fn steady_writer(w: &World, rate: u64, secs: u64) -> Vec<(i64, Instant)> {
+    let mut c = w.src_conn().await;
+    let per_tick = (rate / 100).max(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let mut out = Vec::new();
+    let mut id = LAG_ID;
+    for _ in 0..secs * 100 {
+        tick.tick().await;
+        for _ in 0..per_tick {
+            c.query_drop(format!(
+                "INSERT INTO `{}`.t VALUES ({id}, 'lag', 0, 1.5, NOW(6))",
+                w.db
+            ))
+            .await
+            .unwrap();
+            out.push((id, Instant::now()));
+            id += 1;
+        }
+    }
+    c.disconnect().await.unwrap();
+    out
+}
+
+/// Polls the target's highest id every 5 ms until it reaches `last` (after `done` is
+/// set), then cancels the follower; returns (when the poll answered, highest id).
+async fn poll_target(
+    tgt: &Server,
+    w: &World,
+    last: &std::sync::atomic::AtomicI64,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Vec<(Instant, i64)> {
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&tgt.url_db(&w.tdb)).unwrap())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let m: Option<i64> = c
+            .query_first(format!(
+                "SELECT COALESCE(MAX(id), 0) FROM t WHERE id >= {LAG_ID}"
+            ))
+            .await
+            .unwrap();
+        let m = m.unwrap_or(0);
+        out.push((Instant::now(), m));
+        let want = last.load(std::sync::atomic::Ordering::SeqCst);
+        if want > 0 && m >= want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the target never reached id {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cancel.cancel();
+    c.disconnect().await.unwrap();
+    out
+}
+
+/// Polls L every 5 ms for the lag phase's rows until it holds `last`; returns (when the
+/// poll answered, highest id in L): the capture's share of the lag.
+async fn poll_l(
+    pool: &sqlx::MySqlPool,
+    w: &World,
+    from_seq: u64,
+    last: &std::sync::atomic::AtomicI64,
+) -> Vec<(Instant, i64)> {
+    let scope = w.scope();
+    let mut after = from_seq;
+    let mut top = 0i64;
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let (groups, next) =
+            bf::replay::next_groups(pool, &scope, after, u64::MAX, 100_000, usize::MAX, 500)
+                .await
+                .unwrap();
+        after = next;
+        for (g, _) in &groups {
+            for ch in &g.changes {
+                if let Some(id) = ch.after.as_ref().and_then(|a| a[0].as_key()) {
+                    top = top.max(id);
+                }
+            }
+        }
+        out.push((Instant::now(), top));
+        let want = last.load(std::sync::atomic::Ordering::SeqCst);
+        if want > 0 && top >= want {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "L never held id {want}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn lags_of(rows: &[(i64, Instant)], seen: &[(Instant, i64)]) -> Vec<Duration> {
+    let mut lags: Vec<Duration> = rows
+        .iter()
+        .map(|(id, at)| {
+            let (seen_at, _) = seen.iter().find(|(_, m)| m >= id).expect("every row seen");
+            seen_at.saturating_duration_since(*at)
+        })
+        .collect();
+    lags.sort();
+    lags
+}
+
+/// The lag phase (module doc): sorted per-row lags to the target, and to L alone.
+async fn lag_phase(
+    pool: &sqlx::MySqlPool,
+    tgt: &Server,
+    w: &World,
+    r: &Replayer<'_>,
+    b_seq: u64,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let from_seq = kernel::log::load_position(pool, &w.stream)
+        .await
+        .unwrap()
+        .map_or(0, |d| d.tail.seq);
+    let rate = env("BENCH_LAG_RATE", 2_000);
+    let secs = env("BENCH_LAG_SECS", 2);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let last = std::sync::atomic::AtomicI64::new(0);
+    let writer = async {
+        let rows = steady_writer(w, rate, secs).await;
+        let top = rows.last().map_or(LAG_ID, |x| x.0);
+        last.store(top, std::sync::atomic::Ordering::SeqCst);
+        rows
+    };
+    let (rows, seen, in_l, followed) = tokio::join!(
+        writer,
+        poll_target(tgt, w, &last, &cancel),
+        poll_l(pool, w, from_seq, &last),
+        r.run(
+            b_seq,
+            Until::Follow {
+                cancel: cancel.clone()
+            }
+        )
+    );
+    followed.unwrap();
+    (lags_of(&rows, &seen), lags_of(&rows, &in_l))
+}
