@@ -1,9 +1,9 @@
 //! The window/serve test world (formerly `bootstrap/tests/window_support`): a source table on the shared source, an empty target
 //! and the state store on the shared target, install + start, and evidence checks.
 use crate::bf::install::{install, InstallRequest, TableName};
-use crate::bf::serve::{self, ServeConfig};
-use crate::bf::window::WindowHooks;
+use crate::bf::table::window::WindowHooks;
 use crate::init_tracing;
+use crate::serving::{self as serve, ServeConfig};
 use harness::Server;
 use kernel::ids::{Generation, JobId};
 use kernel::value::{Row, SqlValue};
@@ -43,7 +43,9 @@ impl Case {
     /// with an audit trigger counting inserts, installs with the given sizes, starts it.
     pub async fn new(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> Case {
         let c = Case::unstarted(prefix, rows, window_rows, page_rows).await;
-        crate::bf::commands::start(&c.pool, c.job).await.unwrap();
+        crate::bf::store::commands::start(&c.pool, c.job)
+            .await
+            .unwrap();
         c
     }
 
@@ -68,7 +70,9 @@ impl Case {
         page_rows: u64,
     ) -> Case {
         let c = Case::unstarted_on(source, prefix, rows, window_rows, page_rows).await;
-        crate::bf::commands::start(&c.pool, c.job).await.unwrap();
+        crate::bf::store::commands::start(&c.pool, c.job)
+            .await
+            .unwrap();
         c
     }
 
@@ -196,7 +200,7 @@ impl Case {
     /// [`Case::second_table`]); returns its job and generation.
     pub async fn start_second_table(&self, rows: u64) -> (JobId, Generation) {
         let done = install(&self.second_table(rows)).await.unwrap();
-        crate::bf::commands::start(&self.pool, done.job_id)
+        crate::bf::store::commands::start(&self.pool, done.job_id)
             .await
             .unwrap();
         (done.job_id, done.generation)
@@ -207,7 +211,7 @@ impl Case {
     pub fn streaming_cfg_one_write(&self) -> ServeConfig {
         let mut cfg = self.serve_cfg();
         cfg.exit_when_idle = false;
-        cfg.finish = Some(crate::bf::replay::ReplayConfig::default());
+        cfg.finish = Some(crate::bf::table::replay::ReplayConfig::default());
         cfg.limits.target_writes = 1;
         cfg
     }
@@ -249,7 +253,7 @@ impl Case {
     }
 
     pub async fn plan(&self) -> Vec<kernel::range::KeyRange> {
-        crate::bf::jobs::load_plan(&self.pool, self.job)
+        crate::bf::store::jobs::load_plan(&self.pool, self.job)
             .await
             .unwrap()
             .ranges
@@ -311,7 +315,7 @@ impl Case {
     }
 
     pub async fn tctx(&self) -> ledger::target::TargetCtx {
-        let mut schema = crate::bf::jobs::load_schema(&self.pool, self.job)
+        let mut schema = crate::bf::store::jobs::load_schema(&self.pool, self.job)
             .await
             .unwrap();
         schema.database = self.tdb.clone();
@@ -381,7 +385,7 @@ impl Case {
     /// Every change of the source table in L from B on, with the L seq of its record,
     /// in L order; and the seq of each window's HIGH marker.
     pub async fn l_changes(&self) -> Vec<(u64, kernel::change::Change)> {
-        let stream = serve::stream_name(&self.source_identity().await);
+        let stream = crate::bf::store::jobs::stream_name(&self.source_identity().await);
         let mut out = Vec::new();
         let mut after = 0;
         loop {
@@ -412,7 +416,7 @@ impl Case {
     }
 
     pub async fn source_identity(&self) -> String {
-        crate::bf::jobs::load_job(&self.pool, self.job)
+        crate::bf::store::jobs::load_job(&self.pool, self.job)
             .await
             .unwrap()
             .source
@@ -421,7 +425,7 @@ impl Case {
 
     /// The L seq of the marker ending at `pos` (the HIGH of a manifest).
     pub async fn seq_at(&self, pos: &kernel::position::BinlogPos) -> u64 {
-        let stream = serve::stream_name(&self.source_identity().await);
+        let stream = crate::bf::store::jobs::stream_name(&self.source_identity().await);
         sqlx::query_scalar(
             "SELECT seq FROM capture_marker WHERE stream = ? AND end_file = ? AND end_pos = ?",
         )
@@ -621,7 +625,7 @@ pub fn serve_cmd(
         .arg("--read-windows")
         .arg(read_windows.to_string())
         .env(kernel::failpoint::ENV, failpoints)
-        .env(crate::bf::window::hooks::SQL_ENV, hook)
+        .env(crate::bf::table::hooks::SQL_ENV, hook)
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -765,7 +769,7 @@ pub async fn writer(
 
 /// The target-write pool of the admission snapshot of the serve running in this process.
 pub fn write_pool() -> admission::PoolSnapshot {
-    let snap = crate::bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = crate::serving::admission_snapshot().expect("serve registered admission");
     snap.pool(admission::PoolKind::TargetWrite).clone()
 }
 
@@ -803,7 +807,7 @@ pub async fn serve_until_idle(cfg: ServeConfig, limit: Duration) -> serve::Outco
 
 /// Asserts that the last serve of this process left no permit in use, held or waited for.
 pub fn assert_no_permit_left() {
-    let snap = crate::bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = crate::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let p = snap.pool(kind);
         assert_eq!(p.available, p.capacity, "{kind}: {p:?}");

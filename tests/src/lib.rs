@@ -13,6 +13,7 @@ pub mod case;
 pub mod demo;
 pub mod install;
 pub mod logs;
+pub mod serving;
 pub mod world;
 
 pub use bin::{backfill, command, Run};
@@ -98,16 +99,14 @@ pub async fn in_process() -> tokio::sync::MutexGuard<'static, ()> {
 /// KILL confirmations, injected lost commit answers. Their hit counters keep counting:
 /// tests compare them with their value before arming.
 fn reset_process_seams() {
-    use bf::*;
-    let fresh = admission::Admission::new(admission::Limits::default())
-        .expect("the default admission limits are valid");
-    metrics::observe_admission(&fresh);
-    bounded::open_kills();
-    bounded::fail_confirmations(0);
-    uncertain::inject_lost_commit_answers(0);
-    job::panic_seam::arm(kernel::ids::JobId(0));
-    window::panics::seam::arm(kernel::ids::JobId(0), kernel::ids::WindowId(0));
-    finish::activation_seam::arm(kernel::ids::JobId(0)).close();
+    use bf::seams;
+    serving::forget();
+    seams::kills::open_kills();
+    seams::kills::fail_confirmations(0);
+    seams::lost_commits::inject_lost_commit_answers(0);
+    seams::task_panic::arm(kernel::ids::JobId(0));
+    seams::read_panic::arm(kernel::ids::JobId(0), kernel::ids::WindowId(0));
+    seams::activation_gate::arm(kernel::ids::JobId(0)).close();
 }
 
 /// Leaks a private server so tests can hold it as `&'static` (the harness watchdog still

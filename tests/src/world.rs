@@ -3,8 +3,8 @@
 //! kernel directly (not through the window runner): a captured source table, B in L, every
 //! window sealed from a quiescent read between its LOW and HIGH, applied through T and
 //! recorded in J and the range chain. The target has audit triggers counting business DML.
-use crate::bf::finish::Finish;
-use crate::bf::replay::{ReplayConfig, Replayer, Scope};
+use crate::bf::table::activation::Finish;
+use crate::bf::table::replay::{ReplayConfig, Replayer, Scope};
 use harness::Server;
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
 use kernel::change::GroupEnd;

@@ -4,7 +4,7 @@
 //! Binlog configuration, privileges and the binary are in `install_server.rs`.
 
 use backfill_tests::bf::install::{self, TableName};
-use backfill_tests::bf::jobs;
+use backfill_tests::bf::store::jobs;
 use backfill_tests::install::{installs, names, refusal, Tables, DDL};
 use kernel::ids::{Generation, WindowId};
 use kernel::position::Flavor;

@@ -238,15 +238,15 @@ async fn a_pause_moves_the_pauses_counter_of_its_code() {
     let c = backfill_tests::case::Case::new("mpause", 300, 100, 50).await;
     c.source
         .sql_in(&c.sdb, "ALTER TABLE t ADD COLUMN extra INT NULL");
-    let before = bf::metrics::render(&c.pool).await;
+    let before = backfill_tests::serving::render_metrics(&c.pool).await;
     let out = c.serve(None).await;
     assert!(out.starts_with("paused: schema_changed"), "{out}");
-    let after = bf::metrics::render(&c.pool).await;
+    let after = backfill_tests::serving::render_metrics(&c.pool).await;
     assert!(
         after.contains("# TYPE backfill_pauses_total counter"),
         "{after}"
     );
-    for code in bf::metrics::PAUSE_CODES {
+    for code in bf::supervisor::telemetry::PAUSE_CODES {
         let series = format!("backfill_pauses_total{{reason=\"{}\"}}", code.as_str());
         let moved = series_value(&after, &series) - series_value(&before, &series);
         let want = if code.as_str() == "schema_changed" {

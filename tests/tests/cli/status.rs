@@ -23,7 +23,7 @@ async fn status_shows_windows_rows_capture_and_replay() {
     assert_eq!(before["rows"]["applied"], 0);
     assert!(before["replay"].is_null());
     // Recorded commands that no serve carried out yet are listed.
-    bf::pause::request(&c.pool, c.job).await.unwrap();
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
     let pending: serde_json::Value =
         serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())
             .unwrap();
@@ -42,10 +42,10 @@ async fn status_shows_windows_rows_capture_and_replay() {
         "{text}"
     );
     let mut cfg = c.serve_cfg();
-    cfg.finish = Some(bf::replay::ReplayConfig::default());
+    cfg.finish = Some(bf::table::replay::ReplayConfig::default());
     let out = tokio::time::timeout(
         Duration::from_secs(300),
-        bf::serve::serve(cfg, CancellationToken::new()),
+        backfill_tests::serving::serve(cfg, CancellationToken::new()),
     )
     .await
     .unwrap()
@@ -55,8 +55,8 @@ async fn status_shows_windows_rows_capture_and_replay() {
     c.source
         .sql_in(&c.sdb, "UPDATE t SET k = k + 1 WHERE id = 5");
     let mut cfg = c.serve_cfg();
-    cfg.finish = Some(bf::replay::ReplayConfig::default());
-    bf::serve::serve(cfg, CancellationToken::new())
+    cfg.finish = Some(bf::table::replay::ReplayConfig::default());
+    backfill_tests::serving::serve(cfg, CancellationToken::new())
         .await
         .unwrap();
     let v: serde_json::Value =

@@ -33,24 +33,27 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
          VALUES (?, 1, ?, CURRENT_TIMESTAMP(6) - INTERVAL 2 DAY)",
     )
     .bind(old)
-    .bind(kernel::codec::encode(&bf::serve_state::Persisted {
+    .bind(kernel::codec::encode(&bf::store::processes::Persisted {
         pools: Vec::new(),
     }))
     .execute(&c.pool)
     .await
     .unwrap();
-    let serve = tokio::spawn(bf::serve::serve(cfg, CancellationToken::new()));
+    let serve = tokio::spawn(backfill_tests::serving::serve(
+        cfg,
+        CancellationToken::new(),
+    ));
     // The admission slot is process-wide and may still hold an earlier test's serve: this
     // serve's is there once its process row is published (it registers before publishing).
     wait_for_async("this serve's process row", async || {
-        bf::serve_state::read(&c.pool)
+        bf::store::processes::read(&c.pool)
             .await
             .unwrap()
             .iter()
             .any(|r| r.owner == owner)
     })
     .await;
-    let adm = bf::metrics::observed_admission().expect("serve registered admission");
+    let adm = backfill_tests::serving::observed_admission().expect("serve registered admission");
     let permit = adm
         .acquire_read(
             &format!("job {job} w2 a9 read"),
@@ -104,7 +107,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     }
 
     // The metrics of the serve process count the hold and the waiter blocked by it.
-    let m = bf::metrics::render(&c.pool).await;
+    let m = backfill_tests::serving::render_metrics(&c.pool).await;
     for want in [
         "backfill_admission_holds{pool=\"read-window\"} 1",
         "backfill_admission_waiting_blocked_by_holds{pool=\"read-window\"} 1",

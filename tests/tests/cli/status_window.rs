@@ -2,8 +2,8 @@
 //! on, its attempt count, the last attempt's error once it had more than one attempt, and
 //! the garbage bytes awaiting release, in the text and the JSON output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::hooks::HookFuture;
-use backfill_tests::bf::window::WindowHooks;
+use backfill_tests::bf::table::hooks::HookFuture;
+use backfill_tests::bf::table::window::WindowHooks;
 use backfill_tests::case::*;
 use backfill_tests::*;
 use kernel::ids::{Attempt, JobId, WindowId};
@@ -48,7 +48,7 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
             cfg.hooks = Some(hooks.clone());
         })
         .await;
-    assert!(out.starts_with("paused: preparation"), "{out}");
+    assert!(out.starts_with("paused: retries_exhausted"), "{out}");
     assert_eq!(hooks.kills.load(Ordering::SeqCst), 3);
     assert_eq!(c.head().await.completed, 1, "J is on window 1");
     let kept: String = sqlx::query_scalar(
@@ -98,7 +98,7 @@ async fn status_shows_the_current_windows_last_error_and_garbage() {
     );
 
     // Past the window phase there is no current window.
-    bf::pause::request(&c.pool, c.job).await.unwrap();
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
     assert_eq!(c.serve(None).await, "windows_done");
     let v: serde_json::Value =
         serde_json::from_str(status_cli(&["--state", &state, &job, "--format", "json"]).trim())

@@ -118,8 +118,8 @@ async fn tls_connections_pass_and_a_plain_one_is_refused_with_the_fix() {
 
     // Data plane (mysql_async): the same URL parameters.
     let data_tls = format!("mysql://root@127.0.0.1:{port}/tls_db?{verify}");
-    let opts = bf::connect::opts(&data_tls, "--target").unwrap();
-    let mut c = bf::connect::connect(opts, "target", &data_tls)
+    let opts = bf::io::connect::opts(&data_tls, "--target").unwrap();
+    let mut c = bf::io::connect::connect(opts, "target", &data_tls)
         .await
         .unwrap_or_else(|e| panic!("TLS connect: {e}"));
     let cipher: Option<(String, String)> = c
@@ -132,14 +132,14 @@ async fn tls_connections_pass_and_a_plain_one_is_refused_with_the_fix() {
     );
     c.disconnect().await.unwrap();
     let required = format!("mysql://root@127.0.0.1:{port}/tls_db?ssl-mode=REQUIRED");
-    let opts = bf::connect::opts(&required, "--target").unwrap();
-    let c = bf::connect::connect(opts, "target", &required)
+    let opts = bf::io::connect::opts(&required, "--target").unwrap();
+    let c = bf::io::connect::connect(opts, "target", &required)
         .await
         .unwrap();
     c.disconnect().await.unwrap();
     let plain = format!("mysql://root@127.0.0.1:{port}/tls_db");
-    let opts = bf::connect::opts(&plain, "--target").unwrap();
-    let e = bf::connect::connect(opts, "target", &plain)
+    let opts = bf::io::connect::opts(&plain, "--target").unwrap();
+    let e = bf::io::connect::connect(opts, "target", &plain)
         .await
         .expect_err("a plain connection must be refused");
     let m = e.to_string();
@@ -147,7 +147,7 @@ async fn tls_connections_pass_and_a_plain_one_is_refused_with_the_fix() {
         m.contains("requires TLS") && m.contains("ssl-mode=REQUIRED"),
         "{m}"
     );
-    assert_eq!(bf::run::exit_code(&e), bf::cli::EXIT_USAGE, "{m}");
+    assert_eq!(bf::cli::run::exit_code(&e), bf::cli::EXIT_USAGE, "{m}");
     // A CA that did not sign the server's certificate is refused too.
     let other = tempfile::tempdir().unwrap();
     certificates(other.path());
@@ -155,8 +155,10 @@ async fn tls_connections_pass_and_a_plain_one_is_refused_with_the_fix() {
         "mysql://root@127.0.0.1:{port}/tls_db?ssl-mode=VERIFY_CA&ssl-ca={}",
         other.path().join("ca.pem").display()
     );
-    let opts = bf::connect::opts(&wrong, "--target").unwrap();
-    assert!(bf::connect::connect(opts, "target", &wrong).await.is_err());
+    let opts = bf::io::connect::opts(&wrong, "--target").unwrap();
+    assert!(bf::io::connect::connect(opts, "target", &wrong)
+        .await
+        .is_err());
     no_password_in_tls_outputs(
         &server,
         &verify,

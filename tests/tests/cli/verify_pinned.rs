@@ -63,9 +63,9 @@ async fn pinned_verify_finds_tampering_while_the_source_writes() {
     let _serial = in_process().await;
     let c = Case::new("vpin", 5000, 1000, 500).await;
     let mut cfg = c.serve_cfg();
-    cfg.finish = Some(bf::replay::ReplayConfig::default());
+    cfg.finish = Some(bf::table::replay::ReplayConfig::default());
     cfg.lease_ttl = Duration::from_secs(2);
-    let out = bf::serve::serve(cfg.clone(), CancellationToken::new())
+    let out = backfill_tests::serving::serve(cfg.clone(), CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.get(&c.job).unwrap(), "beyond windows: Streaming");
@@ -74,7 +74,7 @@ async fn pinned_verify_finds_tampering_while_the_source_writes() {
     let mut running = cfg.clone();
     running.exit_when_idle = false;
     let stop_serve = CancellationToken::new();
-    let serve = tokio::spawn(bf::serve::serve(running, stop_serve.clone()));
+    let serve = tokio::spawn(backfill_tests::serving::serve(running, stop_serve.clone()));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (code, _, msg) = verify(&c, &["--pinned"]);
     assert_eq!(code, 3, "{msg}");
@@ -138,7 +138,7 @@ async fn pinned_verify_finds_tampering_while_the_source_writes() {
         "DELETE FROM t WHERE id = 999999; UPDATE t SET v = 'v7' WHERE id = 7; \
          INSERT INTO t SELECT * FROM (SELECT 5 AS id, 5 AS k, 'v5' AS v) x",
     );
-    let out = bf::serve::serve(cfg, CancellationToken::new())
+    let out = backfill_tests::serving::serve(cfg, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.get(&c.job).unwrap(), "beyond windows: Streaming");
@@ -154,8 +154,8 @@ async fn an_interrupted_walk_is_resumed() {
     let _serial = in_process().await;
     let c = Case::new("vint", 5000, 1000, 500).await;
     let mut cfg = c.serve_cfg();
-    cfg.finish = Some(bf::replay::ReplayConfig::default());
-    let out = bf::serve::serve(cfg, CancellationToken::new())
+    cfg.finish = Some(bf::table::replay::ReplayConfig::default());
+    let out = backfill_tests::serving::serve(cfg, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.get(&c.job).unwrap(), "beyond windows: Streaming");

@@ -7,9 +7,9 @@
 //! up to K (T decides, not J).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::window::fp;
-use backfill_tests::bf::window::hooks::SQL_ENV;
+use backfill_tests::bf::table::hooks::SQL_ENV;
+use backfill_tests::bf::table::replay::ReplayConfig;
+use backfill_tests::bf::table::window::fp;
 use backfill_tests::case::*;
 use backfill_tests::*;
 use ledger::record::Phase;
@@ -123,7 +123,7 @@ async fn crash_then_cancel_with(
         c.source.sql_in(&c.sdb, "DELETE FROM t WHERE id = 3");
     }
     let at_crash = checksum(c.target, &c.tdb, "t");
-    bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     // The cancel itself is killed once right after CANCELING, then completes.
     let code = serve_bin(&c, windows_only, "cancel.after_canceling", None);
     assert_eq!(code, Some(kernel::failpoint::EXIT_CODE));

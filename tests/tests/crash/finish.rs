@@ -8,9 +8,9 @@
 //! then runs the same steps again (a new process: new lease token) and checks convergence
 //! and the audit-trigger count against an uninterrupted reference run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::audit::{self, Require, Sources};
-use backfill_tests::bf::finish::Finish;
-use backfill_tests::bf::replay;
+use backfill_tests::bf::table::activation::Finish;
+use backfill_tests::bf::table::audit::{self, Require, Sources};
+use backfill_tests::bf::table::replay;
 use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
 use backfill_tests::world::*;
 use backfill_tests::*;
@@ -268,10 +268,11 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sep = Endpoint::from_url(&w.src_url(), &w.db, "t").unwrap();
     let tep = Endpoint::from_url(&w.tgt_url_db(&w.tdb), &w.tdb, "t").unwrap();
-    let pinned = f
-        .verify_pinned(a.b.seq, &sep, &tep, "id", &VerifyOptions::default())
-        .await
-        .unwrap();
+    let opts = VerifyOptions::default();
+    let pinned =
+        backfill_tests::bf::verify::pinned::verify_finish(&f, a.b.seq, &sep, &tep, "id", &opts)
+            .await
+            .unwrap();
     stop2.cancel();
     writer2.await.unwrap();
     let t = &pinned.cursor.tally;

@@ -145,7 +145,9 @@ async fn case_via(proxy_port: u16) -> Case {
     let pool = kernel::state::open(&target.url_db(&state_db), &Default::default())
         .await
         .unwrap();
-    bf::commands::start(&pool, done.job_id).await.unwrap();
+    bf::store::commands::start(&pool, done.job_id)
+        .await
+        .unwrap();
     Case {
         source,
         target,
@@ -176,7 +178,7 @@ async fn commits_whose_answer_is_lost_on_the_wire_recover_three_times_then_pause
     let head = c.head().await;
     let paused = head.paused.clone().expect("J records the pause");
     assert_eq!(paused.code, DefiniteCode::ReleaseUnconfirmed);
-    let used = bf::uncertain::used(&c.pool, c.job, c.generation)
+    let used = bf::table::target_write::used(&c.pool, c.job, c.generation)
         .await
         .unwrap();
     assert_eq!(used, 3, "three recovered from T, persisted");
@@ -184,12 +186,12 @@ async fn commits_whose_answer_is_lost_on_the_wire_recover_three_times_then_pause
     let rows_before_resume = c.target_count();
     assert_eq!(c.audit_count(), rows_before_resume, "no row inserted twice");
 
-    bf::pause::request(&c.pool, c.job).await.unwrap();
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
     let out = c.serve(None).await;
     assert_eq!(out, "windows_done");
     assert_eq!(c.target_count(), 600);
     assert_eq!(c.audit_count(), 600, "every row inserted exactly once");
-    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let pool = snap.pool(kind);
         assert_eq!(pool.available, pool.capacity, "{kind}: {pool:?}");

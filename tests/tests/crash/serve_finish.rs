@@ -7,9 +7,9 @@
 //!
 //! Size: SERVE_FINISH_ROWS (default 20 000; the full size is 200 000).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve;
+use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use ledger::record::Phase;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

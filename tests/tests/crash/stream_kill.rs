@@ -8,8 +8,8 @@
 //! (`bounded::fail_confirmations`) leaves the permit a hold (release unknown) naming the
 //! replay, and the table pauses instead of retrying beside the old statement.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::serve;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ async fn a_timed_out_streaming_batch_keeps_its_permit_until_the_kill_is_confirme
     c.wait_streaming(&[(other, other_g)]).await;
 
     // Phase 1: the batch times out; its KILL is held back by the seam.
-    let gate = bf::bounded::gate_kills();
+    let gate = bf::seams::kills::gate_kills();
     let mut lock = lock_target(&c).await;
     c.source
         .sql_in(&c.sdb, "UPDATE t SET v = 'held' WHERE id = 5");
@@ -81,7 +81,7 @@ async fn a_timed_out_streaming_batch_keeps_its_permit_until_the_kill_is_confirme
 
     // The KILL goes through and is confirmed: the permit is released, the other table
     // writes; after the unlock both converge.
-    bf::bounded::open_kills();
+    bf::seams::kills::open_kills();
     drop(gate);
     let (tgt, tdb) = (c.target, c.tdb.clone());
     wait_for("the other table's queued row", || {
@@ -96,7 +96,7 @@ async fn a_timed_out_streaming_batch_keeps_its_permit_until_the_kill_is_confirme
     assert!(w.holds.is_empty(), "{w:?}");
 
     // Phase 2: the next timed-out batch's KILL cannot be confirmed: a hold, and a pause.
-    bf::bounded::fail_confirmations(1);
+    bf::seams::kills::fail_confirmations(1);
     lock.query_drop("LOCK TABLES t WRITE").await.unwrap();
     c.source
         .sql_in(&c.sdb, "UPDATE t SET v = 'unconfirmed' WHERE id = 6");

@@ -5,7 +5,7 @@
 //! J either unsealed (new attempt) or sealed (never re-read, FINAL bytes applied once),
 //! and the job converges with every FINAL page applied exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::fp;
+use backfill_tests::bf::table::window::fp;
 use backfill_tests::case::*;
 use mysql_async::prelude::Queryable;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,7 +5,7 @@
 //! FINAL page applied exactly once (audit trigger), one seal per window and the chain
 //! names it, every FINAL equals its range's state at HIGH.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::fp;
+use backfill_tests::bf::table::window::fp;
 use backfill_tests::case::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

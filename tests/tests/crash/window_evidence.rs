@@ -4,7 +4,7 @@
 //! The `backfill serve` PROCESS exits hard at a fault point, the test corrupts the sealed
 //! manifest on disk, and a restart must take the rule's branch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::fp;
+use backfill_tests::bf::table::window::fp;
 use backfill_tests::case::*;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;

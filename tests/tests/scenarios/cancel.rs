@@ -4,11 +4,11 @@
 //! later source writes, and a re-add under a new generation with a new empty target.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve;
-use backfill_tests::bf::window::hooks::HookFuture;
-use backfill_tests::bf::window::WindowHooks;
+use backfill_tests::bf::table::hooks::HookFuture;
+use backfill_tests::bf::table::replay::ReplayConfig;
+use backfill_tests::bf::table::window::WindowHooks;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use kernel::ids::{Attempt, Generation, JobId, WindowId};
 use ledger::record::Phase;
@@ -97,7 +97,7 @@ async fn assert_readd(c: &Case) {
 async fn cancel_before_b_with_serve_down_completes_on_next_serve() {
     let _serial = in_process().await;
     let c = Case::unstarted("cancel_pre_b", 300, 100, 50).await;
-    let (g, already) = bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    let (g, already) = bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     assert_eq!((g, already), (c.generation, false));
     assert!(c.head_opt().await.is_none(), "nothing ran yet");
     let out = serve_with(&c, None, None).await;
@@ -106,9 +106,9 @@ async fn cancel_before_b_with_serve_down_completes_on_next_serve() {
     assert!(c.head().await.b.is_none(), "B was never written");
     assert_eq!(c.target_count(), 0, "the target is kept as it was: empty");
     // Cancelling again is reported, not an error; start is refused.
-    let (_, already) = bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    let (_, already) = bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     assert!(already);
-    assert!(bf::commands::start(&c.pool, c.job).await.is_err());
+    assert!(bf::store::commands::start(&c.pool, c.job).await.is_err());
     assert_target_frozen(&c).await;
     assert_readd(&c).await;
 }
@@ -129,7 +129,7 @@ impl WindowHooks for CancelMidWindow {
             if window == WindowId(1) {
                 let (w, wg) = self.witness;
                 let j = ledger::journal::Journal::new(self.pool.clone());
-                let plan = bf::jobs::load_plan(&self.pool, w)
+                let plan = bf::store::jobs::load_plan(&self.pool, w)
                     .await
                     .unwrap()
                     .ranges
@@ -148,8 +148,8 @@ impl WindowHooks for CancelMidWindow {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 assert!(w > job, "the witness is handled after the job");
-                bf::commands::cancel(&self.pool, job).await.unwrap();
-                bf::commands::cancel(&self.pool, w).await.unwrap();
+                bf::store::commands::cancel(&self.pool, job).await.unwrap();
+                bf::store::commands::cancel(&self.pool, w).await.unwrap();
                 let line = format!(" job={w} ");
                 wait_for("serve handling the recorded cancels", || {
                     logs::count(|e| {
@@ -199,7 +199,7 @@ async fn cancel_while_streaming_drains_capture_up_to_k_then_freezes() {
         "INSERT INTO t VALUES (800001, 7, 'before-k'); DELETE FROM t WHERE id = 2; \
          UPDATE t SET k = k + 100 WHERE id BETWEEN 10 AND 20;",
     );
-    bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     let out = serve_with(&c, Some(ReplayConfig::default()), None).await;
     assert_eq!(out, "cancelled");
     assert_cancelled(&c).await;

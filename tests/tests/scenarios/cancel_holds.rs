@@ -7,8 +7,8 @@
 //! the cancel completes: CANCELLED(K), K written once, the target untouched after K.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use admission::PoolKind;
-use backfill_tests::bf::serve;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use kernel::error::DefiniteCode;
 use ledger::record::Phase;
@@ -35,7 +35,7 @@ async fn k_is_not_written_while_a_write_of_the_job_may_still_run() {
             .await
             .unwrap();
     locker.query_drop("LOCK TABLES t WRITE").await.unwrap();
-    bf::bounded::fail_confirmations(1);
+    bf::seams::kills::fail_confirmations(1);
 
     let mut cfg = c.serve_cfg();
     cfg.exit_when_idle = false;
@@ -48,12 +48,12 @@ async fn k_is_not_written_while_a_write_of_the_job_may_still_run() {
     .await;
     let paused = c.head().await.paused.unwrap();
     assert_eq!(paused.code, DefiniteCode::ReleaseUnconfirmed, "{paused:?}");
-    let snap = bf::metrics::admission_snapshot().unwrap();
+    let snap = backfill_tests::serving::admission_snapshot().unwrap();
     let holds = &snap.pool(PoolKind::TargetWrite).holds;
     assert_eq!(holds.len(), 1, "{holds:?}");
     assert!(holds[0].owner.starts_with(&format!("job {} ", c.job)));
 
-    bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     wait_for_async("CANCELING in J", async || {
         c.head_opt()
             .await

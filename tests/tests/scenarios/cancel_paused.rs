@@ -3,9 +3,9 @@
 //! out by the same running serve (no restart needed): CANCELLED(K), the partial target
 //! kept, no permit left in use or held.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::job::panic_seam;
-use backfill_tests::bf::serve;
+use backfill_tests::bf::seams::task_panic;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use ledger::record::Phase;
 use tokio_util::sync::CancellationToken;
@@ -15,8 +15,8 @@ async fn a_table_paused_in_a_running_serve_is_cancelled_by_that_serve() {
     let _serial = in_process().await;
     let c = Case::new("cancel_paused", 300, 100, 50).await;
     // hits() counts over the whole process: earlier tests of this binary count too.
-    let hits = panic_seam::hits();
-    panic_seam::arm(c.job);
+    let hits = task_panic::hits();
+    task_panic::arm(c.job);
     let mut cfg = c.serve_cfg();
     cfg.exit_when_idle = false;
     let stop = CancellationToken::new();
@@ -26,7 +26,7 @@ async fn a_table_paused_in_a_running_serve_is_cancelled_by_that_serve() {
     })
     .await;
     let at_pause = c.target_count();
-    bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     wait_for_async("CANCELLED", async || {
         c.head_opt()
             .await
@@ -37,11 +37,11 @@ async fn a_table_paused_in_a_running_serve_is_cancelled_by_that_serve() {
     assert!(head.k.is_some(), "J records K");
     assert!(head.paused.is_none(), "the pause is superseded: {head:?}");
     assert_eq!(c.target_count(), at_pause, "the partial target is kept");
-    assert_eq!(panic_seam::hits() - hits, 1);
+    assert_eq!(task_panic::hits() - hits, 1);
     stop.cancel();
     let out = task.await.unwrap().unwrap();
     assert_eq!(out.get(&c.job).map(String::as_str), Some("cancelled"));
-    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let p = snap.pool(kind);
         assert_eq!(p.available, p.capacity, "{kind}: {p:?}");

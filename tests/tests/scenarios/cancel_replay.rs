@@ -6,9 +6,9 @@
 //! does not move after K, no permit is left, and a re-add under a new generation works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve;
+use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use ledger::record::Phase;
 use std::time::{Duration, Instant};
@@ -33,8 +33,8 @@ async fn cancel_during_replay_is_never_activated_and_ends_cancelled_at_k() {
     let _serial = in_process().await;
     let c = Case::new("cancel_replay", 600, 200, 100).await;
     // hits() counts over the whole process: earlier tests of this binary count too.
-    let hits = bf::finish::activation_seam::hits();
-    let gate = bf::finish::activation_seam::arm(c.job);
+    let hits = bf::seams::activation_gate::hits();
+    let gate = bf::seams::activation_gate::arm(c.job);
     let mut cfg = c.serve_cfg();
     cfg.finish = Some(ReplayConfig::default());
     let task = tokio::spawn(serve::serve(cfg, CancellationToken::new()));
@@ -44,7 +44,7 @@ async fn cancel_during_replay_is_never_activated_and_ends_cancelled_at_k() {
         "UPDATE t SET v = 'during' WHERE id BETWEEN 1 AND 30; DELETE FROM t WHERE id = 40;",
     );
     let until = Instant::now() + Duration::from_secs(120);
-    while bf::finish::activation_seam::hits() == hits {
+    while bf::seams::activation_gate::hits() == hits {
         assert!(
             Instant::now() < until,
             "the finish never reached activation"
@@ -53,7 +53,7 @@ async fn cancel_during_replay_is_never_activated_and_ends_cancelled_at_k() {
     }
 
     // Replay and activation hold a target-write permit, counted like a FINAL page write.
-    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     let w = snap.pool(admission::PoolKind::TargetWrite);
     let mine = format!("job {} ", c.job);
     let held: Vec<&str> = w
@@ -70,7 +70,7 @@ async fn cancel_during_replay_is_never_activated_and_ends_cancelled_at_k() {
     assert_eq!(w.available, w.capacity - 1, "{w:?}");
 
     // The cancel is recorded while the finish is in replay, before activation.
-    bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     gate.add_permits(1);
     let out = tokio::time::timeout(Duration::from_secs(300), task)
         .await

@@ -5,9 +5,9 @@
 //! table follows every later change.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::install;
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve;
+use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use kernel::control::{Intent, IntentKind};
 use kernel::ids::{Attempt, WindowId};
@@ -29,7 +29,7 @@ async fn a_late_low_after_k_is_obsolete_and_the_other_table_keeps_streaming() {
     let c = Case::new("cancel_two", 300, 100, 50).await;
     let req = c.second_table(200);
     let other = install(&req).await.unwrap().job_id;
-    bf::commands::start(&c.pool, other).await.unwrap();
+    bf::store::commands::start(&c.pool, other).await.unwrap();
 
     let mut cfg = c.serve_cfg();
     cfg.exit_when_idle = false;
@@ -63,7 +63,7 @@ async fn a_late_low_after_k_is_obsolete_and_the_other_table_keeps_streaming() {
     // Cancel the first table while serve runs; a change made just before is drained.
     c.source
         .sql_in(&c.sdb, "UPDATE t SET v = 'before-k' WHERE id = 5");
-    bf::commands::cancel(&c.pool, c.job).await.unwrap();
+    bf::store::commands::cancel(&c.pool, c.job).await.unwrap();
     let state = |job: u64| {
         tgt.sql_in(
             &c.state_db,
@@ -115,7 +115,7 @@ async fn a_late_low_after_k_is_obsolete_and_the_other_table_keeps_streaming() {
     assert_eq!(out.get(&c.job).map(String::as_str), Some("cancelled"));
     assert!(!out.contains_key(&other) || !out[&other].starts_with("paused"));
     // No permit leaked: every pool is back to its capacity, nothing held or waiting.
-    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let p = snap.pool(kind);
         assert_eq!(p.available, p.capacity, "{kind}: {p:?}");

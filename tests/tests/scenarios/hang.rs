@@ -7,15 +7,15 @@
 //! is released, the job converges: every row exactly once, no permit leaked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use admission::{AdmissionSnapshot, HoldSnapshot, PoolKind};
-use backfill_tests::bf::serve;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use mysql_async::prelude::Queryable;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn snapshot() -> Option<AdmissionSnapshot> {
-    bf::metrics::admission_snapshot()
+    backfill_tests::serving::admission_snapshot()
 }
 
 fn write_holds() -> Vec<HoldSnapshot> {
@@ -45,7 +45,7 @@ fn listed(c: &Case, id: u32) -> bool {
 async fn a_hung_target_write_keeps_its_permit_held_until_the_statement_is_gone() {
     let _serial = in_process().await;
     let c = Case::new("hang", 200, 100, 50).await;
-    let gate = bf::bounded::gate_kills();
+    let gate = bf::seams::kills::gate_kills();
     let mut locker =
         mysql_async::Conn::new(mysql_async::Opts::from_url(&c.target.url_db(&c.tdb)).unwrap())
             .await
@@ -89,7 +89,7 @@ async fn a_hung_target_write_keeps_its_permit_held_until_the_statement_is_gone()
 
     locker.query_drop("UNLOCK TABLES").await.unwrap();
     locker.disconnect().await.unwrap();
-    bf::bounded::open_kills();
+    bf::seams::kills::open_kills();
     let out = tokio::time::timeout(Duration::from_secs(180), task)
         .await
         .expect("serve did not become idle")

@@ -8,16 +8,16 @@
 //!   the connections with an open READ ONLY InnoDB transaction (`INNODB_TRX` joined to
 //!   `PROCESSLIST`); on the target, page writes are the open InnoDB transactions of
 //!   connections whose default database is the target schema (the page writer's marker,
-//!   `bf::uncertain`). Never more than 2 of either at once, and the sampler did see
+//!   `bf::table::target_write`). Never more than 2 of either at once, and the sampler did see
 //!   both (so the bound is not vacuous).
 //! * Every table verifies clean with the independent comparator; no permit is leaked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve::{self, ServeConfig};
+use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
 use backfill_tests::case::DDL;
-use backfill_tests::{bf, in_process, init_tracing};
+use backfill_tests::serving::{self as serve, ServeConfig};
+use backfill_tests::{in_process, init_tracing};
 use kernel::ids::{Generation, JobId};
 use ledger::journal::Journal;
 use ledger::record::Phase;
@@ -252,7 +252,7 @@ async fn forty_tables_stream_with_at_most_two_read_views_and_two_page_writes_at_
         assert_eq!(n, ROWS.to_string(), "{table}");
     }
     pool.close().await;
-    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let p = snap.pool(kind);
         assert_eq!(p.available, p.capacity, "{kind}: {p:?}");

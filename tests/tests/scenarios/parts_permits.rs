@@ -15,9 +15,9 @@
 //!
 //! One test runs both in turn: the KILL seams are process-wide.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve;
+use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
     let mine = format!("job {} ", c.job);
 
     // Phase 1: the batch times out with its KILLs held back: both permits stay in use.
-    let gate = bf::bounded::gate_kills();
+    let gate = bf::seams::kills::gate_kills();
     lock.query_drop("LOCK TABLES t WRITE").await.unwrap();
     // Many keys: both partitions have changes, so both connections write.
     c.source
@@ -90,7 +90,7 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
     assert!(waiting_on_lock(&c) > 0, "its statement is still running");
 
     // KILLs confirmed: both permits return; after the unlock the table converges.
-    bf::bounded::open_kills();
+    bf::seams::kills::open_kills();
     drop(gate);
     lock.query_drop("UNLOCK TABLES").await.unwrap();
     let (src, tgt, sdb, tdb) = (c.source, c.target, c.sdb.clone(), c.tdb.clone());
@@ -106,7 +106,7 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
 
     // Phase 2: one of the two KILLs cannot be confirmed: exactly one hold, naming its
     // connection, the other permit released, and the table pauses.
-    bf::bounded::fail_confirmations(1);
+    bf::seams::kills::fail_confirmations(1);
     lock.query_drop("LOCK TABLES t WRITE").await.unwrap();
     c.source
         .sql_in(&c.sdb, "UPDATE t SET v = 'unconfirmed' WHERE id <= 40");

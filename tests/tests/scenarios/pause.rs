@@ -8,6 +8,7 @@ use backfill_tests::case::*;
 use backfill_tests::*;
 use kernel::error::DefiniteCode;
 use ledger::record::Phase;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn schema_change_pauses_with_reason_and_an_unfixed_resume_pauses_again() {
@@ -105,4 +106,60 @@ async fn resume_and_cancel_commands_refuse_unknown_and_cancelled_jobs() {
     .parts();
     assert_eq!(code, 0);
     assert!(text.contains("\"already_cancelled\":true"), "{text}");
+}
+
+/// A job whose task keeps failing transiently (its target host refuses connections) is
+/// not restarted forever: after `task_retries` failures in a row J records a pause with
+/// `retries_exhausted` naming the last error, a restarted serve keeps it paused, and once
+/// the target is reachable again a resume continues the job to every window applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_failing_transiently_past_its_budget_pauses_with_the_last_error() {
+    let _serial = in_process().await;
+    let c = Case::new("pause_budget", 300, 100, 50).await;
+    let (recorded,): (String,) = sqlx::query_as("SELECT target_url FROM jobs WHERE job_id = ?")
+        .bind(c.job.0)
+        .fetch_one(&c.pool)
+        .await
+        .unwrap();
+    // Nothing listens on port 1: every connection to the target is refused (transient).
+    sqlx::query("UPDATE jobs SET target_url = 'mysql://root@127.0.0.1:1/x' WHERE job_id = ?")
+        .bind(c.job.0)
+        .execute(&c.pool)
+        .await
+        .unwrap();
+    let out = c
+        .serve_tuned(Duration::from_secs(120), |cfg| cfg.task_retries = 2)
+        .await;
+    assert!(out.starts_with("paused: retries_exhausted"), "{out}");
+    let p = c.head().await.paused.expect("J records the pause");
+    assert_eq!(p.code, DefiniteCode::RetriesExhausted);
+    assert!(
+        p.message.contains("2 transient failures in a row"),
+        "{}",
+        p.message
+    );
+    assert!(
+        p.message.contains("Connection refused"),
+        "names the last error: {}",
+        p.message
+    );
+    let again = c
+        .serve_tuned(Duration::from_secs(60), |cfg| cfg.task_retries = 2)
+        .await;
+    assert!(again.starts_with("paused: retries_exhausted"), "{again}");
+    // The target is back: the operator resumes and the job completes its windows.
+    sqlx::query("UPDATE jobs SET target_url = ? WHERE job_id = ?")
+        .bind(&recorded)
+        .bind(c.job.0)
+        .execute(&c.pool)
+        .await
+        .unwrap();
+    backfill_tests::bf::store::commands::resume(&c.pool, c.job)
+        .await
+        .unwrap();
+    let done = c
+        .serve_tuned(Duration::from_secs(120), |cfg| cfg.task_retries = 2)
+        .await;
+    assert_eq!(done, "windows_done");
+    assert_eq!(c.target_count(), 300);
 }

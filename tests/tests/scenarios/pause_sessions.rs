@@ -4,8 +4,8 @@
 //! the refused job runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::install;
-use backfill_tests::bf::serve;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +23,7 @@ async fn a_job_beyond_the_session_limit_is_refused_with_how_to_raise_it() {
     // A second table of the same source in the same state store.
     let req = c.second_table(100);
     let second = install(&req).await.unwrap().job_id;
-    bf::commands::start(&c.pool, second).await.unwrap();
+    bf::store::commands::start(&c.pool, second).await.unwrap();
     let out = serve_all(&c, 1).await;
     assert_eq!(out.get(&c.job).map(String::as_str), Some("windows_done"));
     let refused = out.get(&second).cloned().unwrap_or_default();

@@ -1,6 +1,6 @@
 //! Bounded recovery of uncertain target commits (issue 7, DESIGN §8) against real
 //! MariaDB: four COMMIT answers lost in one execution of the bootstrap (the test seam of
-//! `bf::uncertain`, compiled in with fault points: the commit lands, its answer is
+//! `bf::table::target_write`, compiled in with fault points: the commit lands, its answer is
 //! dropped). Three are resolved from T automatically, across windows (the persisted budget
 //! does not reset per window); the fourth pauses the table with `release_unconfirmed`.
 //! `resume` starts a new execution and the table completes with every row applied once.
@@ -13,7 +13,7 @@ use kernel::error::DefiniteCode;
 async fn three_uncertain_commits_recover_the_fourth_pauses_and_resume_continues() {
     let _serial = in_process().await;
     let c = Case::new("pause_unc", 600, 100, 50).await;
-    bf::uncertain::inject_lost_commit_answers(4);
+    bf::seams::lost_commits::inject_lost_commit_answers(4);
     let out = c.serve(None).await;
     assert!(out.starts_with("paused: release_unconfirmed"), "{out}");
     let head = c.head().await;
@@ -24,18 +24,18 @@ async fn three_uncertain_commits_recover_the_fourth_pauses_and_resume_continues(
         head.completed >= 1,
         "windows completed across the recoveries: {head:?}"
     );
-    let used = bf::uncertain::used(&c.pool, c.job, c.generation)
+    let used = bf::table::target_write::used(&c.pool, c.job, c.generation)
         .await
         .unwrap();
     assert_eq!(used, 3, "three recovered, persisted");
     // A restart does not refund the budget: still paused.
     let out = c.serve(None).await;
     assert!(out.starts_with("paused: release_unconfirmed"), "{out}");
-    bf::pause::request(&c.pool, c.job).await.unwrap();
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
     let out = c.serve(None).await;
     assert_eq!(out, "windows_done");
     assert_eq!(
-        bf::uncertain::used(&c.pool, c.job, c.generation)
+        bf::table::target_write::used(&c.pool, c.job, c.generation)
             .await
             .unwrap(),
         0

@@ -4,8 +4,8 @@
 //! never timed: the limiter's own tallies of grants and waits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use admission::ThrottleStats;
-use backfill_tests::bf::serve;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -18,6 +18,7 @@ async fn copy_with(prefix: &str, rate: admission::RateLimits) -> ThrottleStats {
     let c = Case::new(prefix, ROWS, 200, 50).await;
     let mut cfg = c.serve_cfg();
     cfg.rate = rate;
+    let telemetry = cfg.telemetry.clone();
     let out = tokio::time::timeout(
         Duration::from_secs(300),
         serve::serve(cfg, CancellationToken::new()),
@@ -31,7 +32,7 @@ async fn copy_with(prefix: &str, rate: admission::RateLimits) -> ThrottleStats {
         "{prefix}"
     );
     assert_eq!(c.target_count(), ROWS as u64, "{prefix}");
-    let stats = serve::read_throttle_stats();
+    let stats = telemetry.throttle_stats();
     eprintln!("{prefix}: {stats:?}");
     assert!(
         stats.rows >= ROWS as u64,

@@ -27,8 +27,8 @@
 //! sees it minus when the writer's COMMIT returned on the source (both clocks are this
 //! process's): an over-estimate by at most the poll period.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::finish::Finish;
-use backfill_tests::bf::replay::{ReplayConfig, Replayer, Until};
+use backfill_tests::bf::table::activation::Finish;
+use backfill_tests::bf::table::replay::{ReplayConfig, Replayer, Until};
 use backfill_tests::world::*;
 use backfill_tests::*;
 use harness::{Server, ServerOpts};
@@ -454,7 +454,7 @@ async fn poll_l(
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
         let (groups, next) =
-            bf::replay::next_groups(pool, &scope, after, u64::MAX, 100_000, usize::MAX, 500)
+            bf::table::replay::next_groups(pool, &scope, after, u64::MAX, 100_000, usize::MAX, 500)
                 .await
                 .unwrap();
         after = next;

@@ -7,9 +7,9 @@
 //! `--apply-streams` above `--target-writes` is refused at start, naming both flags.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::install;
-use backfill_tests::bf::replay::ReplayConfig;
-use backfill_tests::bf::serve;
+use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -78,8 +78,8 @@ async fn finish_holds_its_permits(prefix: &str, streams: usize) {
     req.page_rows = 50;
     let other = install(&req).await.unwrap().job_id;
 
-    let hits = bf::finish::activation_seam::hits();
-    let gate = bf::finish::activation_seam::arm(c.job);
+    let hits = bf::seams::activation_gate::hits();
+    let gate = bf::seams::activation_gate::arm(c.job);
     let mut cfg = c.serve_cfg();
     cfg.finish = Some(ReplayConfig {
         apply_streams: streams,
@@ -88,7 +88,7 @@ async fn finish_holds_its_permits(prefix: &str, streams: usize) {
     cfg.limits.target_writes = streams as u32;
     let task = tokio::spawn(serve::serve(cfg, CancellationToken::new()));
     wait_for("the finish of the first table at activation", || {
-        bf::finish::activation_seam::hits() > hits
+        bf::seams::activation_gate::hits() > hits
     })
     .await;
     let w = write_pool();
@@ -102,7 +102,7 @@ async fn finish_holds_its_permits(prefix: &str, streams: usize) {
     );
 
     // The second table starts: its FINAL pages queue behind the replay's permit.
-    bf::commands::start(&c.pool, other).await.unwrap();
+    bf::store::commands::start(&c.pool, other).await.unwrap();
     let theirs = format!("job {other} ");
     wait_for("a page write of the second table waiting", || {
         write_pool()

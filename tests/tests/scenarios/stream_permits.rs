@@ -5,8 +5,8 @@
 //! table's batch waits in the admission queue without writing; once the lock is gone both
 //! targets converge to the source and no permit is left in use, held or waiting.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::serve;
 use backfill_tests::case::*;
+use backfill_tests::serving as serve;
 use backfill_tests::*;
 use mysql_async::prelude::Queryable;
 use tokio_util::sync::CancellationToken;

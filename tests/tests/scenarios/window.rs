@@ -17,7 +17,7 @@ async fn quiet_table_is_copied_window_by_window() {
     c.assert_target_equals_source();
     c.assert_evidence_agrees().await;
     // Progress for status: rows read under read views, sealed and applied, per window.
-    let p = bf::window::progress::read(&c.pool, c.job, c.generation)
+    let p = bf::table::window::progress::read(&c.pool, c.job, c.generation)
         .await
         .unwrap();
     assert_eq!(p.len(), c.plan().await.len());
@@ -41,9 +41,9 @@ async fn a_running_serve_picks_up_a_later_start() {
     let mut cfg = c.serve_cfg();
     cfg.exit_when_idle = false;
     let cancel = tokio_util::sync::CancellationToken::new();
-    let serve = tokio::spawn(bf::serve::serve(cfg, cancel.clone()));
+    let serve = tokio::spawn(backfill_tests::serving::serve(cfg, cancel.clone()));
     let j = c.journal();
-    let plan = bf::jobs::load_plan(&c.pool, witness)
+    let plan = bf::store::jobs::load_plan(&c.pool, witness)
         .await
         .unwrap()
         .ranges
@@ -59,7 +59,7 @@ async fn a_running_serve_picks_up_a_later_start() {
     )
     .await;
     assert_eq!(c.head_opt().await, None, "nothing runs before start");
-    bf::commands::start(&c.pool, c.job).await.unwrap();
+    bf::store::commands::start(&c.pool, c.job).await.unwrap();
     let n = c.plan().await.len() as u32;
     let t0 = std::time::Instant::now();
     while c.head_opt().await.is_none_or(|h| h.completed < n) {
@@ -72,7 +72,7 @@ async fn a_running_serve_picks_up_a_later_start() {
     cancel.cancel();
     serve.await.unwrap().unwrap();
     c.assert_target_equals_source();
-    let e = bf::commands::start(&c.pool, kernel::ids::JobId(999_999))
+    let e = bf::store::commands::start(&c.pool, kernel::ids::JobId(999_999))
         .await
         .unwrap_err();
     assert_eq!(

@@ -1,8 +1,8 @@
 //! Definite pauses and new attempts of the window protocol (DESIGN §4, §5, §9, I6): a DDL
 //! between install and B, a DDL inside a window, a read connection KILLed mid-window.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::hooks::HookFuture;
-use backfill_tests::bf::window::WindowHooks;
+use backfill_tests::bf::table::hooks::HookFuture;
+use backfill_tests::bf::table::window::WindowHooks;
 use backfill_tests::case::*;
 use backfill_tests::*;
 use kernel::error::DefiniteCode;
@@ -187,13 +187,13 @@ async fn a_window_failing_every_attempt_pauses_naming_it() {
     cfg.hooks = Some(hooks.clone());
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(120),
-        bf::serve::serve(cfg, tokio_util::sync::CancellationToken::new()),
+        backfill_tests::serving::serve(cfg, tokio_util::sync::CancellationToken::new()),
     )
     .await
     .expect("serve became idle")
     .unwrap();
     let out = out.get(&c.job).cloned().unwrap_or_default();
-    assert!(out.starts_with("paused: preparation"), "{out}");
+    assert!(out.starts_with("paused: retries_exhausted"), "{out}");
     assert_eq!(
         hooks.kills.load(Ordering::SeqCst),
         3,
@@ -201,7 +201,7 @@ async fn a_window_failing_every_attempt_pauses_naming_it() {
     );
     let head = c.head().await;
     let p = head.paused.expect("J records the pause");
-    assert_eq!(p.code, DefiniteCode::Preparation);
+    assert_eq!(p.code, DefiniteCode::RetriesExhausted);
     assert!(p.message.contains("w1"), "names the window: {}", p.message);
     assert!(p.message.contains("3 attempts in a row"), "{}", p.message);
     assert!(p.message.contains("last error"), "{}", p.message);
@@ -222,7 +222,7 @@ async fn a_window_failing_every_attempt_pauses_naming_it() {
     // Unsealed attempts' RAW pages stay registered (accounted) until a seal releases them.
     assert!(c.materials_of(1, 3).await >= 1);
     // A restart keeps the pause (the operator fixes the cause and resumes).
-    assert!(c.serve(None).await.starts_with("paused: preparation"));
+    assert!(c.serve(None).await.starts_with("paused: retries_exhausted"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,8 +4,8 @@
 //! the table pauses with `release_unconfirmed`. Alone in its test binary: it reads the
 //! admission state of the process's last serve.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::hooks::HookFuture;
-use backfill_tests::bf::window::WindowHooks;
+use backfill_tests::bf::table::hooks::HookFuture;
+use backfill_tests::bf::table::window::WindowHooks;
 use backfill_tests::case::*;
 use backfill_tests::*;
 use kernel::error::DefiniteCode;
@@ -59,7 +59,7 @@ async fn an_unconfirmed_read_close_keeps_the_permit_and_pauses() {
     // Window 1, read at the same time, waits for markers the frozen source cannot give.
     cfg.run.marker_timeout = std::time::Duration::from_secs(5);
     cfg.hooks = Some(hooks.clone());
-    let serve = tokio::spawn(bf::serve::serve(
+    let serve = tokio::spawn(backfill_tests::serving::serve(
         cfg,
         tokio_util::sync::CancellationToken::new(),
     ));
@@ -72,7 +72,7 @@ async fn an_unconfirmed_read_close_keeps_the_permit_and_pauses() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     // Checked while the source is still frozen: the read permit is held, not released.
-    let snap = bf::metrics::admission_snapshot().expect("serve registered admission");
+    let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     signal(src.pid().unwrap(), "-CONT");
     assert_eq!(hooks.frozen.load(Ordering::SeqCst), 1);
     assert_eq!(

@@ -3,8 +3,8 @@
 //! window's FINAL equals the range's state at HIGH (checked by replaying L independently),
 //! T, J and the range chain agree, every FINAL page is applied exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::window::hooks::HookFuture;
-use backfill_tests::bf::window::WindowHooks;
+use backfill_tests::bf::table::hooks::HookFuture;
+use backfill_tests::bf::table::window::WindowHooks;
 use backfill_tests::case::*;
 use backfill_tests::*;
 use kernel::ids::{Attempt, JobId, WindowId};
