@@ -117,7 +117,7 @@ async fn main() {
     let pool = kernel::state::open(&state, &Default::default())
         .await
         .unwrap();
-    bootstrap::commands::start(&pool, done.job_id)
+    bootstrap::store::commands::start(&pool, done.job_id)
         .await
         .unwrap();
     let data = tempfile::tempdir().unwrap();
