@@ -61,7 +61,7 @@ pub struct JobStatus {
     /// The L stream of the job's source, once B was written.
     pub stream: Option<String>,
     /// D: where the capture reader restarts, and L's tail seq.
-    pub capture: Option<(String, u64)>,
+    pub capture: Option<(String, kernel::log::LSeq)>,
     pub replay: Option<replay::Progress>,
     /// Commands recorded for this generation that serve has not carried out yet.
     pub pending: Vec<Pending>,
