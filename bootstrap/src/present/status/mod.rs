@@ -307,7 +307,7 @@ mod tests {
         assert!(replay_text(Some("REPLAYING"), None).starts_with("replaying (B, F]"));
         assert!(replay_text(Some("STREAMING"), None).starts_with("streaming:"));
         let p = replay::Progress {
-            l_seq: 9,
+            l_seq: kernel::log::LSeq(9),
             end: kernel::position::BinlogPos::new("mysql-bin.000001", 400),
             groups_applied: 3,
             lag: replay::Lag {
