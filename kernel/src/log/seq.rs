@@ -3,8 +3,10 @@
 //! the first record" (an empty L, or no record ending at a position).
 //!
 //! Stored in the state store as the `BIGINT UNSIGNED` it always was: the sqlx impls below
-//! delegate to `u64`, so binds and reads at the SQL edge are unchanged. Serialized (if
-//! ever) exactly like its `u64` (`serde(transparent)`).
+//! delegate to `u64`, so binds and reads at the SQL edge are unchanged. No persisted
+//! (postcard) struct holds an `LSeq`; a newtype struct encodes exactly like its `u64` in
+//! postcard and serde_json anyway (pinned below and by status's JSON test), so it needs no
+//! `serde(transparent)`.
 
 use serde::{Deserialize, Serialize};
 use sqlx::mysql::{MySql, MySqlTypeInfo, MySqlValueRef};
@@ -14,7 +16,6 @@ use std::fmt;
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
-#[serde(transparent)]
 pub struct LSeq(pub u64);
 
 impl LSeq {
@@ -66,6 +67,8 @@ mod tests {
 
     #[test]
     fn encodes_like_its_u64() {
+        // Pinned bytes: postcard's varint of 300, as a bare u64 encodes it.
+        assert_eq!(postcard::to_allocvec(&LSeq(300)).unwrap(), vec![0xac, 0x02]);
         for n in [0u64, 1, 127, 128, 300, u64::MAX] {
             assert_eq!(
                 postcard::to_allocvec(&LSeq(n)).unwrap(),

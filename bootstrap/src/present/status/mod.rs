@@ -323,6 +323,14 @@ mod tests {
     }
 
     #[test]
+    fn l_seqs_show_in_json_as_bare_numbers() {
+        // `l_seq` and `l_tail_seq` keep the shape they had as u64.
+        let seq = kernel::log::LSeq(9);
+        assert_eq!(serde_json::to_value(seq).unwrap(), json!(9));
+        assert_eq!(json!({ "l_seq": seq }).to_string(), r#"{"l_seq":9}"#);
+    }
+
+    #[test]
     fn a_first_attempt_shows_no_error() {
         assert_eq!(now(1, Some("stale")).last_error(), None);
         assert_eq!(now(1, None).text(), "w3 attempt 1");
