@@ -10,6 +10,7 @@ use crate::table::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scop
 use kernel::control::IntentKind;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
+use kernel::log::LSeq;
 use kernel::range::KeyRange;
 use kernel::{Error, Result};
 use ledger::journal::Journal;
@@ -203,7 +204,7 @@ impl Finish<'_> {
     }
 
     /// Continuous replay after activation, until `cancel`.
-    pub async fn stream(&self, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
+    pub async fn stream(&self, b_seq: LSeq, cancel: CancellationToken) -> Result<Outcome> {
         let r = self.replayer();
         replay::follow(&r, b_seq, cancel).await
     }
@@ -214,7 +215,7 @@ impl Finish<'_> {
     /// [`under_write_permits`] (a nested acquire deadlocks at 1 permit).
     pub async fn stream_admitted(
         &self,
-        b_seq: u64,
+        b_seq: LSeq,
         cancel: CancellationToken,
         permits: &WritePermits<'_>,
     ) -> Result<Outcome> {
@@ -224,7 +225,7 @@ impl Finish<'_> {
 
     /// Continuous replay up to the source's binlog end as it is now (waiting, within
     /// `marker_wait`, until L holds it), then return.
-    pub async fn catch_up(&self, b_seq: u64) -> Result<Outcome> {
+    pub async fn catch_up(&self, b_seq: LSeq) -> Result<Outcome> {
         let mut c =
             crate::io::connect::connect(self.source.clone(), "source", "(job source)").await?;
         let end = kernel::lineage::binlog_end(&mut c).await;

@@ -37,6 +37,7 @@ use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
 use kernel::control::IntentKind;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::JobId;
+use kernel::log::LSeq;
 use kernel::position::BinlogPos;
 use kernel::{Error, Result};
 use ledger::journal::Journal;
@@ -189,8 +190,8 @@ fn replica_id(stream: &str) -> u32 {
 }
 
 /// L's last record of the stream whose group ends at or before `p`.
-async fn l_seq_at(pool: &MySqlPool, stream: &str, p: &BinlogPos) -> Result<u64> {
-    let seq: Option<u64> = sqlx::query_scalar(
+async fn l_seq_at(pool: &MySqlPool, stream: &str, p: &BinlogPos) -> Result<LSeq> {
+    let seq: Option<LSeq> = sqlx::query_scalar(
         "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL \
          AND (end_file < ? OR (end_file = ? AND end_pos <= ?))",
     )
@@ -201,7 +202,7 @@ async fn l_seq_at(pool: &MySqlPool, stream: &str, p: &BinlogPos) -> Result<u64> 
     .fetch_one(pool)
     .await
     .map_err(|e| from_sqlx("finding L's record at a binlog position", &e))?;
-    Ok(seq.unwrap_or(0))
+    Ok(seq.unwrap_or(LSeq::ZERO))
 }
 
 /// Runs a pinned verify of `req.job`, continuing `cursor`.
@@ -307,7 +308,7 @@ async fn compare_at_p(
     scope: &Scope,
     topts: &mysql_async::Opts,
     ctx: &TargetCtx,
-    b_seq: u64,
+    b_seq: LSeq,
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
     let key = jobs::load_schema(pool, req.job)
@@ -339,7 +340,7 @@ async fn compare_at_p(
 /// afterwards from T's cursor.
 pub async fn verify_finish(
     finish: &crate::table::activation::Finish<'_>,
-    b_seq: u64,
+    b_seq: LSeq,
     source: &Endpoint,
     target: &Endpoint,
     key: &str,
@@ -357,7 +358,7 @@ pub async fn verify_finish(
 /// `backfill verify --pinned` and by [`verify_finish`].
 pub async fn replay_and_compare(
     replayer: &Replayer<'_>,
-    b_seq: u64,
+    b_seq: LSeq,
     src: &Endpoint,
     tgt: &Endpoint,
     key: &str,

@@ -5,7 +5,9 @@
 
 use super::body::store_body;
 use super::hold::{register_hold, release_hold};
-use super::{chain_next, gtid_text, st, Entry, LogRecord, PauseSeen, Position, RecordBody, Tail};
+use super::{
+    chain_next, gtid_text, st, Entry, LSeq, LogRecord, PauseSeen, Position, RecordBody, Tail,
+};
 use crate::codec::{self};
 use crate::error::{Error, Result};
 use crate::ids::Digest;
@@ -51,7 +53,7 @@ pub async fn append(pool: &MySqlPool, pos: &Position, entries: &[Entry]) -> Resu
 /// One record ready to be stored.
 struct EncodedRow<'a> {
     entry: &'a Entry,
-    seq: u64,
+    seq: LSeq,
     /// The stored body: the LREC bytes, or their zstd frame (`codec`).
     body: Vec<u8>,
     codec: u8,
@@ -66,7 +68,7 @@ fn encode_rows<'a>(pos: &Position, entries: &'a [Entry]) -> Vec<EncodedRow<'a>> 
     entries
         .iter()
         .map(|entry| {
-            seq += 1;
+            seq = seq.next();
             let canonical = codec::encode(&entry.record);
             let body_digest = Digest::of(&canonical);
             let (codec, body) = store_body(canonical);
@@ -176,7 +178,7 @@ async fn insert_table_index(
     stream: &str,
     rows: &[EncodedRow<'_>],
 ) -> Result<()> {
-    let index: Vec<(u64, String, String, u32)> = rows
+    let index: Vec<(LSeq, String, String, u32)> = rows
         .iter()
         .flat_map(|r| {
             r.entry
@@ -204,7 +206,7 @@ async fn insert_table_index(
 async fn index_side_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
     stream: &str,
-    seq: u64,
+    seq: LSeq,
     rec: &LogRecord,
 ) -> Result<()> {
     let c = match &rec.body {
@@ -253,7 +255,7 @@ async fn index_side_rows(
 async fn index_pauses(
     tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
     stream: &str,
-    seq: u64,
+    seq: LSeq,
     pauses: &[PauseSeen],
 ) -> Result<()> {
     for p in pauses {

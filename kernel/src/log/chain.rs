@@ -2,18 +2,18 @@
 //! the one before it, so a hole, a duplicate, a tampered body or a D that does not name
 //! L's tail is detected on read and is definite.
 
-use super::{corrupt, digest_col, load_position, read_range, st, LogRecord, Position};
+use super::{corrupt, digest_col, load_position, read_range, st, LSeq, LogRecord, Position};
 use crate::error::Result;
 use crate::ids::Digest;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row as _;
 
 /// The hash chain step: blake3("backfill-L-v1" | prev | seq LE | body digest).
-pub fn chain_next(prev: &Digest, seq: u64, body: &Digest) -> Digest {
+pub fn chain_next(prev: &Digest, seq: LSeq, body: &Digest) -> Digest {
     let mut h = blake3::Hasher::new();
     h.update(b"backfill-L-v1");
     h.update(&prev.0);
-    h.update(&seq.to_le_bytes());
+    h.update(&seq.0.to_le_bytes());
     h.update(&body.0);
     Digest(*h.finalize().as_bytes())
 }
@@ -24,14 +24,14 @@ pub const GENESIS: Digest = Digest([0; 32]);
 /// L's tail: the last record's seq and chain digest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tail {
-    pub seq: u64,
+    pub seq: LSeq,
     pub chain: Digest,
 }
 
 /// A stored record with its chain fields, verified on read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredRecord {
-    pub seq: u64,
+    pub seq: LSeq,
     pub prev_chain: Digest,
     pub chain: Digest,
     pub body_digest: Digest,
@@ -40,7 +40,7 @@ pub struct StoredRecord {
 
 pub(super) fn check_links(recs: &[StoredRecord]) -> Result<()> {
     for w in recs.windows(2) {
-        if w[1].seq != w[0].seq + 1 || w[1].prev_chain != w[0].chain {
+        if w[1].seq != w[0].seq.next() || w[1].prev_chain != w[0].chain {
             return Err(corrupt(format!(
                 "L hash chain broken between records {} and {}",
                 w[0].seq, w[1].seq
@@ -61,7 +61,7 @@ pub async fn check_tail(pool: &MySqlPool, d: &Position) -> Result<()> {
     .fetch_all(pool)
     .await
     .map_err(st("reading L's tail"))?;
-    let found: Vec<(u64, Digest)> = rows
+    let found: Vec<(LSeq, Digest)> = rows
         .iter()
         .map(|r| {
             Ok((
@@ -71,7 +71,7 @@ pub async fn check_tail(pool: &MySqlPool, d: &Position) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     let ok = match (d.tail.seq, found.as_slice()) {
-        (0, []) => true,
+        (LSeq::ZERO, []) => true,
         (seq, [(s, c)]) => *s == seq && *c == d.tail.chain,
         _ => false,
     };
@@ -82,7 +82,7 @@ pub async fn check_tail(pool: &MySqlPool, d: &Position) -> Result<()> {
         "D of stream `{}` names tail seq {} but L's records there are {:?}: L and D disagree",
         d.stream,
         d.tail.seq,
-        found.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+        found.iter().map(|(s, _)| s.0).collect::<Vec<_>>()
     )))
 }
 
@@ -93,11 +93,11 @@ pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {
         return Ok(0);
     };
     let mut prev = GENESIS;
-    let mut after = 0;
+    let mut after = LSeq::ZERO;
     loop {
-        let page = read_range(pool, stream, after, u64::MAX, 500).await?;
+        let page = read_range(pool, stream, after, LSeq::MAX, 500).await?;
         let Some(last) = page.last() else { break };
-        if page[0].seq != after + 1 || page[0].prev_chain != prev {
+        if page[0].seq != after.next() || page[0].prev_chain != prev {
             return Err(corrupt(format!(
                 "L hash chain broken before record {}",
                 page[0].seq
@@ -112,5 +112,6 @@ pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {
             d.tail.seq
         )));
     }
-    Ok(after)
+    // Seqs start at 1 without holes (checked above), so the tail's seq is the count.
+    Ok(after.0)
 }

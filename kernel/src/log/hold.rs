@@ -2,7 +2,7 @@
 //! `XA COMMIT` or `XA ROLLBACK`. Registered and released only inside [`super::append`]'s
 //! transaction, so the holds always match D (DESIGN §3.8).
 
-use super::{corrupt, st, Hold};
+use super::{corrupt, st, Hold, LSeq};
 use crate::error::{from_sqlx, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::Row as _;
@@ -12,7 +12,7 @@ use sqlx::Row as _;
 pub(super) async fn register_hold(
     tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
     stream: &str,
-    seq: u64,
+    seq: LSeq,
     chunk: u32,
     xid: &str,
 ) -> Result<()> {
@@ -21,7 +21,7 @@ pub(super) async fn register_hold(
     )
     .bind(stream)
     .bind(xid.as_bytes())
-    .bind(seq - u64::from(chunk))
+    .bind(LSeq(seq.0 - u64::from(chunk)))
     .bind(seq)
     .execute(&mut **tx)
     .await

@@ -1,7 +1,7 @@
 //! Intent markers (B/LOW/HIGH/F/K) as L durably holds them, and the bounded waits on a
 //! marker or on D reaching a position (every wait has a deadline; none is unbounded).
 
-use super::{corrupt, load_position, parse_gtid, st, Position};
+use super::{corrupt, load_position, parse_gtid, st, LSeq, Position};
 use crate::change::GroupEnd;
 use crate::error::{from_sqlx, DefiniteCode, Error, Result};
 use crate::ids::{Generation, JobId};
@@ -17,7 +17,7 @@ pub struct MarkerSeen {
     pub intent: crate::control::Intent,
     pub obsolete: bool,
     /// The L record holding it.
-    pub seq: u64,
+    pub seq: LSeq,
     /// The end of the group holding it.
     pub end: GroupEnd,
 }
@@ -125,8 +125,8 @@ pub async fn wait_for_position(
 pub async fn markers_of(
     pool: &MySqlPool,
     stream: &str,
-    upto: u64,
-) -> Result<Vec<(JobId, Generation, crate::control::IntentKind, u64)>> {
+    upto: LSeq,
+) -> Result<Vec<(JobId, Generation, crate::control::IntentKind, LSeq)>> {
     let rows = sqlx::query(
         "SELECT job_id, generation, kind, seq FROM capture_marker \
          WHERE stream = ? AND seq <= ? AND obsolete = 0 ORDER BY seq",

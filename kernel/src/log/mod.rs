@@ -19,7 +19,8 @@
 //! how their bytes are stored, `chain` the hash chain and its checks, `restart` D,
 //! `append` the one transaction that stores records and moves D, `hold` the XA holds
 //! that transaction keeps in step with D, `read` the verified reads, `markers` the
-//! intent markers and the bounded waits on them, `paused` the reader's pauses.
+//! intent markers and the bounded waits on them, `paused` the reader's pauses, `seq` the
+//! typed record number [`LSeq`].
 mod append;
 mod body;
 mod chain;
@@ -30,6 +31,7 @@ mod paused;
 mod read;
 mod record;
 mod restart;
+mod seq;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +44,7 @@ pub use paused::{pauses, PauseRow};
 pub use read::{read_range, seq_at_or_before, table_records};
 pub use record::{Entry, Hold, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld};
 pub use restart::{init_position, load_position, Position};
+pub use seq::LSeq;
 
 use crate::error::{from_sqlx, DefiniteCode, Error, Result};
 use crate::ids::Digest;

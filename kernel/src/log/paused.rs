@@ -1,6 +1,6 @@
 //! The tables the reader paused, with the definite reason recorded at their position.
 
-use super::st;
+use super::{st, LSeq};
 use crate::error::{from_sqlx, DefiniteCode, Result};
 use crate::ids::{Generation, JobId};
 use crate::position::BinlogPos;
@@ -15,7 +15,7 @@ pub struct PauseRow {
     pub schema: String,
     pub table: String,
     pub error: crate::error::Definite,
-    pub seq: u64,
+    pub seq: LSeq,
     pub at: BinlogPos,
 }
 

@@ -3,7 +3,7 @@
 
 use super::body::load_body;
 use super::chain::check_links;
-use super::{chain_next, corrupt, digest_col, load_position, st, LogRecord, StoredRecord};
+use super::{chain_next, corrupt, digest_col, load_position, st, LSeq, LogRecord, StoredRecord};
 use crate::codec;
 use crate::error::{DefiniteCode, Error, Result};
 use crate::ids::Digest;
@@ -12,7 +12,7 @@ use sqlx::mysql::MySqlPool;
 use sqlx::Row as _;
 
 fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
-    let seq: u64 = row.try_get("seq").map_err(st("reading L"))?;
+    let seq: LSeq = row.try_get("seq").map_err(st("reading L"))?;
     let stored: Vec<u8> = row.try_get("body").map_err(st("reading L"))?;
     let codec: u8 = row.try_get("body_codec").map_err(st("reading L"))?;
     let body = load_body(codec, stored).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
@@ -49,8 +49,8 @@ const SELECT_REC: &str =
 pub async fn read_range(
     pool: &MySqlPool,
     stream: &str,
-    after: u64,
-    upto: u64,
+    after: LSeq,
+    upto: LSeq,
     limit: u32,
 ) -> Result<Vec<StoredRecord>> {
     let sql = format!(
@@ -75,8 +75,8 @@ pub async fn table_records(
     stream: &str,
     schema: &str,
     table: &str,
-    after: u64,
-    upto: u64,
+    after: LSeq,
+    upto: LSeq,
     limit: u32,
 ) -> Result<Vec<StoredRecord>> {
     let sql = format!(
@@ -97,10 +97,10 @@ pub async fn table_records(
     rows.iter().map(decode_row).collect()
 }
 
-/// The seq of the last record of `stream` that ends at or before `pos` (0 when none): turns
+/// The seq of the last record of `stream` that ends at or before `pos` ([`LSeq::ZERO`] when none): turns
 /// a binlog position (e.g. a read view's `binlog_snapshot_*`) into bounds for
 /// [`table_records`]. Fails if L does not reach `pos` yet (use [`super::wait_for_position`]).
-pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -> Result<u64> {
+pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -> Result<LSeq> {
     let d = load_position(pool, stream)
         .await?
         .ok_or_else(|| Error::transient(format!("stream `{stream}` has no D yet")))?;
@@ -117,7 +117,7 @@ pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -
     }
     // File names of one series have equal length (zero-padded sequence), so they order
     // as strings; LENGTH keeps a 7-digit sequence after a 6-digit one.
-    let seq: Option<u64> = sqlx::query_scalar(
+    let seq: Option<LSeq> = sqlx::query_scalar(
         "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL AND          (LENGTH(end_file) < LENGTH(?) OR (LENGTH(end_file) = LENGTH(?) AND          (end_file < ? OR (end_file = ? AND end_pos <= ?))))",
     )
     .bind(stream)
@@ -129,5 +129,5 @@ pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -
     .fetch_one(pool)
     .await
     .map_err(st("locating a position in L"))?;
-    Ok(seq.unwrap_or(0))
+    Ok(seq.unwrap_or(LSeq::ZERO))
 }

@@ -3,7 +3,7 @@
 //! on read or commit batching, which is what lets a re-read after a restart be compared
 //! byte for byte with what is stored (the module doc of [`crate::log`]).
 
-use super::GroupChunk;
+use super::{GroupChunk, LSeq};
 use crate::change::GroupEnd;
 use crate::codec::{self, Versioned};
 use crate::ids::{Digest, Generation, JobId};
@@ -82,8 +82,8 @@ impl From<LogRecord> for Entry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hold {
     pub xid: String,
-    pub first_seq: u64,
-    pub last_seq: u64,
+    pub first_seq: LSeq,
+    pub last_seq: LSeq,
 }
 
 /// A table paused by the reader.

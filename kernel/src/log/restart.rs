@@ -2,7 +2,7 @@
 //! afterwards moved only by [`super::append`] in the transaction that stores the records
 //! it covers.
 
-use super::{corrupt, digest_col, gtid_text, parse_gtid, st, Tail, GENESIS};
+use super::{corrupt, digest_col, gtid_text, parse_gtid, st, LSeq, Tail, GENESIS};
 use crate::change::GroupEnd;
 use crate::codec::{self};
 use crate::error::{Error, Result};
@@ -17,8 +17,8 @@ pub struct Position {
     pub lineage: Lineage,
     /// Where the next read starts: always a group end.
     pub restart: GroupEnd,
-    /// The L seq of the record that ends at `restart` (0 when none).
-    pub restart_seq: u64,
+    /// The L seq of the record that ends at `restart` ([`LSeq::ZERO`] when none).
+    pub restart_seq: LSeq,
     pub tail: Tail,
     pub chunk_changes: u32,
 }
@@ -27,7 +27,7 @@ impl Position {
     /// Chunks stored after the restart position (an open group): the re-read must
     /// regenerate exactly these.
     pub fn open_chunks(&self) -> u64 {
-        self.tail.seq - self.restart_seq
+        self.tail.seq.0 - self.restart_seq.0
     }
 }
 

@@ -165,10 +165,10 @@ fn bodies_are_stored_compressed_and_decode_to_the_same_bytes() {
 
 #[test]
 fn chain_is_pinned_and_order_sensitive() {
-    let a = chain_next(&GENESIS, 1, &Digest::of(b"a"));
-    let b = chain_next(&a, 2, &Digest::of(b"b"));
-    assert_ne!(chain_next(&GENESIS, 1, &Digest::of(b"b")), a);
-    assert_ne!(chain_next(&a, 3, &Digest::of(b"b")), b);
+    let a = chain_next(&GENESIS, LSeq(1), &Digest::of(b"a"));
+    let b = chain_next(&a, LSeq(2), &Digest::of(b"b"));
+    assert_ne!(chain_next(&GENESIS, LSeq(1), &Digest::of(b"b")), a);
+    assert_ne!(chain_next(&a, LSeq(3), &Digest::of(b"b")), b);
     assert_eq!(
         b.to_hex(),
         "57762deba1a7d328885abd006c486f3501a6105ef4287810f5c28bc4fb1a293f"

@@ -41,7 +41,7 @@ async fn killed_between_prepare_and_commit_resumes_with_the_hold() {
     let hold = log::holds(&e.pool, "crash").await.unwrap();
     assert_eq!(hold.len(), 1);
     assert_eq!(hold[0].xid, logged("k_big"));
-    assert_eq!(hold[0].last_seq - hold[0].first_seq, 2, "3 held chunks");
+    assert_eq!(hold[0].last_seq.0 - hold[0].first_seq.0, 2, "3 held chunks");
     let d = log::load_position(&e.pool, "crash").await.unwrap().unwrap();
     assert!(
         d.restart_seq >= hold[0].last_seq,

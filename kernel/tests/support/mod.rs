@@ -173,9 +173,9 @@ impl Env {
 /// Every record of a stream, verified.
 pub async fn all_records(pool: &MySqlPool, stream: &str) -> Vec<StoredRecord> {
     let mut out = Vec::new();
-    let mut after = 0;
+    let mut after = log::LSeq::ZERO;
     loop {
-        let page = log::read_range(pool, stream, after, u64::MAX, 1000)
+        let page = log::read_range(pool, stream, after, log::LSeq::MAX, 1000)
             .await
             .unwrap();
         let Some(last) = page.last() else { break };

@@ -5,7 +5,7 @@
 //! PHASE` is logged as an ordinary transaction.
 use super::{as_text, cli_rows, fold, text, Env};
 use kernel::change::Change;
-use kernel::log::{RecordBody, StoredRecord};
+use kernel::log::{LSeq, RecordBody, StoredRecord};
 use kernel::position::BinlogPos;
 use std::collections::BTreeMap;
 
@@ -104,8 +104,8 @@ pub fn assert_xa_semantics(e: &Env, recs: &[StoredRecord], p: &str) {
     assert_eq!(held.len(), 3, "251 changes held in chunks of 100");
     let big: Vec<_> = ch.iter().filter(|(_, c)| s_of(c) == "xa").collect();
     assert_eq!(big.len(), 251);
-    let group: Vec<u64> = {
-        let mut v: Vec<u64> = big.iter().map(|(r, _)| r.seq).collect();
+    let group: Vec<LSeq> = {
+        let mut v: Vec<LSeq> = big.iter().map(|(r, _)| r.seq).collect();
         v.dedup();
         v
     };

@@ -61,7 +61,7 @@ pub struct JobStatus {
     /// The L stream of the job's source, once B was written.
     pub stream: Option<String>,
     /// D: where the capture reader restarts, and L's tail seq.
-    pub capture: Option<(String, u64)>,
+    pub capture: Option<(String, kernel::log::LSeq)>,
     pub replay: Option<replay::Progress>,
     /// Commands recorded for this generation that serve has not carried out yet.
     pub pending: Vec<Pending>,
@@ -307,7 +307,7 @@ mod tests {
         assert!(replay_text(Some("REPLAYING"), None).starts_with("replaying (B, F]"));
         assert!(replay_text(Some("STREAMING"), None).starts_with("streaming:"));
         let p = replay::Progress {
-            l_seq: 9,
+            l_seq: kernel::log::LSeq(9),
             end: kernel::position::BinlogPos::new("mysql-bin.000001", 400),
             groups_applied: 3,
             lag: replay::Lag {
@@ -320,6 +320,14 @@ mod tests {
             replay_text(Some("REPLAYING"), Some(&p)),
             "cursor mysql-bin.000001:400 (3 groups applied, REPLAYING), lag ? bytes / 12 ms"
         );
+    }
+
+    #[test]
+    fn l_seqs_show_in_json_as_bare_numbers() {
+        // `l_seq` and `l_tail_seq` keep the shape they had as u64.
+        let seq = kernel::log::LSeq(9);
+        assert_eq!(serde_json::to_value(seq).unwrap(), json!(9));
+        assert_eq!(json!({ "l_seq": seq }).to_string(), r#"{"l_seq":9}"#);
     }
 
     #[test]

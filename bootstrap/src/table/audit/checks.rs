@@ -5,6 +5,7 @@ use super::evidence::{Evidence, Link, Snapshot, Stored};
 use super::report::{AuditReport, Check, Finding};
 use kernel::change::GroupEnd;
 use kernel::ids::Digest;
+use kernel::log::LSeq;
 use kernel::position::BinlogPos;
 use ledger::chain::ChainEntry;
 use ledger::manifest::{Expect, WindowManifest};
@@ -201,9 +202,9 @@ pub fn log(e: &Evidence) -> Vec<Finding> {
 }
 
 /// L's chain from B to F: contiguous seqs, each record linked to the one before.
-pub fn log_chain(links: &[Link], b_seq: u64, f_seq: u64) -> Vec<String> {
+pub fn log_chain(links: &[Link], b_seq: LSeq, f_seq: LSeq) -> Vec<String> {
     let mut out = Vec::new();
-    let want = f_seq.saturating_sub(b_seq) + 1;
+    let want = f_seq.0.saturating_sub(b_seq.0) + 1;
     if links.len() as u64 != want {
         out.push(format!(
             "L holds {} records from B (seq {b_seq}) to F (seq {f_seq}), expected {want}",
@@ -219,7 +220,7 @@ pub fn log_chain(links: &[Link], b_seq: u64, f_seq: u64) -> Vec<String> {
         }
     }
     for w in links.windows(2) {
-        if w[1].seq != w[0].seq + 1 || w[1].prev != w[0].chain {
+        if w[1].seq != w[0].seq.next() || w[1].prev != w[0].chain {
             out.push(format!(
                 "L hash chain broken between records {} and {}",
                 w[0].seq, w[1].seq

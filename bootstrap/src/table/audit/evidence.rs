@@ -5,6 +5,7 @@
 use crate::table::replay::MarkerAt;
 use kernel::change::GroupEnd;
 use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::log::LSeq;
 use kernel::range::KeyRange;
 use ledger::chain::ChainEntry;
 use ledger::journal::StoredRow;
@@ -79,7 +80,7 @@ pub struct Snapshot {
 /// One L record's place in the hash chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Link {
-    pub seq: u64,
+    pub seq: LSeq,
     pub prev: Digest,
     pub chain: Digest,
 }

@@ -62,7 +62,7 @@ async fn read_log(
     let (Some(b), Some(f)) = (facts.b.clone(), facts.f.clone()) else {
         return Ok(facts);
     };
-    let mut after = b.seq.saturating_sub(1);
+    let mut after = log::LSeq(b.seq.0.saturating_sub(1));
     let mut open: Vec<log::StoredRecord> = Vec::new();
     while after < f.seq {
         let page = match log::read_range(pool, &scope.stream, after, f.seq, 500).await {
@@ -71,7 +71,7 @@ async fn read_log(
             Err(e) => {
                 facts.read_errors.push(e.to_string());
                 // Step over the bad record one at a time so later ones are still checked.
-                after += 1;
+                after = after.next();
                 continue;
             }
         };

@@ -11,7 +11,7 @@ use super::source::{next_groups, wait_for_tail, Batch};
 use super::{ReplayConfig, Scope};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
-use kernel::log;
+use kernel::log::{self, LSeq};
 use kernel::{failpoint, Error, Result};
 use ledger::apply::ReplayGroup;
 use ledger::target::{self, ReplayCursor, TargetCtx};
@@ -34,7 +34,7 @@ pub struct Outcome {
     /// T's cursor at the end.
     pub cursor: Option<ReplayCursor>,
     /// The L seq read up to.
-    pub l_seq: u64,
+    pub l_seq: LSeq,
     pub lag: Lag,
 }
 
@@ -51,11 +51,11 @@ pub struct Replayer<'a> {
 #[derive(Clone, Debug)]
 pub enum Until {
     /// Up to and including L seq `f_seq` (the F marker's record), then return.
-    Fence { f_seq: u64, failpoint_mid: bool },
+    Fence { f_seq: LSeq, failpoint_mid: bool },
     /// Follow L as the reader appends until `cancel`.
     Follow { cancel: CancellationToken },
     /// As after STREAMING, but only up to L seq `upto` (caught up once, then return).
-    CatchUp { upto: u64 },
+    CatchUp { upto: LSeq },
 }
 
 impl Replayer<'_> {
@@ -69,7 +69,7 @@ impl Replayer<'_> {
     }
 
     /// The next complete groups after L seq `after`.
-    async fn read(&self, after: u64, upto: u64) -> Result<Batch> {
+    async fn read(&self, after: LSeq, upto: LSeq) -> Result<Batch> {
         next_groups(
             self.pool,
             self.scope,
@@ -96,14 +96,14 @@ impl Replayer<'_> {
 
     /// Replays from B (L seq `b_seq`) until `until`. See the module doc for why any crash
     /// or restart with another configuration converges.
-    pub async fn run(&self, b_seq: u64, until: Until) -> Result<Outcome> {
+    pub async fn run(&self, b_seq: LSeq, until: Until) -> Result<Outcome> {
         self.run_with(b_seq, until, None).await
     }
 
     /// As [`Replayer::run`], each batch under its own target-write permits when `permits`.
     pub async fn run_with(
         &self,
-        b_seq: u64,
+        b_seq: LSeq,
         until: Until,
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Outcome> {
@@ -118,7 +118,7 @@ impl Replayer<'_> {
     async fn run_on(
         &self,
         conns: &mut Conns<'_>,
-        b_seq: u64,
+        b_seq: LSeq,
         until: Until,
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Outcome> {
@@ -135,7 +135,7 @@ impl Replayer<'_> {
 
     async fn save(
         &self,
-        l_seq: u64,
+        l_seq: LSeq,
         end: &GroupEnd,
         total: u64,
         lag: &Lag,
@@ -169,7 +169,7 @@ struct Run<'r> {
     r: &'r Replayer<'r>,
     until: &'r Until,
     /// The L seq read up to at most (F's record, a seq, or none while following).
-    upto: u64,
+    upto: LSeq,
     /// Set while following (until cancelled).
     cancel: Option<&'r CancellationToken>,
     /// The phase the progress row names.
@@ -179,7 +179,7 @@ struct Run<'r> {
     /// T's main cursor as last read or moved by a commit of this run.
     cursor: Option<ReplayCursor>,
     /// The L seq read up to, and the end of the table's group there.
-    after: u64,
+    after: LSeq,
     prev: Option<GroupEnd>,
     /// Groups counted in the progress row (carried over from the hint).
     total: u64,
@@ -195,7 +195,7 @@ impl<'r> Run<'r> {
     async fn start(
         r: &'r Replayer<'r>,
         conns: &mut Conns<'_>,
-        b_seq: u64,
+        b_seq: LSeq,
         until: &'r Until,
     ) -> Result<Run<'r>> {
         let cursor = r.cursor(conns).await?;
@@ -203,7 +203,7 @@ impl<'r> Run<'r> {
         let caught_up_at = Instant::now();
         let (upto, cancel, phase) = match until {
             Until::Fence { f_seq, .. } => (*f_seq, None, "REPLAYING"),
-            Until::Follow { cancel } => (u64::MAX, Some(cancel), "STREAMING"),
+            Until::Follow { cancel } => (LSeq::MAX, Some(cancel), "STREAMING"),
             Until::CatchUp { upto } => (*upto, None, "STREAMING"),
         };
         Ok(Run {
@@ -309,7 +309,7 @@ impl<'r> Run<'r> {
         conns: &mut Conns<'_>,
         prev: Option<&GroupEnd>,
         batch: &[ReplayGroup],
-        next: u64,
+        next: LSeq,
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Option<ControlFlow<()>>> {
         let r = self.r;
@@ -406,7 +406,7 @@ impl<'r> Run<'r> {
 
     /// Moves past the groups read, refreshes the lag and the progress row (after every
     /// batch up to F, else every [`STATUS_EVERY`]).
-    async fn advance(&mut self, prev: Option<GroupEnd>, next: u64) -> Result<()> {
+    async fn advance(&mut self, prev: Option<GroupEnd>, next: LSeq) -> Result<()> {
         self.prev = prev;
         self.after = next;
         self.out.lag = Lag {
@@ -451,7 +451,7 @@ fn millis(d: Duration) -> u64 {
 
 /// Replays every group of the table in (B, F] (L seqs `b_seq`, `f_seq`) and returns
 /// once T's cursor is at or past the last of them (DESIGN §6 "replay reached F").
-pub async fn replay_to(r: &Replayer<'_>, b_seq: u64, f_seq: u64) -> Result<Outcome> {
+pub async fn replay_to(r: &Replayer<'_>, b_seq: LSeq, f_seq: LSeq) -> Result<Outcome> {
     r.run(
         b_seq,
         Until::Fence {
@@ -464,23 +464,23 @@ pub async fn replay_to(r: &Replayer<'_>, b_seq: u64, f_seq: u64) -> Result<Outco
 
 /// Replays after activation up to L's tail as it is now, then returns (a caught-up
 /// stream: tests, `serve --exit-when-idle`).
-pub async fn catch_up(r: &Replayer<'_>, b_seq: u64) -> Result<Outcome> {
+pub async fn catch_up(r: &Replayer<'_>, b_seq: LSeq) -> Result<Outcome> {
     let tail = log::load_position(r.pool, &r.scope.stream)
         .await?
-        .map_or(0, |d| d.tail.seq);
+        .map_or(LSeq::ZERO, |d| d.tail.seq);
     r.run(b_seq, Until::CatchUp { upto: tail }).await
 }
 
 /// Follows L after activation until `cancel` (continuous replay, DESIGN §6/§7). Starts
 /// after the later of F and T's cursor: every group at or before the cursor is held.
-pub async fn follow(r: &Replayer<'_>, b_seq: u64, cancel: CancellationToken) -> Result<Outcome> {
+pub async fn follow(r: &Replayer<'_>, b_seq: LSeq, cancel: CancellationToken) -> Result<Outcome> {
     r.run(b_seq, Until::Follow { cancel }).await
 }
 
 /// As [`follow`], each batch under its own target-write permit (STREAMING in `serve`).
 pub async fn follow_admitted(
     r: &Replayer<'_>,
-    b_seq: u64,
+    b_seq: LSeq,
     cancel: CancellationToken,
     permits: &WritePermits<'_>,
 ) -> Result<Outcome> {

@@ -15,7 +15,7 @@
 use super::Scope;
 use kernel::change::{Change, GroupEnd};
 use kernel::error::{Definite, DefiniteCode};
-use kernel::log::{RecordBody, StoredRecord};
+use kernel::log::{LSeq, RecordBody, StoredRecord};
 use ledger::apply::ReplayGroup;
 use ledger::target::ReplayCursor;
 use std::cmp::Ordering;
@@ -62,7 +62,7 @@ pub fn table_part(scope: &Scope, rec: &StoredRecord) -> Result<Vec<Change>, Defi
 #[derive(Clone, Debug, PartialEq)]
 pub enum Built {
     /// The group is complete in L; `last_seq` is the L seq of its last chunk.
-    Complete { group: ReplayGroup, last_seq: u64 },
+    Complete { group: ReplayGroup, last_seq: LSeq },
     /// L does not hold the group's end yet (it is still being captured).
     Open,
 }
@@ -79,7 +79,7 @@ pub fn build_group(scope: &Scope, chunks: &[StoredRecord]) -> Result<Built, Defi
     for (i, r) in chunks.iter().enumerate() {
         if i > 0 {
             let p = &chunks[i - 1];
-            if r.seq != p.seq + 1
+            if r.seq != p.seq.next()
                 || r.record.start != first.record.start
                 || r.record.chunk != p.record.chunk + 1
                 || p.record.end.is_some()
@@ -138,7 +138,7 @@ pub fn coverage(cursor: Option<&ReplayCursor>, end: &GroupEnd) -> Result<Coverag
 
 /// True when `r` is the L record right after `last` in the same group.
 pub(super) fn continues(last: &StoredRecord, r: &StoredRecord) -> bool {
-    last.record.end.is_none() && r.seq == last.seq + 1 && r.record.start == last.record.start
+    last.record.end.is_none() && r.seq == last.seq.next() && r.record.start == last.record.start
 }
 
 /// A batch as T's cursor decides it: the groups to apply and the end of the group before
@@ -160,7 +160,7 @@ pub(super) fn plan(
     scope: &Scope,
     cursor: Option<&ReplayCursor>,
     prev: Option<GroupEnd>,
-    found: Vec<(ReplayGroup, u64)>,
+    found: Vec<(ReplayGroup, LSeq)>,
 ) -> Result<Plan, Definite> {
     let mut out = Plan {
         apply: Vec::new(),

@@ -12,7 +12,7 @@ use super::Scope;
 use kernel::change::GroupEnd;
 use kernel::error::from_sqlx;
 use kernel::ids::{Generation, JobId};
-use kernel::log;
+use kernel::log::{self, LSeq};
 use kernel::position::BinlogPos;
 use kernel::Result;
 use ledger::target::ReplayCursor;
@@ -45,7 +45,7 @@ pub fn behind_bytes(cursor: Option<&GroupEnd>, newest: Option<&GroupEnd>) -> Opt
 /// The stored replay hint/status row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Progress {
-    pub l_seq: u64,
+    pub l_seq: LSeq,
     pub end: BinlogPos,
     pub groups_applied: u64,
     pub lag: Lag,
@@ -115,9 +115,9 @@ pub(super) async fn save_progress(pool: &MySqlPool, scope: &Scope, p: &Progress)
 pub(super) async fn start_point(
     pool: &MySqlPool,
     scope: &Scope,
-    b_seq: u64,
+    b_seq: LSeq,
     cursor: Option<&ReplayCursor>,
-) -> Result<(u64, Option<GroupEnd>, u64)> {
+) -> Result<(LSeq, Option<GroupEnd>, u64)> {
     let Some(h) = replay_progress(pool, scope.job, scope.generation).await? else {
         return Ok((b_seq, None, 0));
     };
@@ -127,7 +127,7 @@ pub(super) async fn start_point(
     if h.l_seq <= b_seq {
         return Ok((b_seq, None, 0));
     }
-    let recs = log::read_range(pool, &scope.stream, h.l_seq - 1, h.l_seq, 1).await?;
+    let recs = log::read_range(pool, &scope.stream, LSeq(h.l_seq.0 - 1), h.l_seq, 1).await?;
     let Some(end) = recs.first().and_then(|r| r.record.end.clone()) else {
         return Ok((b_seq, None, 0));
     };

@@ -10,7 +10,7 @@ use super::Scope;
 use kernel::change::GroupEnd;
 use kernel::error::from_sqlx;
 use kernel::ids::{Generation, JobId};
-use kernel::log::{self, StoredRecord};
+use kernel::log::{self, LSeq, StoredRecord};
 use kernel::position::BinlogPos;
 use kernel::{Error, Result};
 use ledger::apply::ReplayGroup;
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// An intent marker as L holds it: the record and the end of its group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MarkerAt {
-    pub seq: u64,
+    pub seq: LSeq,
     pub end: GroupEnd,
 }
 
@@ -95,13 +95,13 @@ async fn finish_group(
     pool: &MySqlPool,
     scope: &Scope,
     mut chunks: Vec<StoredRecord>,
-    upto: u64,
+    upto: LSeq,
 ) -> Result<Built> {
     // Usually the next record ends the group: read one, then more and more (records are
     // up to a whole chunk of changes each; reading ahead of the group's end is wasted).
     let mut limit = 1u32;
     while chunks.last().is_some_and(|c| c.record.end.is_none()) {
-        let after = chunks.last().map_or(0, |c| c.seq);
+        let after = chunks.last().map_or(LSeq::ZERO, |c| c.seq);
         let more = log::read_range(pool, &scope.stream, after, upto, limit).await?;
         limit = (limit * 2).min(64);
         if more.is_empty() {
@@ -124,12 +124,12 @@ async fn finish_group(
 async fn read_bound(
     pool: &MySqlPool,
     scope: &Scope,
-    after: u64,
-    upto: u64,
+    after: LSeq,
+    upto: LSeq,
     page: u32,
     budget: usize,
-) -> Result<u64> {
-    let rows: Vec<(u64, u32)> = sqlx::query_as(
+) -> Result<LSeq> {
+    let rows: Vec<(LSeq, u32)> = sqlx::query_as(
         "SELECT seq, changes FROM capture_log_table WHERE stream = ? AND schema_name = ? \
          AND table_name = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
     )
@@ -153,7 +153,7 @@ async fn read_bound(
 }
 
 /// Complete groups with the L seq of their last chunk, and the seq to continue after.
-pub type Batch = (Vec<(ReplayGroup, u64)>, u64);
+pub type Batch = (Vec<(ReplayGroup, LSeq)>, LSeq);
 
 /// The next complete groups of the table after L seq `after` (up to `upto`), at most
 /// `max` of them and no more once they hold `max_changes` changes; also returns the seq to
@@ -163,13 +163,13 @@ pub type Batch = (Vec<(ReplayGroup, u64)>, u64);
 pub async fn next_groups(
     pool: &MySqlPool,
     scope: &Scope,
-    after: u64,
-    upto: u64,
+    after: LSeq,
+    upto: LSeq,
     max: usize,
     max_changes: usize,
     page: u32,
 ) -> Result<Batch> {
-    let mut out: Vec<(ReplayGroup, u64)> = Vec::new();
+    let mut out: Vec<(ReplayGroup, LSeq)> = Vec::new();
     let mut changes = 0usize;
     let mut next = after;
     'outer: while out.len() < max.max(1) && changes < max_changes.max(1) {
@@ -216,7 +216,7 @@ pub async fn next_groups(
 pub(super) async fn wait_for_tail(
     pool: &MySqlPool,
     stream: &str,
-    after: u64,
+    after: LSeq,
     bound: Duration,
     cancel: &CancellationToken,
 ) -> Result<()> {

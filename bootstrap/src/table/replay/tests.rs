@@ -6,7 +6,7 @@ use super::*;
 use kernel::change::{Change, ChangeId, GroupEnd, Op};
 use kernel::error::{Definite, DefiniteCode};
 use kernel::ids::{Digest, Generation, JobId};
-use kernel::log::{GroupChunk, LogRecord, PauseSeen, RecordBody, StoredRecord};
+use kernel::log::{GroupChunk, LSeq, LogRecord, PauseSeen, RecordBody, StoredRecord};
 use kernel::position::BinlogPos;
 use kernel::value::SqlValue;
 use ledger::apply::ReplayGroup;
@@ -40,7 +40,7 @@ fn ch(table: &str, pos: u64, id: i64) -> Change {
 
 fn rec(seq: u64, start: u64, chunk: u32, end: Option<u64>, changes: Vec<Change>) -> StoredRecord {
     StoredRecord {
-        seq,
+        seq: LSeq(seq),
         prev_chain: Digest([0; 32]),
         chain: Digest([0; 32]),
         body_digest: Digest([0; 32]),
@@ -71,13 +71,13 @@ fn a_group_is_built_from_its_chunks_and_filtered_to_the_table() {
     let Built::Complete { group, last_seq } = build_group(&s, &chunks).unwrap() else {
         panic!("complete expected")
     };
-    assert_eq!(last_seq, 7);
+    assert_eq!(last_seq, LSeq(7));
     assert_eq!(group.changes.len(), 2);
     assert_eq!(group.end.pos.pos, 200);
     assert_eq!(build_group(&s, &chunks[..2]).unwrap(), Built::Open);
     // A gap in seqs or another start is corrupt evidence, never a silently short group.
     let mut bad = chunks.clone();
-    bad[1].seq = 9;
+    bad[1].seq = LSeq(9);
     assert!(build_group(&s, &bad).is_err());
     let mut bad = chunks;
     bad[2].record.start = BinlogPos::new("b.000001", 101);
@@ -178,7 +178,7 @@ fn a_batch_skips_the_held_groups_in_front_and_applies_the_rest() {
                 end: end(p),
                 changes: vec![ch("t", p, 1)],
             },
-            p,
+            LSeq(p),
         )
     };
     let cursor = ReplayCursor {

@@ -15,7 +15,7 @@ use crate::table::window::reconcile;
 use kernel::change::Change;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Attempt, Digest, WindowId};
-use kernel::log::{MarkerSeen, RecordBody};
+use kernel::log::{LSeq, MarkerSeen, RecordBody};
 use kernel::range::KeyRange;
 use kernel::{Error, Result};
 use ledger::seal::{SealedWindow, WindowFacts};
@@ -25,7 +25,7 @@ use std::cmp::Ordering;
 const L_PAGE: u32 = 500;
 
 /// Refuses to go on when the reader paused the table at or before `upto` (an L seq).
-pub async fn check_capture_pause(ctx: &JobCtx, upto: u64) -> Result<()> {
+pub async fn check_capture_pause(ctx: &JobCtx, upto: LSeq) -> Result<()> {
     for p in kernel::log::pauses(&ctx.pool, &ctx.stream).await? {
         if p.job == ctx.id() && p.generation == ctx.generation() && p.seq <= upto {
             return Err(Error::definite(
@@ -64,7 +64,7 @@ pub fn check_snapshot(low: &MarkerSeen, high: &MarkerSeen, view: &ReadView) -> R
 }
 
 /// The changes of this table in L records (after, upto], in L order.
-pub async fn changes_between(ctx: &JobCtx, after: u64, upto: u64) -> Result<Vec<Change>> {
+pub async fn changes_between(ctx: &JobCtx, after: LSeq, upto: LSeq) -> Result<Vec<Change>> {
     let (db, table) = (&ctx.schema.database, &ctx.schema.table);
     let mut out = Vec::new();
     let mut from = after;

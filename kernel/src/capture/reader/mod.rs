@@ -287,7 +287,7 @@ async fn session(
         restored,
     );
     let mut replay = Replay {
-        next_seq: d.restart_seq + 1,
+        next_seq: d.restart_seq.next(),
         upto: d.tail.seq,
     };
     let ctx = Ctx {

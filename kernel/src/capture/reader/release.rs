@@ -30,7 +30,7 @@ pub(super) async fn release(
         Ok(h) => h,
         Err(e) => return Err(writer.abandon(e).await),
     };
-    let mut after = hold.first_seq.saturating_sub(1);
+    let mut after = log::LSeq(hold.first_seq.0.saturating_sub(1));
     while after < hold.last_seq {
         let page = match held_page(ctx, rel, &hold, after).await {
             Ok(p) => p,
@@ -73,19 +73,19 @@ async fn held_page(
     ctx: &Ctx<'_>,
     rel: &Release,
     hold: &log::Hold,
-    after: u64,
-) -> Result<Vec<(u64, Entry)>> {
+    after: log::LSeq,
+) -> Result<Vec<(log::LSeq, Entry)>> {
     let page = log::read_range(ctx.pool, ctx.stream, after, hold.last_seq, 8).await?;
     if page.is_empty() {
         return Err(bad_release(
             ctx,
             rel,
-            format!("L record {} is missing", after + 1),
+            format!("L record {} is missing", after.next()),
         ));
     }
     let mut out = Vec::with_capacity(page.len());
     for r in page {
-        let n = r.seq - hold.first_seq;
+        let n = r.seq.0 - hold.first_seq.0;
         let last = r.seq == hold.last_seq;
         match r.record.body {
             RecordBody::Held(h)

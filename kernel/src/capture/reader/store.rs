@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 /// Verification of records already in L beyond D (an open group's chunks).
 pub(super) struct Replay {
-    pub(super) next_seq: u64,
-    pub(super) upto: u64,
+    pub(super) next_seq: log::LSeq,
+    pub(super) upto: log::LSeq,
 }
 
 impl Replay {
@@ -31,7 +31,7 @@ impl Replay {
             return Ok(false);
         }
         let seq = self.next_seq;
-        let stored = log::read_range(pool, stream, seq - 1, seq, 1).await?;
+        let stored = log::read_range(pool, stream, log::LSeq(seq.0 - 1), seq, 1).await?;
         let Some(s) = stored.first() else {
             return Err(Error::definite(
                 DefiniteCode::EvidenceCorrupt,
@@ -49,7 +49,7 @@ impl Replay {
                 ),
             ));
         }
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.next();
         Ok(true)
     }
 }

@@ -381,7 +381,7 @@ fn the_credential_is_recomputed_from_l_markers_j_root_and_l_digest_at_f() {
     assert_eq!(edit(&|x| x.f = None), None);
     assert_eq!(
         edit(&|x| x.b = Some(MarkerAt {
-            seq: 5,
+            seq: LSeq(5),
             end: end(3)
         })),
         Some(Activation {

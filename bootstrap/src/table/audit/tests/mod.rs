@@ -7,6 +7,7 @@ use super::*;
 use crate::table::replay::MarkerAt;
 use kernel::change::GroupEnd;
 use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::log::LSeq;
 use kernel::position::BinlogPos;
 use kernel::range::KeyRange;
 use ledger::chain::ChainEntry;
@@ -26,7 +27,7 @@ fn d(n: u8) -> Digest {
 fn links(from: u64, to: u64) -> Vec<Link> {
     (from..=to)
         .map(|s| Link {
-            seq: s,
+            seq: LSeq(s),
             prev: d(s as u8),
             chain: d(s as u8 + 1),
         })
@@ -35,18 +36,18 @@ fn links(from: u64, to: u64) -> Vec<Link> {
 
 #[test]
 fn l_chain_must_be_whole_and_linked_from_b_to_f() {
-    assert!(log_chain(&links(5, 9), 5, 9).is_empty());
+    assert!(log_chain(&links(5, 9), LSeq(5), LSeq(9)).is_empty());
     let mut hole = links(5, 9);
     hole.remove(2);
-    assert!(!log_chain(&hole, 5, 9).is_empty());
+    assert!(!log_chain(&hole, LSeq(5), LSeq(9)).is_empty());
     let mut relinked = links(5, 9);
     relinked[3].prev = d(99);
-    let f = log_chain(&relinked, 5, 9);
+    let f = log_chain(&relinked, LSeq(5), LSeq(9));
     assert!(
         f.iter().any(|m| m.contains("between records 7 and 8")),
         "{f:?}"
     );
-    assert!(!log_chain(&links(6, 9), 5, 9).is_empty());
+    assert!(!log_chain(&links(6, 9), LSeq(5), LSeq(9)).is_empty());
 }
 
 fn empty_evidence() -> Evidence {
@@ -295,7 +296,7 @@ fn j_row(seq: u64, prev: Digest, rec: &JournalRecord) -> StoredRow {
 fn l_links() -> Vec<Link> {
     (5..=9u64)
         .map(|s| Link {
-            seq: s,
+            seq: LSeq(s),
             prev: d(s as u8),
             chain: d(s as u8 + 1),
         })
@@ -367,11 +368,11 @@ fn good_evidence() -> Evidence {
         activation: Ok(Some(good_activation())),
         log: Ok(LogFacts {
             b: Some(MarkerAt {
-                seq: 5,
+                seq: LSeq(5),
                 end: end(4),
             }),
             f: Some(MarkerAt {
-                seq: 9,
+                seq: LSeq(9),
                 end: end(9),
             }),
             links: l_links(),
@@ -444,7 +445,7 @@ fn every_corruption_is_reported_in_check_order() {
         l.read_errors.push("record 6: body digest differs".into());
         l.links[2].prev = d(99);
         l.b = Some(MarkerAt {
-            seq: 5,
+            seq: LSeq(5),
             end: end(3),
         });
     }
