@@ -6,6 +6,7 @@ use crate::init_tracing;
 use crate::serving::{self as serve, ServeConfig};
 use harness::Server;
 use kernel::ids::{Generation, JobId};
+use kernel::log::LSeq;
 use kernel::value::{Row, SqlValue};
 use ledger::check;
 use ledger::journal::Journal;
@@ -384,10 +385,10 @@ impl Case {
 
     /// Every change of the source table in L from B on, with the L seq of its record,
     /// in L order; and the seq of each window's HIGH marker.
-    pub async fn l_changes(&self) -> Vec<(u64, kernel::change::Change)> {
+    pub async fn l_changes(&self) -> Vec<(LSeq, kernel::change::Change)> {
         let stream = crate::bf::store::jobs::stream_name(&self.source_identity().await);
         let mut out = Vec::new();
-        let mut after = 0;
+        let mut after = LSeq::ZERO;
         loop {
             let recs = kernel::log::table_records(
                 &self.pool,
@@ -395,7 +396,7 @@ impl Case {
                 &self.sdb,
                 "t",
                 after,
-                u64::MAX,
+                LSeq::MAX,
                 500,
             )
             .await
@@ -515,7 +516,7 @@ pub async fn assert_final_is_state_at_high(c: &Case, initial: &BTreeMap<i64, Row
     }
     order.sort();
     for (high_seq, i) in order {
-        while applied < changes.len() && changes[applied].0 <= high_seq {
+        while applied < changes.len() && changes[applied].0 .0 <= high_seq {
             replay(&mut state, &changes[applied].1);
             applied += 1;
         }

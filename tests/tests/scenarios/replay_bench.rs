@@ -32,6 +32,7 @@ use backfill_tests::bf::table::replay::{ReplayConfig, Replayer, Until};
 use backfill_tests::world::*;
 use backfill_tests::*;
 use harness::{Server, ServerOpts};
+use kernel::log::LSeq;
 use kernel::position::BinlogPos;
 use kernel::range::KeyRange;
 use ledger::journal::Journal;
@@ -121,7 +122,7 @@ async fn replica_apply_until(c: &mut mysql_async::Conn, p: &BinlogPos, gtid: &st
     d
 }
 
-async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> u64 {
+async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> LSeq {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(900);
     kernel::log::wait_for_position(pool, &w.stream, p, deadline)
         .await
@@ -444,7 +445,7 @@ async fn poll_target(
 async fn poll_l(
     pool: &sqlx::MySqlPool,
     w: &World,
-    from_seq: u64,
+    from_seq: LSeq,
     last: &std::sync::atomic::AtomicI64,
 ) -> Vec<(Instant, i64)> {
     let scope = w.scope();
@@ -453,10 +454,17 @@ async fn poll_l(
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
-        let (groups, next) =
-            bf::table::replay::next_groups(pool, &scope, after, u64::MAX, 100_000, usize::MAX, 500)
-                .await
-                .unwrap();
+        let (groups, next) = bf::table::replay::next_groups(
+            pool,
+            &scope,
+            after,
+            LSeq::MAX,
+            100_000,
+            usize::MAX,
+            500,
+        )
+        .await
+        .unwrap();
         after = next;
         for (g, _) in &groups {
             for ch in &g.changes {
@@ -493,12 +501,12 @@ async fn lag_phase(
     tgt: &Server,
     w: &World,
     r: &Replayer<'_>,
-    b_seq: u64,
+    b_seq: LSeq,
 ) -> (Vec<Duration>, Vec<Duration>) {
     let from_seq = kernel::log::load_position(pool, &w.stream)
         .await
         .unwrap()
-        .map_or(0, |d| d.tail.seq);
+        .map_or(LSeq::ZERO, |d| d.tail.seq);
     let rate = env("BENCH_LAG_RATE", 2_000);
     let secs = env("BENCH_LAG_SECS", 2);
     let cancel = tokio_util::sync::CancellationToken::new();
