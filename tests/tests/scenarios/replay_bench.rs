@@ -1,7 +1,7 @@
 //! Streaming-apply benchmark of issue 6. The suite runs it at a small size as a
 //! correctness test (every group applied once, target checksum = source checksum = the
 //! replica's); the benchmark size is
-//! `BENCH_TXNS=200000 BENCH_BIG=200 BENCH_LAG_SECS=20 cargo test -p bootstrap --features failpoints --release --test replay_bench -- --nocapture`.
+//! `BENCH_TXNS=200000 BENCH_BIG=200 BENCH_LAG_SECS=20 cargo test -p backfill-tests --release --test scenarios replay_bench -- --nocapture`.
 //!
 //! In one run, on private servers: a source (relaxed durability, it only generates the
 //! binlog), our target and a native MariaDB replica, both DURABLE
