@@ -439,22 +439,27 @@ impl Case {
     }
 }
 
-/// Audit triggers on `db.t` counting every business DML row execution by kind: INSERT,
-/// UPDATE and DELETE (created after install, which refuses a target with triggers).
+/// Audit triggers on `db.t` logging every business DML row execution by kind, INSERT,
+/// UPDATE and DELETE, with its key (created after install, which refuses a target with
+/// triggers). A log table without a key, not a counter row: concurrent writers of one
+/// table (the apply streams of one batch) never wait for each other on it.
 pub fn add_audit_triggers(server: &Server, db: &str) {
     server.sql_in(
         db,
-        "CREATE TABLE audit_count (ins BIGINT NOT NULL, upd BIGINT NOT NULL, del BIGINT NOT NULL);
-         INSERT INTO audit_count VALUES (0, 0, 0);
-         CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW UPDATE audit_count SET ins = ins + 1;
-         CREATE TRIGGER t_upd AFTER UPDATE ON t FOR EACH ROW UPDATE audit_count SET upd = upd + 1;
-         CREATE TRIGGER t_del AFTER DELETE ON t FOR EACH ROW UPDATE audit_count SET del = del + 1;",
+        "CREATE TABLE audit_log (id BIGINT NOT NULL, op CHAR(1) NOT NULL);
+         CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW INSERT INTO audit_log VALUES (NEW.id, 'I');
+         CREATE TRIGGER t_upd AFTER UPDATE ON t FOR EACH ROW INSERT INTO audit_log VALUES (NEW.id, 'U');
+         CREATE TRIGGER t_del AFTER DELETE ON t FOR EACH ROW INSERT INTO audit_log VALUES (OLD.id, 'D');",
     );
 }
 
-/// (inserts, updates, deletes) counted by [`add_audit_triggers`] on `db.t`.
+/// (inserts, updates, deletes) logged by [`add_audit_triggers`] on `db.t`.
 pub fn audit_ops(server: &Server, db: &str) -> (u64, u64, u64) {
-    let out = server.sql_in(db, "SELECT ins, upd, del FROM audit_count");
+    let out = server.sql_in(
+        db,
+        "SELECT COUNT(op = 'I' OR NULL), COUNT(op = 'U' OR NULL), COUNT(op = 'D' OR NULL) \
+         FROM audit_log",
+    );
     let v: Vec<u64> = out.split('\t').map(|x| x.trim().parse().unwrap()).collect();
     (v[0], v[1], v[2])
 }

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 
 static EVENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// One event as `LEVEL target: message key=value ...`.
+/// One event as `LEVEL target: message key=value ... ` (the message first, every field
+/// followed by a space, so ` key=value ` matches any field).
 pub fn events() -> Vec<String> {
     EVENTS.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
@@ -29,22 +30,26 @@ pub fn clear() {
 /// The tracing layer that records every event it is given.
 pub struct Capture;
 
-struct Fields(String);
+#[derive(Default)]
+struct Fields {
+    message: String,
+    fields: String,
+}
 
 impl tracing::field::Visit for Fields {
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
-            let _ = write!(self.0, " {value:?}");
+            let _ = write!(self.message, "{value:?}");
         } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
+            let _ = write!(self.fields, "{}={value:?} ", field.name());
         }
     }
 
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
         if field.name() == "message" {
-            let _ = write!(self.0, " {value}");
+            self.message.push_str(value);
         } else {
-            let _ = write!(self.0, " {}={value}", field.name());
+            let _ = write!(self.fields, "{}={value} ", field.name());
         }
     }
 }
@@ -52,8 +57,9 @@ impl tracing::field::Visit for Fields {
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         let m = event.metadata();
-        let mut f = Fields(format!("{} {}:", m.level(), m.target()));
+        let mut f = Fields::default();
         event.record(&mut f);
-        EVENTS.lock().unwrap_or_else(|p| p.into_inner()).push(f.0);
+        let line = format!("{} {}: {} {}", m.level(), m.target(), f.message, f.fields);
+        EVENTS.lock().unwrap_or_else(|p| p.into_inner()).push(line);
     }
 }

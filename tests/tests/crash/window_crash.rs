@@ -25,11 +25,15 @@ async fn serve_killed_at_every_fault_point_converges() {
     // 101700), another leaves window 3 or comes back (3100 <-> 100050), and row 3000 is
     // updated. Exactly one key of each pair exists at any time and the writer never
     // touches these keys, so every statement changes a row each time it runs.
+    // The hook runs on a connection without a default database: tables are qualified.
     std::fs::write(
         &hook,
-        "UPDATE t SET id = IF(id = 1700, 101700, 1700) WHERE id IN (1700, 101700); \
-         UPDATE t SET id = IF(id = 3100, 100050, 3100) WHERE id IN (3100, 100050); \
-         UPDATE t SET k = k + 7 WHERE id = 3000;",
+        format!(
+            "UPDATE `{0}`.t SET id = IF(id = 1700, 101700, 1700) WHERE id IN (1700, 101700); \
+             UPDATE `{0}`.t SET id = IF(id = 3100, 100050, 3100) WHERE id IN (3100, 100050); \
+             UPDATE `{0}`.t SET k = k + 7 WHERE id = 3000;",
+            c.sdb
+        ),
     )
     .unwrap();
     let hook = format!("after_low={}", hook.display());

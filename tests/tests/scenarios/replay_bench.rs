@@ -133,6 +133,9 @@ async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> LSeq {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn streaming_apply_versus_a_native_replica() {
+    // Alone: its timings, and the tests beside it with client deadlines of a few seconds,
+    // are not to share the two cores.
+    let _serial = in_process().await;
     let txns = env("BENCH_TXNS", 2_000);
     let big = env("BENCH_BIG", 5);
     let streams = streams_list();

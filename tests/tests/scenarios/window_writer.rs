@@ -9,6 +9,7 @@ use backfill_tests::case::*;
 use backfill_tests::*;
 use kernel::ids::{Attempt, JobId, WindowId};
 use kernel::range::KeyRange;
+use kernel::value::SqlValue;
 use mysql_async::prelude::Queryable;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,7 +29,7 @@ impl Inject {
     /// The keys of window range `r` the hook's statements use (kept from the writer).
     fn keys(r: &KeyRange) -> [i64; 4] {
         let lo = r.lower.unwrap_or(0);
-        let top = r.upper.unwrap_or(ROWS);
+        let top = r.upper.unwrap_or(lo + 10);
         [lo + 3, lo + 5, lo + 7, top - 1]
     }
 
@@ -173,7 +174,22 @@ async fn windows_under_a_concurrent_writer_seal_the_state_at_high() {
         started: started.clone(),
         next_key: AtomicU64::new(0),
     });
-    let reserved = plan.iter().flat_map(Inject::keys).collect();
+    let reserved: std::collections::HashSet<i64> = plan.iter().flat_map(Inject::keys).collect();
+    // The hook's keys exist before B: those beyond the filled rows (in the range open
+    // above) are inserted now, and are part of the state L is replayed over.
+    let mut initial = filled_state(ROWS);
+    for k in reserved.iter().copied().filter(|k| *k > ROWS) {
+        c.source
+            .sql_in(&c.sdb, &format!("INSERT INTO t VALUES ({k}, {k}, 'v{k}')"));
+        initial.insert(
+            k,
+            vec![
+                SqlValue::Int(k),
+                SqlValue::Int(k),
+                SqlValue::Bytes(format!("v{k}").into_bytes()),
+            ],
+        );
+    }
     let w = tokio::spawn(writer(url, started, stop.clone(), reserved));
     let out = c.serve(Some(hooks)).await;
     stop.store(true, Ordering::SeqCst);
@@ -188,7 +204,7 @@ async fn windows_under_a_concurrent_writer_seal_the_state_at_high() {
         writes > 100,
         "the writer ran during the windows ({writes} statements)"
     );
-    assert_final_is_state_at_high(&c, &filled_state(ROWS)).await;
+    assert_final_is_state_at_high(&c, &initial).await;
     c.assert_evidence_agrees().await;
     assert_target_is_finals(&c).await;
     let finals: usize = c.final_rows().await.iter().map(|f| f.len()).sum();
