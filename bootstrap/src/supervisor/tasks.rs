@@ -46,7 +46,8 @@ impl Serve {
                 self.failures.insert(job, n);
                 let delay = restarts::retry_delay(n);
                 self.retry_at.insert(job, Instant::now() + delay);
-                tracing::warn!(%job, error = %e, ?delay, "the job's lease is held by another owner; waiting");
+                self.cfg.telemetry.count_retry("job_start");
+                tracing::warn!(%job, error = %e, retry = "job_start", ?delay, "cannot start the job yet: its lease is held by another owner; retrying");
             }
             Err(e) if e.is_transient() => self.failed_transiently(job, g, "job_start", e).await,
             Err(e) => {
