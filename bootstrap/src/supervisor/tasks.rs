@@ -37,13 +37,7 @@ impl Serve {
             // lease; it is taken over once that lease is released or expires. Waiting
             // for it is no failure of this job: no budget.
             Err(e) if is_fenced(&e) => {
-                let n = self
-                    .failures
-                    .get(&job)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_add(1);
-                self.failures.insert(job, n);
+                let n = self.next_failure(job);
                 let delay = restarts::retry_delay(n);
                 self.retry_at.insert(job, Instant::now() + delay);
                 self.cfg.telemetry.count_retry("job_start");
@@ -234,6 +228,13 @@ impl Serve {
         }
     }
 
+    /// Counts one more failure of `job` in a row; returns the count.
+    fn next_failure(&mut self, job: JobId) -> u32 {
+        let n = self.failures.entry(job).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
     /// A transient failure of the job's start or task (`kind`): started again after the
     /// backoff of [`restarts`], or, once `task_retries` failures came in a row, paused in J
     /// with `retries_exhausted` and the last error (never restarted forever; a definite
@@ -245,13 +246,7 @@ impl Serve {
         kind: &'static str,
         e: Error,
     ) {
-        let n = self
-            .failures
-            .get(&job)
-            .copied()
-            .unwrap_or(0)
-            .saturating_add(1);
-        self.failures.insert(job, n);
+        let n = self.next_failure(job);
         match restarts::after_failure(n, self.cfg.task_retries) {
             Restart::After(delay) => {
                 self.retry_at.insert(job, Instant::now() + delay);

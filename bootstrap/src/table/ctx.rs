@@ -61,14 +61,6 @@ pub trait Events: Send + Sync {
     fn retried(&self, job: Option<JobId>, kind: &'static str);
 }
 
-/// Events nobody listens to (tools that run protocol steps outside `serve`).
-pub struct NoEvents;
-
-impl Events for NoEvents {
-    fn paused(&self, _: JobId, _: DefiniteCode) {}
-    fn retried(&self, _: Option<JobId>, _: &'static str) {}
-}
-
 impl JobCtx {
     pub fn id(&self) -> JobId {
         self.job.job_id
