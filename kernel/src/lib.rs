@@ -21,6 +21,7 @@ pub mod error;
 pub mod failpoint;
 pub mod ids;
 pub mod introspect;
+pub mod key;
 pub mod lineage;
 pub mod log;
 pub mod position;

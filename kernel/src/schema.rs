@@ -140,37 +140,103 @@ pub struct SealedSchema {
     pub database: String,
     pub table: String,
     pub columns: Vec<ColumnDef>,
-    /// Index into `columns` of the single signed integer primary-key column.
-    pub pk: usize,
+    /// Indexes into `columns` of the key's columns, in index order (DESIGN §14).
+    pub key: Vec<usize>,
+    /// The index the key is: `PRIMARY`, or the NOT NULL UNIQUE index chosen without one.
+    pub key_name: String,
 }
 
+/// The name of a primary key index.
+pub const PRIMARY: &str = "PRIMARY";
+
 /// The physical part of a definition that the fingerprint covers: everything but names of
-/// the database and table, so a target can be compared with its source.
+/// the database and table, so a target can be compared with its source. Version 1 (one
+/// primary-key column) is kept so every fingerprint sealed before composite keys stays.
 #[derive(Serialize)]
-struct Physical<'a> {
+struct PhysicalV1<'a> {
     columns: &'a [ColumnDef],
     pk: usize,
 }
 
+#[derive(Serialize)]
+struct PhysicalV2<'a> {
+    columns: &'a [ColumnDef],
+    key: &'a [usize],
+    primary: bool,
+}
+
+/// SCHM version 1: the single signed integer primary-key column. Public so formats that
+/// embed a schema (test fixtures) can decode their own old versions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SealedSchemaV1 {
+    pub database: String,
+    pub table: String,
+    pub columns: Vec<ColumnDef>,
+    pub pk: usize,
+}
+
+impl From<SealedSchemaV1> for SealedSchema {
+    fn from(v1: SealedSchemaV1) -> SealedSchema {
+        SealedSchema {
+            database: v1.database,
+            table: v1.table,
+            columns: v1.columns,
+            key: vec![v1.pk],
+            key_name: PRIMARY.into(),
+        }
+    }
+}
+
 impl Versioned for SealedSchema {
     const KIND: [u8; 4] = *b"SCHM";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
 }
 
 impl SealedSchema {
-    /// blake3 of the canonical physical definition (version-tagged).
+    /// Decodes a sealed schema of every version written (v1: one primary-key column).
+    pub fn decode(bytes: &[u8]) -> Result<SealedSchema, crate::codec::DecodeError> {
+        let (version, body) = crate::codec::split::<SealedSchema>(bytes)?;
+        if version == 1 {
+            let v1: SealedSchemaV1 = crate::codec::decode_body(&Self::KIND, 1, body)?;
+            return Ok(v1.into());
+        }
+        crate::codec::decode_body(&Self::KIND, version, body)
+    }
+
+    /// True for a key that is the table's PRIMARY KEY.
+    pub fn key_is_primary(&self) -> bool {
+        self.key_name == PRIMARY
+    }
+
+    /// blake3 of the canonical physical definition (version-tagged). A single-column
+    /// primary key keeps the v1 formula, so tables sealed before composite keys keep
+    /// their fingerprint.
     pub fn fingerprint(&self) -> Digest {
-        let mut bytes = b"backfill-schema-v1".to_vec();
-        bytes.extend(crate::codec::to_canonical(&Physical {
+        if let ([pk], true) = (self.key.as_slice(), self.key_is_primary()) {
+            let mut bytes = b"backfill-schema-v1".to_vec();
+            bytes.extend(crate::codec::to_canonical(&PhysicalV1 {
+                columns: &self.columns,
+                pk: *pk,
+            }));
+            return Digest::of(&bytes);
+        }
+        let mut bytes = b"backfill-schema-v2".to_vec();
+        bytes.extend(crate::codec::to_canonical(&PhysicalV2 {
             columns: &self.columns,
-            pk: self.pk,
+            key: &self.key,
+            primary: self.key_is_primary(),
         }));
         Digest::of(&bytes)
     }
 
-    /// The primary-key column.
-    pub fn pk_column(&self) -> &ColumnDef {
-        &self.columns[self.pk]
+    /// The key's columns, in index order.
+    pub fn key_columns(&self) -> impl Iterator<Item = &ColumnDef> {
+        self.key.iter().map(|&i| &self.columns[i])
+    }
+
+    /// The key's column names, quoted, in index order.
+    pub fn key_names_quoted(&self) -> Vec<String> {
+        self.key_columns().map(|c| quote_ident(&c.name)).collect()
     }
 
     /// `db`.`table`, quoted.
@@ -203,8 +269,11 @@ impl SealedSchema {
                 ));
             }
         }
-        if self.pk != other.pk {
-            out.push(format!("primary key column #{} vs #{}", self.pk, other.pk));
+        if self.key != other.key || self.key_is_primary() != other.key_is_primary() {
+            out.push(format!(
+                "key {} {:?} vs {} {:?}",
+                self.key_name, self.key, other.key_name, other.key
+            ));
         }
         out
     }
@@ -255,7 +324,8 @@ mod tests {
                 col("id", ColumnKind::BigInt, "bigint(20)"),
                 col("at", ColumnKind::Datetime, "datetime(6)"),
             ],
-            pk: 0,
+            key: vec![0],
+            key_name: PRIMARY.into(),
         }
     }
 
@@ -300,5 +370,51 @@ mod tests {
     #[test]
     fn quoting() {
         assert_eq!(quote_ident("a`b"), "`a``b`");
+    }
+}
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+
+    /// SCHM v1 bytes as every table installed before composite keys stored them.
+    const V1: &str = "5343484d010001640174010269640406626967696e740000000113010000000000";
+
+    fn v1_schema() -> SealedSchemaV1 {
+        SealedSchemaV1 {
+            database: "d".into(),
+            table: "t".into(),
+            columns: vec![ColumnDef {
+                name: "id".into(),
+                kind: ColumnKind::BigInt,
+                column_type: "bigint".into(),
+                unsigned: false,
+                nullable: false,
+                char_len: None,
+                numeric_precision: Some(19),
+                numeric_scale: Some(0),
+                datetime_precision: None,
+                charset: None,
+                collation: None,
+            }],
+            pk: 0,
+        }
+    }
+
+    #[test]
+    fn v1_bytes_still_decode_to_a_one_column_primary_key() {
+        let mut bytes = b"SCHM\x01\x00".to_vec();
+        bytes.extend(crate::codec::to_canonical(&v1_schema()));
+        assert_eq!(hex::encode(&bytes), V1, "the v1 encoding is pinned");
+        let s = SealedSchema::decode(&bytes).unwrap();
+        assert_eq!((s.key.clone(), s.key_is_primary()), (vec![0], true));
+        // The fingerprint of a v1 table is the one it was sealed with.
+        assert_eq!(
+            s.fingerprint().to_hex(),
+            "5d24ef08717d85d04ada7e820552912dc99f10d2da3950ba724e81cca8a9bfeb"
+        );
+        let v2 = crate::codec::encode(&s);
+        assert_eq!(&v2[4..6], &[2, 0]);
+        assert_eq!(SealedSchema::decode(&v2).unwrap(), s);
     }
 }

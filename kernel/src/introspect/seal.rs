@@ -8,19 +8,22 @@ use std::fmt;
 /// Why a table cannot be sealed. Each names the object and the fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SealProblem {
-    NoPrimaryKey,
-    CompositePrimaryKey(Vec<String>),
-    /// The primary-key column has no integer type.
-    PrimaryKeyNotInteger {
+    /// Neither a PRIMARY KEY nor a UNIQUE key over NOT NULL columns.
+    NoKey,
+    /// A key part is a prefix of its column (`c(10)`).
+    KeyPrefix {
+        index: String,
         column: String,
-        column_type: String,
+        length: u64,
     },
-    PrimaryKeyUnsigned {
+    /// A key part is not a column (MySQL functional key part).
+    KeyUnknownColumn { index: String, part: String },
+    /// A key column's type cannot be ordered as a key.
+    KeyColumnType {
+        index: String,
         column: String,
-        column_type: String,
+        why: String,
     },
-    /// The primary key is over an expression (MySQL functional key part).
-    PrimaryKeyUnknownColumn(String),
     UnsupportedType {
         column: String,
         column_type: String,
@@ -34,44 +37,35 @@ pub enum SealProblem {
 impl fmt::Display for SealProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SealProblem::NoPrimaryKey => write!(
+            SealProblem::NoKey => write!(
                 f,
-                "has no primary key; fix: add a single signed integer primary key column \
-                 (e.g. `id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY`)"
+                "has no primary key and no UNIQUE key over NOT NULL columns, so its rows \
+                 cannot be told apart; fix: add a primary key (e.g. `ALTER TABLE ... ADD \
+                 COLUMN id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY`)"
             ),
-            SealProblem::CompositePrimaryKey(cols) => write!(
-                f,
-                "has a composite primary key ({}); fix: only a single signed integer \
-                 primary-key column is supported",
-                cols.iter()
-                    .map(|c| quote_ident(c))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            SealProblem::PrimaryKeyNotInteger {
+            SealProblem::KeyPrefix {
+                index,
                 column,
-                column_type,
+                length,
             } => write!(
                 f,
-                "primary key column {} is {column_type}, not an integer; fix: the primary \
-                 key must be one signed TINYINT/SMALLINT/MEDIUMINT/INT/BIGINT column",
+                "key {} covers only the first {length} characters of {} (a prefix part), so \
+                 two rows may share a key value; fix: key the table by whole columns (a \
+                 primary key without prefix parts)",
+                quote_ident(index),
                 quote_ident(column)
             ),
-            SealProblem::PrimaryKeyUnsigned {
-                column,
-                column_type,
-            } => write!(
+            SealProblem::KeyUnknownColumn { index, part } => write!(
                 f,
-                "primary key column {} is {column_type} (UNSIGNED); fix: the primary key \
-                 must be SIGNED (e.g. ALTER TABLE ... MODIFY {} BIGINT NOT NULL, if every \
-                 key fits)",
-                quote_ident(column),
-                quote_ident(column)
+                "key {} has the part {part}, which is not a column; fix: key the table by \
+                 plain columns",
+                quote_ident(index)
             ),
-            SealProblem::PrimaryKeyUnknownColumn(c) => write!(
+            SealProblem::KeyColumnType { index, column, why } => write!(
                 f,
-                "primary key part {c} is not a column; fix: use a single signed integer \
-                 primary-key column"
+                "key {} column {}: {why}",
+                quote_ident(index),
+                quote_ident(column)
             ),
             SealProblem::UnsupportedType {
                 column,
@@ -155,51 +149,70 @@ pub fn seal(t: &TableFacts) -> std::result::Result<SealedSchema, Vec<SealProblem
             }),
         }
     }
-    let pk = match t.primary_key() {
-        None => {
-            problems.push(SealProblem::NoPrimaryKey);
-            None
-        }
-        Some(ix) if ix.columns.len() != 1 => {
-            problems.push(SealProblem::CompositePrimaryKey(ix.columns.clone()));
-            None
-        }
-        Some(ix) => pk_index(t, &ix.columns[0], &mut problems),
-    };
-    match pk {
-        Some(pk) if problems.is_empty() => Ok(SealedSchema {
+    let key = choose_key(t, &columns, &mut problems);
+    match key {
+        Some((key, key_name)) if problems.is_empty() => Ok(SealedSchema {
             database: t.database.clone(),
             table: t.table.clone(),
             columns,
-            pk,
+            key,
+            key_name,
         }),
         _ => Err(problems),
     }
 }
 
-fn pk_index(t: &TableFacts, name: &str, problems: &mut Vec<SealProblem>) -> Option<usize> {
-    let Some(i) = t.columns.iter().position(|c| c.name == name) else {
-        problems.push(SealProblem::PrimaryKeyUnknownColumn(name.to_string()));
+/// The key (DESIGN §14): the PRIMARY KEY, else the first UNIQUE key whose columns are all
+/// NOT NULL, in definition order. A prefix part, an expression part or a column type that
+/// cannot be ordered refuses the table (never a fall-back to another index).
+fn choose_key(
+    t: &TableFacts,
+    columns: &[ColumnDef],
+    problems: &mut Vec<SealProblem>,
+) -> Option<(Vec<usize>, String)> {
+    let not_null = |ix: &&super::IndexDef| {
+        ix.columns
+            .iter()
+            .all(|n| t.columns.iter().any(|c| &c.name == n && !c.nullable))
+    };
+    let Some(ix) = t
+        .primary_key()
+        .or_else(|| t.indexes.iter().filter(|i| i.unique).find(not_null))
+    else {
+        problems.push(SealProblem::NoKey);
         return None;
     };
-    let c = &t.columns[i];
-    match ColumnKind::classify(&c.data_type) {
-        Some(k) if k.is_integer() => {
-            if c.column_type.to_ascii_lowercase().contains("unsigned") {
-                problems.push(SealProblem::PrimaryKeyUnsigned {
-                    column: c.name.clone(),
-                    column_type: c.column_type.clone(),
-                });
-                return None;
-            }
-            Some(i)
-        }
-        _ => {
-            problems.push(SealProblem::PrimaryKeyNotInteger {
-                column: c.name.clone(),
-                column_type: c.column_type.clone(),
+    let mut key = Vec::with_capacity(ix.columns.len());
+    for (n, name) in ix.columns.iter().enumerate() {
+        if let Some(Some(length)) = ix.sub_parts.get(n) {
+            problems.push(SealProblem::KeyPrefix {
+                index: ix.name.clone(),
+                column: name.clone(),
+                length: *length,
             });
-            None
+            continue;
         }
+        let Some(i) = t.columns.iter().position(|c| &c.name == name) else {
+            problems.push(SealProblem::KeyUnknownColumn {
+                index: ix.name.clone(),
+                part: name.clone(),
+            });
+            continue;
+        };
+        // An unsupported column type is already a problem of its own.
+        if let Some(Err(why)) = columns
+            .iter()
+            .find(|c| &c.name == name)
+            .map(crate::key::encoding_of)
+        {
+            problems.push(SealProblem::KeyColumnType {
+                index: ix.name.clone(),
+                column: name.clone(),
+                why,
+            });
+            continue;
+        }
+        key.push(i);
     }
+    (key.len() == ix.columns.len()).then(|| (key, ix.name.clone()))
 }

@@ -36,6 +36,8 @@ pub struct IndexDef {
     pub unique: bool,
     /// Column names; an expression part (MySQL functional index) shows as `(expression)`.
     pub columns: Vec<String>,
+    /// Per column, the length of a prefix part (`c(10)`), None for the whole column.
+    pub sub_parts: Vec<Option<u64>>,
 }
 
 impl IndexDef {
@@ -228,22 +230,27 @@ async fn read_indexes(
     db: &str,
     table: &str,
 ) -> std::result::Result<Vec<IndexDef>, mysql_async::Error> {
-    let rows: Vec<(String, i64, Option<String>)> = conn
-        .exec(
-            "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX",
-            (db, table),
-        )
-        .await?;
+    // SHOW INDEX lists indexes in the table's definition order (PRIMARY first), which
+    // "the first NOT NULL UNIQUE key" (DESIGN §14) means; information_schema has no order.
+    let sql = format!("SHOW INDEX FROM {}.{}", quote_ident(db), quote_ident(table));
+    let rows: Vec<mysql_async::Row> = conn.query(sql).await?;
     let mut out: Vec<IndexDef> = Vec::new();
-    for (name, non_unique, column) in rows {
+    for row in rows {
+        let name: String = row.get("Key_name").unwrap_or_default();
+        let non_unique: i64 = row.get("Non_unique").unwrap_or(1);
+        let column: Option<String> = row.get("Column_name").flatten();
+        let sub_part: Option<u64> = row.get("Sub_part").flatten();
         let column = column.unwrap_or_else(|| "(expression)".to_string());
-        match out.last_mut() {
-            Some(last) if last.name == name => last.columns.push(column),
-            _ => out.push(IndexDef {
+        match out.iter_mut().find(|i| i.name == name) {
+            Some(ix) => {
+                ix.columns.push(column);
+                ix.sub_parts.push(sub_part);
+            }
+            None => out.push(IndexDef {
                 name,
                 unique: non_unique == 0,
                 columns: vec![column],
+                sub_parts: vec![sub_part],
             }),
         }
     }

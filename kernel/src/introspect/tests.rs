@@ -25,6 +25,7 @@ fn table(columns: Vec<RawColumn>, pk: &[&str]) -> TableFacts {
             name: "PRIMARY".into(),
             unique: true,
             columns: pk.iter().map(|s| s.to_string()).collect(),
+            sub_parts: vec![None; pk.len()],
         });
     }
     TableFacts {
@@ -51,7 +52,7 @@ fn seals_a_good_table_and_normalizes_display_width() {
         &["id"],
     );
     let s = seal(&t).unwrap();
-    assert_eq!(s.pk, 0);
+    assert_eq!((s.key.clone(), s.key_name.as_str()), (vec![0], "PRIMARY"));
     assert_eq!(s.columns[0].column_type, "bigint");
     assert_eq!(s.columns[1].column_type, "int unsigned");
     assert!(s.columns[1].unsigned);
@@ -71,19 +72,19 @@ fn seals_a_good_table_and_normalizes_display_width() {
 #[test]
 fn names_every_problem() {
     let t = table(vec![raw("id", "bigint", "bigint(20)")], &[]);
-    assert_eq!(seal(&t), Err(vec![SealProblem::NoPrimaryKey]));
-    let t = table(
-        vec![raw("a", "int", "int(11)"), raw("b", "int", "int(11)")],
-        &["a", "b"],
-    );
-    assert!(
-        matches!(&seal(&t).unwrap_err()[0], SealProblem::CompositePrimaryKey(c) if c.len() == 2)
-    );
-    let t = table(vec![raw("id", "varchar", "varchar(10)")], &["id"]);
+    assert_eq!(seal(&t), Err(vec![SealProblem::NoKey]));
+    assert!(SealProblem::NoKey.to_string().contains("add a primary key"));
+    let mut t = table(vec![raw("id", "varchar", "varchar(10)")], &["id"]);
+    t.indexes[0].sub_parts[0] = Some(4);
     let e = seal(&t).unwrap_err();
+    assert!(
+        matches!(&e[0], SealProblem::KeyPrefix { length: 4, .. }),
+        "{e:?}"
+    );
     assert!(e[0].to_string().contains("`id`"), "{}", e[0]);
-    let t = table(vec![raw("id", "bigint", "bigint(20) unsigned")], &["id"]);
-    assert!(seal(&t).unwrap_err()[0].to_string().contains("UNSIGNED"));
+    let t = table(vec![raw("f", "float", "float")], &["f"]);
+    let e = seal(&t).unwrap_err();
+    assert!(matches!(&e[0], SealProblem::KeyColumnType { .. }), "{e:?}");
     let t = table(
         vec![
             raw("id", "int", "int(11)"),
@@ -100,6 +101,36 @@ fn names_every_problem() {
         &seal(&t).unwrap_err()[0],
         SealProblem::Generated { .. }
     ));
+}
+
+#[test]
+fn the_key_is_the_primary_key_in_index_order_else_the_first_not_null_unique() {
+    let cols = || {
+        vec![
+            raw("a", "int", "int(11)"),
+            raw("b", "int", "int(10) unsigned"),
+            raw("c", "date", "date"),
+        ]
+    };
+    let s = seal(&table(cols(), &["c", "a"])).unwrap();
+    assert_eq!(s.key, vec![2, 0]);
+    let mut t = table(cols(), &[]);
+    t.columns[0].nullable = true;
+    let unique = |name: &str, cols: &[&str]| IndexDef {
+        name: name.into(),
+        unique: true,
+        columns: cols.iter().map(|c| c.to_string()).collect(),
+        sub_parts: vec![None; cols.len()],
+    };
+    t.indexes.push(unique("nullable", &["a"]));
+    t.indexes.push(unique("u_b_c", &["b", "c"]));
+    t.indexes.push(unique("u_c", &["c"]));
+    let s = seal(&t).unwrap();
+    assert_eq!((s.key.clone(), s.key_name.as_str()), (vec![1, 2], "u_b_c"));
+    assert!(!s.key_is_primary());
+    // A UNIQUE key is sealed as itself: the same columns as a primary key differ.
+    let p = seal(&table(cols(), &["b", "c"])).unwrap();
+    assert_ne!(p.fingerprint(), s.fingerprint());
 }
 
 #[test]

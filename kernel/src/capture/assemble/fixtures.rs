@@ -36,7 +36,35 @@ pub(super) struct Fixture {
 
 impl Versioned for Fixture {
     const KIND: [u8; 4] = *b"AFIX";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+}
+
+/// AFIX version 1: the schemas in SCHM v1 form (one primary-key column).
+#[derive(Deserialize)]
+struct FixtureV1 {
+    start_file: String,
+    start_pos: u64,
+    start_gtid: Option<String>,
+    control_schema: String,
+    tables: Vec<crate::schema::SealedSchemaV1>,
+    events: Vec<u8>,
+}
+
+/// Decodes a fixture of every version written.
+fn decode(bytes: &[u8]) -> Result<Fixture, codec::DecodeError> {
+    let (version, body) = codec::split::<Fixture>(bytes)?;
+    if version == 1 {
+        let v1: FixtureV1 = codec::decode_body(&Fixture::KIND, 1, body)?;
+        return Ok(Fixture {
+            start_file: v1.start_file,
+            start_pos: v1.start_pos,
+            start_gtid: v1.start_gtid,
+            control_schema: v1.control_schema,
+            tables: v1.tables.into_iter().map(Into::into).collect(),
+            events: v1.events,
+        });
+    }
+    codec::decode_body(&Fixture::KIND, version, body)
 }
 
 fn path(name: &str) -> PathBuf {
@@ -54,7 +82,7 @@ pub(super) fn load(name: &str) -> Fixture {
             p.display()
         )
     });
-    codec::decode::<Fixture>(&bytes)
+    decode(&bytes)
         .unwrap_or_else(|e| panic!("fixture {} does not decode: {e:?}", p.display()))
 }
 

@@ -1,0 +1,392 @@
+//! Keys of a table as sort keys (DESIGN §14).
+//!
+//! Why this is safe: every decision that uses a key (a change's window, per-key net effect,
+//! apply partitions, verify's merge) compares [`SortKey`]s, byte strings whose memcmp order
+//! is the server's index order and whose equality is the server's key equality. Nothing
+//! here re-implements a collation: for character strings the bytes are the source server's
+//! own `WEIGHT_STRING(v AS CHAR(n))` ([`weigh`]), asked before use and cached in a
+//! [`Keyer`]; a value whose weight was not asked is an error, never a guess. The other types
+//! are encoded here ([`encode`]) with encodings pinned by golden bytes and checked against
+//! a real server's `ORDER BY` and `=`.
+//!
+//! A composite key concatenates its columns' encodings, each framed by [`frame`]: every
+//! 0x00 becomes 0x00 0xFF and the column ends with 0x00 0x01. The framing is
+//! self-delimiting and order-preserving, so tuple order is lexicographic (a shorter column
+//! value that is a prefix of a longer one ends with 0x00 0x01 < 0x00 0xFF or any byte
+//! following a non-zero byte).
+use crate::schema::{ColumnDef, ColumnKind, SealedSchema};
+use crate::value::{Row, SqlValue};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+
+pub mod encode;
+pub mod weigh;
+
+/// A key value as a byte string whose memcmp order and equality are the server's.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub struct SortKey(#[serde(with = "serde_bytes_compat")] pub Vec<u8>);
+
+mod serde_bytes_compat {
+    //! A `Vec<u8>` serialised as postcard bytes (length + raw), the same as `Vec<u8>`'s own
+    //! encoding in postcard; kept explicit so the format never depends on a derive.
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        v.serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        Vec::<u8>::deserialize(d)
+    }
+}
+
+impl fmt::Debug for SortKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SortKey({})", hex_of(&self.0))
+    }
+}
+
+impl SortKey {
+    /// The sort key of a single signed integer key column: the format of every key
+    /// persisted before composite keys (an old `i64` bound decodes to this).
+    pub fn of_i64(v: i64) -> SortKey {
+        let mut col = Vec::with_capacity(8);
+        encode::signed(v, &mut col);
+        let mut out = Vec::with_capacity(12);
+        frame(&col, &mut out);
+        SortKey(out)
+    }
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Appends one column's encoding, framed (see the module note).
+pub fn frame(col: &[u8], out: &mut Vec<u8>) {
+    for &b in col {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0x00, 0x01]);
+}
+
+/// How one key column's values become sort-key bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Encoding {
+    /// TINYINT..BIGINT signed: 8 bytes big-endian, sign bit flipped.
+    Signed,
+    /// TINYINT..BIGINT UNSIGNED: 8 bytes big-endian.
+    Unsigned,
+    /// DECIMAL(p, s): sign, magnitude by digit count, digits, `scale` fraction digits.
+    Decimal { scale: u32 },
+    Date,
+    Datetime,
+    Timestamp,
+    Time,
+    Year,
+    /// ENUM by index (ORDER BY sorts an ENUM by index); members in definition order.
+    Enum(Vec<Vec<u8>>),
+    /// SET by its bit value; members in definition order.
+    Set(Vec<Vec<u8>>),
+    /// BINARY(n) padded with 0x00 to `pad`, VARBINARY as stored (`pad` None).
+    Binary { pad: Option<usize> },
+    /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`.
+    Chars {
+        charset: String,
+        collation: String,
+        len: u64,
+    },
+}
+
+/// One column of a key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyColumn {
+    /// Index into the sealed schema's columns.
+    pub index: usize,
+    pub name: String,
+    pub encoding: Encoding,
+}
+
+/// Why a key value has no sort key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("key column `{column}` is NULL")]
+    Null { column: String },
+    #[error("key column `{column}`: {why}")]
+    Value { column: String, why: String },
+    #[error("key column `{column}`: the server's weight of a value was not asked before use (a bug)")]
+    NoWeight { column: String },
+    #[error("row has {found} columns, the key needs column #{needed}")]
+    Short { found: usize, needed: usize },
+}
+
+/// The key of a sealed table: its columns in index order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyDef {
+    pub columns: Vec<KeyColumn>,
+}
+
+impl KeyDef {
+    /// The key of `schema` (its sealed key columns), or why a column cannot be a key.
+    pub fn of(schema: &SealedSchema) -> Result<KeyDef, String> {
+        let columns = schema
+            .key
+            .iter()
+            .map(|&i| {
+                let c = &schema.columns[i];
+                Ok(KeyColumn {
+                    index: i,
+                    name: c.name.clone(),
+                    encoding: encoding_of(c)?,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(KeyDef { columns })
+    }
+
+    /// True when some column's sort key must be asked of the server.
+    pub fn needs_weights(&self) -> bool {
+        self.columns
+            .iter()
+            .any(|c| matches!(c.encoding, Encoding::Chars { .. }))
+    }
+}
+
+/// The encoding of a column type as a key, or why it cannot be one.
+pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
+    use ColumnKind as K;
+    Ok(match c.kind {
+        K::TinyInt | K::SmallInt | K::MediumInt | K::Int | K::BigInt if c.unsigned => {
+            Encoding::Unsigned
+        }
+        K::TinyInt | K::SmallInt | K::MediumInt | K::Int | K::BigInt => Encoding::Signed,
+        K::Decimal => Encoding::Decimal {
+            scale: c.numeric_scale.unwrap_or(0) as u32,
+        },
+        K::Date => Encoding::Date,
+        K::Datetime => Encoding::Datetime,
+        K::Timestamp => Encoding::Timestamp,
+        K::Time => Encoding::Time,
+        K::Year => Encoding::Year,
+        K::Enum => Encoding::Enum(encode::members(&c.column_type, "enum")?),
+        K::Set => Encoding::Set(encode::members(&c.column_type, "set")?),
+        K::Binary => Encoding::Binary {
+            pad: c.fixed_binary_len(),
+        },
+        K::Varbinary => Encoding::Binary { pad: None },
+        K::Char | K::Varchar => Encoding::Chars {
+            charset: c.charset.clone().ok_or("a character column without a charset")?,
+            collation: c
+                .collation
+                .clone()
+                .ok_or("a character column without a collation")?,
+            len: c.char_len.ok_or("a character column without a length")?,
+        },
+        other => {
+            return Err(format!(
+                "a {other:?} column ({}) cannot be part of a key backfill orders; \
+                 key the table by columns of integer, decimal, temporal, enum, set, \
+                 binary or character types",
+                c.column_type
+            ))
+        }
+    })
+}
+
+/// Server weights of character key values, per key column and value bytes.
+#[derive(Clone, Debug, Default)]
+pub struct WeightCache {
+    map: HashMap<(usize, Vec<u8>), Vec<u8>>,
+}
+
+impl WeightCache {
+    /// The weight of `value` in key column `col`, if asked.
+    pub fn get(&self, col: usize, value: &[u8]) -> Option<&[u8]> {
+        self.map.get(&(col, value.to_vec())).map(Vec::as_slice)
+    }
+
+    pub fn insert(&mut self, col: usize, value: Vec<u8>, weight: Vec<u8>) {
+        self.map.insert((col, value), weight);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Forgets every weight (the cache is bounded by its owner between uses).
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+/// A table's key with the server weights asked so far: turns rows into sort keys.
+#[derive(Clone, Debug)]
+pub struct Keyer {
+    pub def: KeyDef,
+    pub weights: WeightCache,
+}
+
+impl Keyer {
+    pub fn new(def: KeyDef) -> Keyer {
+        Keyer {
+            def,
+            weights: WeightCache::default(),
+        }
+    }
+
+    /// The keyer of a sealed schema (its key columns must be encodable: install checked).
+    pub fn of(schema: &SealedSchema) -> Result<Keyer, String> {
+        Ok(Keyer::new(KeyDef::of(schema)?))
+    }
+
+    /// The sort key of a full row image.
+    pub fn sort_key(&self, row: &Row) -> Result<SortKey, KeyError> {
+        let mut out = Vec::with_capacity(16 * self.def.columns.len());
+        let mut col = Vec::with_capacity(16);
+        for (ci, c) in self.def.columns.iter().enumerate() {
+            let v = row.get(c.index).ok_or(KeyError::Short {
+                found: row.len(),
+                needed: c.index,
+            })?;
+            col.clear();
+            self.column_bytes(ci, c, v, &mut col)?;
+            frame(&col, &mut out);
+        }
+        Ok(SortKey(out))
+    }
+
+    /// The key column values of a row, in key order (for statements and display).
+    pub fn values(&self, row: &Row) -> Result<Vec<SqlValue>, KeyError> {
+        self.def
+            .columns
+            .iter()
+            .map(|c| {
+                row.get(c.index).cloned().ok_or(KeyError::Short {
+                    found: row.len(),
+                    needed: c.index,
+                })
+            })
+            .collect()
+    }
+
+    /// The sort key of key values given in key order (a bound, a cursor).
+    pub fn sort_key_of_values(&self, values: &[SqlValue]) -> Result<SortKey, KeyError> {
+        let mut out = Vec::new();
+        let mut col = Vec::new();
+        for (ci, (c, v)) in self.def.columns.iter().zip(values).enumerate() {
+            col.clear();
+            self.column_bytes(ci, c, v, &mut col)?;
+            frame(&col, &mut out);
+        }
+        if values.len() != self.def.columns.len() {
+            return Err(KeyError::Short {
+                found: values.len(),
+                needed: self.def.columns.len(),
+            });
+        }
+        Ok(SortKey(out))
+    }
+
+    fn column_bytes(
+        &self,
+        ci: usize,
+        c: &KeyColumn,
+        v: &SqlValue,
+        out: &mut Vec<u8>,
+    ) -> Result<(), KeyError> {
+        if v.is_null() {
+            return Err(KeyError::Null {
+                column: c.name.clone(),
+            });
+        }
+        if let Encoding::Chars { .. } = c.encoding {
+            let SqlValue::Bytes(b) = v else {
+                return Err(KeyError::Value {
+                    column: c.name.clone(),
+                    why: format!("a character key value arrived as {v:?}"),
+                });
+            };
+            let w = self.weights.get(ci, b).ok_or_else(|| KeyError::NoWeight {
+                column: c.name.clone(),
+            })?;
+            out.extend_from_slice(w);
+            return Ok(());
+        }
+        encode::encode(&c.encoding, v, out).map_err(|why| KeyError::Value {
+            column: c.name.clone(),
+            why,
+        })
+    }
+
+    /// Character values of `rows`' key columns whose weight is not cached yet, deduplicated.
+    pub fn unweighed<'r>(&self, rows: impl IntoIterator<Item = &'r Row>) -> Vec<(usize, Vec<u8>)> {
+        let chars: Vec<(usize, usize)> = self
+            .def
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.encoding, Encoding::Chars { .. }))
+            .map(|(ci, c)| (ci, c.index))
+            .collect();
+        if chars.is_empty() {
+            return Vec::new();
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for row in rows {
+            for &(ci, idx) in &chars {
+                if let Some(SqlValue::Bytes(b)) = row.get(idx) {
+                    if self.weights.get(ci, b).is_none() && seen.insert((ci, b.clone())) {
+                        out.push((ci, b.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Shows key values readably: `(1, 'abc', 2024-01-02)`.
+    pub fn show(&self, values: &[SqlValue]) -> String {
+        show_values(values)
+    }
+}
+
+/// Key values for people: integers as digits, text as quoted text, bytes as hex.
+pub fn show_values(values: &[SqlValue]) -> String {
+    let parts: Vec<String> = values.iter().map(show_value).collect();
+    if parts.len() == 1 {
+        parts.into_iter().next().unwrap_or_default()
+    } else {
+        format!("({})", parts.join(", "))
+    }
+}
+
+fn show_value(v: &SqlValue) -> String {
+    match v {
+        SqlValue::Null => "NULL".into(),
+        SqlValue::Int(i) => i.to_string(),
+        SqlValue::UInt(u) => u.to_string(),
+        SqlValue::Float(x) => x.to_string(),
+        SqlValue::Double(x) => x.to_string(),
+        SqlValue::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) if !s.chars().any(char::is_control) => format!("'{}'", s.replace('\'', "''")),
+            _ => format!("0x{}", hex_of(b)),
+        },
+        SqlValue::Date(y, m, d, h, mi, s, us) => {
+            format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")
+        }
+        SqlValue::Time(neg, d, h, m, s, us) => {
+            let sign = if *neg { "-" } else { "" };
+            format!("{sign}{}:{m:02}:{s:02}.{us:06}", u64::from(*d) * 24 + u64::from(*h))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
