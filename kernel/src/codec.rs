@@ -47,6 +47,17 @@ pub fn encode<T: Versioned>(value: &T) -> Vec<u8> {
     out
 }
 
+/// Encodes `value` under an explicit kind and (older) version: for formats that still
+/// write their previous version when a record fits it (a key range of one signed
+/// integer), so records of jobs installed before stay byte-identical.
+pub fn encode_version<T: Serialize>(kind: [u8; 4], version: u16, value: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&kind);
+    out.extend_from_slice(&version.to_le_bytes());
+    postcard::to_io(value, &mut out).expect("postcard into a Vec cannot fail");
+    out
+}
+
 /// Reads the header and returns (version, body) after checking the kind.
 pub fn split<T: Versioned>(bytes: &[u8]) -> Result<(u16, &[u8]), DecodeError> {
     if bytes.len() < HEADER_LEN {

@@ -43,7 +43,6 @@ use admission::{retry_with, CancellationToken, RetryError, RetryPolicy};
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
-use kernel::schema::SealedSchema;
 use kernel::value::Row;
 use kernel::{failpoint, Error, Result};
 use mysql_async::prelude::Queryable;
@@ -271,18 +270,9 @@ pub async fn connect(opts: &Opts) -> Result<Conn> {
 pub(crate) async fn run_steps(
     tx: &mut Transaction<'_>,
     dml: &Dml,
-    schema: &SealedSchema,
     steps: Vec<Step>,
 ) -> Result<()> {
-    let folded = fold_steps(schema.pk, steps).ok_or_else(|| {
-        Error::definite(
-            DefiniteCode::EvidenceCorrupt,
-            format!(
-                "replay of {}: a change has no integer key",
-                schema.qualified()
-            ),
-        )
-    })?;
+    let folded = fold_steps(steps);
     dml.deletes(tx, folded.deletes).await?;
     dml.rows(tx, folded.upserts, true).await
 }
@@ -482,13 +472,13 @@ impl Batch<'_> {
         let mut all = Vec::new();
         for p in &t.pieces {
             for ch in &self.groups[p.group].changes[p.from..p.to] {
-                if let Err(e) = steps(&ctx.schema, ch, &mut all) {
+                if let Err(e) = steps(&ctx.schema, &ctx.keyer, ch, &mut all) {
                     rollback_quietly(tx).await;
                     return Err(e.into());
                 }
             }
         }
-        if let Err(e) = run_steps(&mut tx, self.dml, &ctx.schema, all).await {
+        if let Err(e) = run_steps(&mut tx, self.dml, all).await {
             rollback_quietly(tx).await;
             return Err(e.into());
         }

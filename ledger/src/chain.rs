@@ -6,13 +6,13 @@
 //! root, never the list, so J and the chain are independent evidence: the audit recomputes
 //! the root from the chain and compares it with J's ([`verify`]), and checks that the chain
 //! covers exactly the plan, in order, without gap or overlap.
-use crate::range::KeyRange;
+use crate::range::{KeyRange, KeyRangeV1};
 use kernel::codec::{self, DecodeError, Versioned};
 use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
 use serde::{Deserialize, Serialize};
 
 /// One completed window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChainEntry {
     pub window: WindowId,
     pub range: KeyRange,
@@ -20,15 +20,53 @@ pub struct ChainEntry {
     pub manifest_hash: Digest,
 }
 
+/// RCHE version 1: bounds of a single signed integer key. Still written for such ranges.
+#[derive(Serialize, Deserialize)]
+struct ChainEntryV1 {
+    window: WindowId,
+    range: KeyRangeV1,
+    attempt: Attempt,
+    manifest_hash: Digest,
+}
+
 impl Versioned for ChainEntry {
     const KIND: [u8; 4] = *b"RCHE";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
 }
 
 impl ChainEntry {
+    /// The entry's bytes: version 1 when its range has single signed integer bounds (the
+    /// bytes, and so the chain roots, of every job installed before composite keys),
+    /// version 2 otherwise.
+    pub fn encode(&self) -> Vec<u8> {
+        match self.range.as_v1() {
+            Some(range) => codec::encode_version(
+                Self::KIND,
+                1,
+                &ChainEntryV1 {
+                    window: self.window,
+                    range,
+                    attempt: self.attempt,
+                    manifest_hash: self.manifest_hash,
+                },
+            ),
+            None => codec::encode(self),
+        }
+    }
+
     /// Decodes an entry (every version this build has written).
     pub fn decode(bytes: &[u8]) -> Result<ChainEntry, DecodeError> {
-        codec::decode(bytes)
+        let (version, body) = codec::split::<ChainEntry>(bytes)?;
+        if version == 1 {
+            let v1: ChainEntryV1 = codec::decode_body(&Self::KIND, 1, body)?;
+            return Ok(ChainEntry {
+                window: v1.window,
+                range: v1.range.into(),
+                attempt: v1.attempt,
+                manifest_hash: v1.manifest_hash,
+            });
+        }
+        codec::decode_body(&Self::KIND, version, body)
     }
 }
 
@@ -44,7 +82,7 @@ pub fn genesis(job: JobId, generation: Generation) -> Digest {
 pub fn extend(prev: Digest, entry: &ChainEntry) -> Digest {
     let mut h = blake3::Hasher::new();
     h.update(&prev.0);
-    h.update(&codec::encode(entry));
+    h.update(&entry.encode());
     Digest(*h.finalize().as_bytes())
 }
 

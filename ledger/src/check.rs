@@ -74,7 +74,7 @@ pub fn range_chain(
     head: &JournalRecord,
     complete: bool,
 ) -> Vec<String> {
-    let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| *e).collect();
+    let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| e.clone()).collect();
     let mut out = chain::verify(job, generation, plan, &entries, head.chain_root, complete);
     if entries.len() != head.completed as usize {
         out.push(format!(

@@ -54,10 +54,12 @@ pub(crate) struct Dml {
     cols: String,
     row_marks: String,
     update: String,
-    pk: String,
+    /// The key's quoted columns: `k` for one column, `(k1, k2)` for several.
+    key: String,
+    key_len: usize,
     ncols: usize,
     kinds: Vec<ColumnKind>,
-    pk_kind: ColumnKind,
+    key_kinds: Vec<ColumnKind>,
     limits: Limits,
     /// The session's backslash mode once asked (0 unknown, 1 escape, 2 literal).
     mode: AtomicU8,
@@ -70,26 +72,30 @@ impl Dml {
             .iter()
             .map(|c| quote_ident(&c.name))
             .collect();
-        let pk = q[schema.pk].clone();
+        let key_cols: Vec<String> = schema.key.iter().map(|&i| q[i].clone()).collect();
+        // Every column, key columns included: an upsert whose key the server calls equal
+        // but whose bytes differ ('a' -> 'A' under a _ci collation) must write the new
+        // bytes (DESIGN §14). Non-key columns first, as before composite keys.
         let update: Vec<String> = q
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i != schema.pk)
+            .filter(|(i, _)| !schema.key.contains(i))
+            .chain(q.iter().enumerate().filter(|(i, _)| schema.key.contains(i)))
             .map(|(_, c)| format!("{c} = VALUES({c})"))
             .collect();
         Dml {
             table: schema.qualified(),
             cols: q.join(", "),
             row_marks: format!("({})", vec!["?"; q.len()].join(", ")),
-            update: if update.is_empty() {
-                format!("{pk} = {pk}")
-            } else {
-                update.join(", ")
+            update: update.join(", "),
+            key: match key_cols.as_slice() {
+                [one] => one.clone(),
+                many => format!("({})", many.join(", ")),
             },
-            pk,
+            key_len: key_cols.len(),
             ncols: q.len(),
             kinds: schema.columns.iter().map(|c| c.kind).collect(),
-            pk_kind: schema.columns[schema.pk].kind,
+            key_kinds: schema.key.iter().map(|&i| schema.columns[i].kind).collect(),
             limits,
             mode: AtomicU8::new(0),
         }
@@ -170,16 +176,27 @@ impl Dml {
         Some(out)
     }
 
-    fn delete_texts(&self, keys: &[SqlValue], lit: &Literals) -> Option<Vec<String>> {
+    fn delete_texts(&self, keys: &[Vec<SqlValue>], lit: &Literals) -> Option<Vec<String>> {
         let mut out = Vec::new();
         for chunk in keys.chunks(self.limits.stmt_rows.max(1)) {
-            let mut s = format!("DELETE FROM {} WHERE {} IN (", self.table, self.pk);
+            let mut s = format!("DELETE FROM {} WHERE {} IN (", self.table, self.key);
             for (i, k) in chunk.iter().enumerate() {
                 if i > 0 {
                     s.push(',');
                 }
-                if !lit.push(&mut s, k, self.pk_kind) {
-                    return None;
+                if self.key_len > 1 {
+                    s.push('(');
+                }
+                for (j, (v, kind)) in k.iter().zip(&self.key_kinds).enumerate() {
+                    if j > 0 {
+                        s.push(',');
+                    }
+                    if !lit.push(&mut s, v, *kind) {
+                        return None;
+                    }
+                }
+                if self.key_len > 1 {
+                    s.push(')');
                 }
             }
             s.push(')');
@@ -218,11 +235,16 @@ impl Dml {
     }
 
     fn delete_sql(&self, n: usize) -> String {
+        let one = if self.key_len > 1 {
+            format!("({})", vec!["?"; self.key_len].join(","))
+        } else {
+            "?".to_string()
+        };
         format!(
             "DELETE FROM {} WHERE {} IN ({})",
             self.table,
-            self.pk,
-            vec!["?"; n].join(",")
+            self.key,
+            vec![one; n].join(",")
         )
     }
 
@@ -265,22 +287,23 @@ impl Dml {
     pub(crate) async fn deletes(
         &self,
         tx: &mut Transaction<'_>,
-        keys: Vec<SqlValue>,
+        keys: Vec<Vec<SqlValue>>,
     ) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
         }
         if self.limits.text_replay {
-            let lit = self.literals(tx, keys.iter()).await?;
+            let lit = self.literals(tx, keys.iter().flatten()).await?;
             if let Some(texts) = self.delete_texts(&keys, &lit) {
                 return self.run_texts(tx, texts).await;
             }
         }
         let mut rest = &keys[..];
-        for n in stmt_sizes(keys.len(), self.limits.stmt_rows.clamp(1, 65_535)) {
+        let per = (65_535 / self.key_len.max(1)).min(self.limits.stmt_rows).max(1);
+        for n in stmt_sizes(keys.len(), per) {
             let (chunk, tail) = rest.split_at(n);
             rest = tail;
-            let params: Vec<Value> = chunk.iter().cloned().map(Value::from).collect();
+            let params: Vec<Value> = chunk.iter().flatten().cloned().map(Value::from).collect();
             tx.exec_drop(self.delete_sql(chunk.len()), Params::Positional(params))
                 .await
                 .map_err(|e| business_error(&self.table, e))?;

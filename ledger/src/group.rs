@@ -5,6 +5,7 @@ use crate::plan::{check_row, normalize_row, GroupSummary, Step};
 use kernel::change::{Change, GroupEnd, Op};
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
+use kernel::key::{KeyError, Keyer, SortKey};
 use kernel::schema::SealedSchema;
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
@@ -37,17 +38,28 @@ impl ReplayGroup {
 }
 
 /// The replay steps of one change (every key kept).
-pub(crate) fn steps(schema: &SealedSchema, ch: &Change, out: &mut Vec<Step>) -> Result<()> {
-    steps_where(schema, ch, &|_| true, out)
+pub(crate) fn steps(
+    schema: &SealedSchema,
+    keyer: &Keyer,
+    ch: &Change,
+    out: &mut Vec<Step>,
+) -> Result<()> {
+    steps_where(schema, keyer, ch, &|_, _| true, out)
 }
+
+/// A key filter: the sort key and the key values of a step.
+pub(crate) type Keep<'a> = &'a dyn Fn(&SortKey, &[SqlValue]) -> bool;
 
 /// The replay steps of one change whose key `keep` accepts (a key-changing update's
 /// delete is judged by the old key, its upsert by the new one); every image is checked
-/// whatever `keep` says.
+/// whatever `keep` says. An update whose images have equal sort keys (a change that only
+/// alters case or trailing spaces under a _ci or PAD SPACE collation) is one upsert of
+/// the new image: same key, new bytes.
 pub(crate) fn steps_where(
     schema: &SealedSchema,
+    keyer: &Keyer,
     ch: &Change,
-    keep: &dyn Fn(&SqlValue) -> bool,
+    keep: Keep<'_>,
     out: &mut Vec<Step>,
 ) -> Result<()> {
     let bad = |m: &str| {
@@ -62,53 +74,78 @@ pub(crate) fn steps_where(
             ),
         )
     };
-    let key = |r: &Row| {
-        r.get(schema.pk)
-            .cloned()
-            .ok_or_else(|| bad("image has no primary key"))
-    };
+    let key = |r: &Row| key_of(schema, keyer, ch, r);
+    fn image<'r>(r: &'r Option<Row>, bad: impl Fn(&str) -> Error) -> Result<&'r Row> {
+        r.as_ref().ok_or_else(|| bad("a change without the image its op needs"))
+    }
     match ch.id.op {
         Op::Insert => {
-            let a = ch
-                .after
-                .as_ref()
-                .ok_or_else(|| bad("insert without after-image"))?;
+            let a = image(&ch.after, bad)?;
             check_row(schema, a, "replay")?;
-            if keep(&a[schema.pk]) {
-                out.push(Step::Upsert(normalize_row(schema, a.clone())));
+            let (ka, va) = key(a)?;
+            if keep(&ka, &va) {
+                out.push(upsert(schema, ka, a));
             }
         }
         Op::Update => {
-            let b = ch
-                .before
-                .as_ref()
-                .ok_or_else(|| bad("update without before-image"))?;
-            let a = ch
-                .after
-                .as_ref()
-                .ok_or_else(|| bad("update without after-image"))?;
+            let b = image(&ch.before, bad)?;
+            let a = image(&ch.after, bad)?;
             check_row(schema, a, "replay")?;
-            let (kb, ka) = (key(b)?, key(a)?);
-            if kb.as_key() != ka.as_key() && keep(&kb) {
-                out.push(Step::Delete(kb));
+            let ((kb, vb), (ka, va)) = (key(b)?, key(a)?);
+            if kb != ka && keep(&kb, &vb) {
+                out.push(Step::Delete {
+                    key: kb,
+                    values: vb,
+                });
             }
-            if keep(&ka) {
-                out.push(Step::Upsert(normalize_row(schema, a.clone())));
+            if keep(&ka, &va) {
+                out.push(upsert(schema, ka, a));
             }
         }
         Op::Delete => {
-            let b = ch
-                .before
-                .as_ref()
-                .ok_or_else(|| bad("delete without before-image"))?;
-            let k = key(b)?;
-            if k.as_key().is_none() {
-                return Err(bad("delete key is not an integer"));
-            }
-            if keep(&k) {
-                out.push(Step::Delete(k));
+            let b = image(&ch.before, bad)?;
+            let (kb, vb) = key(b)?;
+            if keep(&kb, &vb) {
+                out.push(Step::Delete {
+                    key: kb,
+                    values: vb,
+                });
             }
         }
     }
     Ok(())
+}
+
+fn upsert(schema: &SealedSchema, key: SortKey, row: &Row) -> Step {
+    Step::Upsert {
+        key,
+        row: normalize_row(schema, row.clone()),
+    }
+}
+
+/// The sort key and key values of an image; a key without one is corrupt evidence, a
+/// weight not asked before is a bug (never a guess).
+fn key_of(
+    schema: &SealedSchema,
+    keyer: &Keyer,
+    ch: &Change,
+    r: &Row,
+) -> Result<(SortKey, Vec<SqlValue>)> {
+    let err = |e: KeyError| {
+        let code = match e {
+            KeyError::NoWeight { .. } => DefiniteCode::Internal,
+            _ => DefiniteCode::EvidenceCorrupt,
+        };
+        Error::definite(
+            code,
+            format!(
+                "change at {}:{} row {} of {}: {e}",
+                ch.id.file,
+                ch.id.event_pos,
+                ch.id.row,
+                schema.qualified()
+            ),
+        )
+    };
+    Ok((keyer.sort_key(r).map_err(err)?, keyer.values(r).map_err(err)?))
 }

@@ -5,7 +5,7 @@
 //! [`verify`] is pure: it checks a decoded manifest against what the plan, the sealed
 //! schema and the window's evidence say it must be, and returns every finding.
 use crate::page::PageRef;
-use crate::range::KeyRange;
+use crate::range::{KeyRange, KeyRangeV1};
 use kernel::codec::{self, DecodeError, Versioned};
 use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
 use kernel::position::BinlogPos;
@@ -35,18 +35,83 @@ pub struct WindowManifest {
 
 impl Versioned for WindowManifest {
     const KIND: [u8; 4] = *b"WMAN";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+}
+
+/// WMAN version 1: the range over a single signed integer key. Still written for such
+/// ranges, so manifests (and their hashes) of jobs installed before stay identical.
+#[derive(Serialize, Deserialize)]
+struct WindowManifestV1 {
+    job: JobId,
+    generation: Generation,
+    window: WindowId,
+    range: KeyRangeV1,
+    attempt: Attempt,
+    low: BinlogPos,
+    high: BinlogPos,
+    snapshot: Option<BinlogPos>,
+    schema_fingerprint: Digest,
+    raw_pages: Vec<PageRef>,
+    folded_digest: Digest,
+    folded_changes: u64,
+    final_pages: Vec<PageRef>,
 }
 
 impl WindowManifest {
-    /// Encoded bytes and their hash (the manifest hash).
+    /// Encoded bytes and their hash (the manifest hash): version 1 when the range has
+    /// single signed integer bounds, version 2 otherwise.
     pub fn seal(&self) -> crate::page::Sealed {
-        crate::page::seal(self)
+        let bytes = match self.range.as_v1() {
+            Some(range) => codec::encode_version(Self::KIND, 1, &self.to_v1(range)),
+            None => codec::encode(self),
+        };
+        crate::page::Sealed {
+            digest: Digest::of(&bytes),
+            bytes,
+        }
+    }
+
+    fn to_v1(&self, range: KeyRangeV1) -> WindowManifestV1 {
+        let m = self.clone();
+        WindowManifestV1 {
+            job: m.job,
+            generation: m.generation,
+            window: m.window,
+            range,
+            attempt: m.attempt,
+            low: m.low,
+            high: m.high,
+            snapshot: m.snapshot,
+            schema_fingerprint: m.schema_fingerprint,
+            raw_pages: m.raw_pages,
+            folded_digest: m.folded_digest,
+            folded_changes: m.folded_changes,
+            final_pages: m.final_pages,
+        }
     }
 
     /// Decodes manifest bytes (every version this build has written).
     pub fn decode(bytes: &[u8]) -> Result<WindowManifest, DecodeError> {
-        codec::decode(bytes)
+        let (version, body) = codec::split::<WindowManifest>(bytes)?;
+        if version > 1 {
+            return codec::decode_body(&Self::KIND, version, body);
+        }
+        let m: WindowManifestV1 = codec::decode_body(&Self::KIND, 1, body)?;
+        Ok(WindowManifest {
+            job: m.job,
+            generation: m.generation,
+            window: m.window,
+            range: m.range.into(),
+            attempt: m.attempt,
+            low: m.low,
+            high: m.high,
+            snapshot: m.snapshot,
+            schema_fingerprint: m.schema_fingerprint,
+            raw_pages: m.raw_pages,
+            folded_digest: m.folded_digest,
+            folded_changes: m.folded_changes,
+            final_pages: m.final_pages,
+        })
     }
 
     /// Total rows of the FINAL pages.

@@ -13,6 +13,7 @@ use crate::plan::{plan_replay, GroupSummary, Piece, Plan, Step, TxnPlan};
 use crate::target::{PartRow, ReplayCursor};
 use kernel::change::{Change, GroupEnd, Op};
 use kernel::error::{Definite, DefiniteCode};
+use kernel::key::{Keyer, SortKey};
 use kernel::schema::SealedSchema;
 use kernel::value::Row;
 use kernel::Result;
@@ -302,26 +303,19 @@ impl PartsAt {
 /// after-image's key for inserts and updates, the before-image's key for deletes and for
 /// the delete of a key-changing update. A change without the images its op needs
 /// touches every partition (the part that applies it reports the error).
-pub fn change_parts(schema: &SealedSchema, ch: &Change, parts: usize) -> u32 {
-    let bit = |r: &Option<Row>| {
-        r.as_ref()
-            .and_then(|r| r.get(schema.pk))
-            .map(|k| 1u32 << partition_of(k, parts))
+pub fn change_parts(keyer: &Keyer, ch: &Change, parts: usize) -> u32 {
+    let key = |r: &Option<Row>| {
+        let r = r.as_ref()?;
+        Some((keyer.sort_key(r).ok()?, keyer.values(r).ok()?))
     };
+    let bit = |k: &(SortKey, Vec<kernel::value::SqlValue>)| 1u32 << partition_of(keyer, &k.0, &k.1, parts);
     let all = u32::MAX;
     match ch.id.op {
-        Op::Insert => bit(&ch.after).unwrap_or(all),
-        Op::Delete => bit(&ch.before).unwrap_or(all),
-        Op::Update => match (bit(&ch.before), bit(&ch.after)) {
-            (Some(b), Some(a)) => {
-                let same_key = ch.before.as_ref().map(|r| r[schema.pk].as_key())
-                    == ch.after.as_ref().map(|r| r[schema.pk].as_key());
-                if same_key {
-                    a
-                } else {
-                    a | b
-                }
-            }
+        Op::Insert => key(&ch.after).map_or(all, |k| bit(&k)),
+        Op::Delete => key(&ch.before).map_or(all, |k| bit(&k)),
+        Op::Update => match (key(&ch.before), key(&ch.after)) {
+            (Some(b), Some(a)) if a.0 == b.0 => bit(&a),
+            (Some(b), Some(a)) => bit(&a) | bit(&b),
             _ => all,
         },
     }
@@ -330,16 +324,19 @@ pub fn change_parts(schema: &SealedSchema, ch: &Change, parts: usize) -> u32 {
 /// The replay steps of partition `part` (of `parts`) in `pieces`, in binlog order.
 pub fn part_steps(
     schema: &SealedSchema,
+    keyer: &Keyer,
     groups: &[ReplayGroup],
     pieces: &[Piece],
     parts: usize,
     part: usize,
 ) -> Result<Vec<Step>> {
-    let keep = |k: &kernel::value::SqlValue| partition_of(k, parts) == part;
+    let keep = |k: &SortKey, v: &[kernel::value::SqlValue]| {
+        partition_of(keyer, k, v, parts) == part
+    };
     let mut out = Vec::new();
     for p in pieces {
         for ch in &groups[p.group].changes[p.from..p.to] {
-            steps_where(schema, ch, &keep, &mut out)?;
+            steps_where(schema, keyer, ch, &keep, &mut out)?;
         }
     }
     Ok(out)

@@ -9,6 +9,7 @@ use crate::target::{PageCredential, ReplayCursor};
 use kernel::change::GroupEnd;
 use kernel::error::{Definite, DefiniteCode};
 use kernel::ids::Digest;
+use kernel::key::SortKey;
 use kernel::schema::{ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use std::cmp::Ordering;
@@ -51,7 +52,8 @@ pub fn normalize_row(schema: &SealedSchema, mut row: Row) -> Row {
 }
 
 /// Checks a row (a page row or a replayed image) against the table: one value per column
-/// and an integer primary key; anything else is corrupt evidence.
+/// and no NULL in a key column; anything else is corrupt evidence. (The key's sort key is
+/// checked where it is computed.)
 pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> kernel::Result<()> {
     if row.len() != schema.columns.len() {
         return Err(kernel::Error::definite(
@@ -64,12 +66,12 @@ pub(crate) fn check_row(schema: &SealedSchema, row: &Row, what: &str) -> kernel:
             ),
         ));
     }
-    if row[schema.pk].as_key().is_none() {
+    if let Some(c) = schema.key.iter().find(|&&i| row[i].is_null()) {
         return Err(kernel::Error::definite(
             DefiniteCode::EvidenceCorrupt,
             format!(
-                "{what}: a row's primary key {:?} is not an integer",
-                row[schema.pk]
+                "{what}: a row's key column `{}` is NULL",
+                schema.columns[*c].name
             ),
         ));
     }
@@ -318,48 +320,53 @@ impl Cut<'_> {
     }
 }
 
-/// One row effect of replay, by primary key and full image only (DESIGN §6).
+/// One row effect of replay, by key and full image only (DESIGN §6, §14), with the key's
+/// sort key: steps of keys the server calls equal are steps of one key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// Make the row with this image's key hold exactly this image.
-    Upsert(Row),
-    /// Remove the row with this key if there is one.
-    Delete(SqlValue),
+    Upsert { key: SortKey, row: Row },
+    /// Remove the row with this key (its values in key order) if there is one.
+    Delete { key: SortKey, values: Vec<SqlValue> },
 }
 
-/// The net effect of a sequence of steps: keys to delete, then full images to upsert,
-/// each key at most once, in key order.
+impl Step {
+    /// The sort key the step is about.
+    pub fn key(&self) -> &SortKey {
+        match self {
+            Step::Upsert { key, .. } | Step::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// The net effect of a sequence of steps: keys to delete (values in key order), then full
+/// images to upsert, each key at most once, in key order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Folded {
-    pub deletes: Vec<SqlValue>,
+    pub deletes: Vec<Vec<SqlValue>>,
     pub upserts: Vec<Row>,
 }
 
-/// Folds `steps` (in binlog order, `pk` the key column) into their net effect per key:
-/// the last step of a key wins. Applying `deletes` then `upserts` equals applying the
-/// steps one by one, because a step's effect on its key ignores what the row held (a full
-/// image or a delete by key) and the target has no unique key but the primary key, no
-/// trigger and no foreign key (DESIGN §9), so keys do not interact. Property-tested in
-/// `tests/fold.rs`. None when a key is not an integer (the caller applies the steps in
-/// order instead).
-pub fn fold_steps(pk: usize, steps: Vec<Step>) -> Option<Folded> {
-    let mut last: std::collections::HashMap<i64, Step> =
+/// Folds `steps` (in binlog order) into their net effect per key: the last step of a key
+/// (by sort key, so by the server's equality) wins. Applying `deletes` then `upserts`
+/// equals applying the steps one by one, because a step's effect on its key ignores what
+/// the row held (a full image or a delete by key) and the target has no unique key but
+/// the table's key, no trigger and no foreign key (DESIGN §9), so keys do not interact.
+/// Property-tested in `tests/fold.rs`.
+pub fn fold_steps(steps: Vec<Step>) -> Folded {
+    let mut last: std::collections::HashMap<SortKey, Step> =
         std::collections::HashMap::with_capacity(steps.len());
     for s in steps {
-        let k = match &s {
-            Step::Upsert(r) => r.get(pk)?.as_key()?,
-            Step::Delete(k) => k.as_key()?,
-        };
-        last.insert(k, s);
+        last.insert(s.key().clone(), s);
     }
-    let mut keyed: Vec<(i64, Step)> = last.into_iter().collect();
-    keyed.sort_unstable_by_key(|(k, _)| *k);
+    let mut keyed: Vec<(SortKey, Step)> = last.into_iter().collect();
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut out = Folded::default();
     for (_, s) in keyed {
         match s {
-            Step::Upsert(r) => out.upserts.push(r),
-            Step::Delete(k) => out.deletes.push(k),
+            Step::Upsert { row, .. } => out.upserts.push(row),
+            Step::Delete { values, .. } => out.deletes.push(values),
         }
     }
-    Some(out)
+    out
 }

@@ -60,6 +60,9 @@ pub struct TargetCtx {
     /// The target table's sealed schema (same columns as the source); its `database` is
     /// the target schema that also holds T.
     pub schema: SealedSchema,
+    /// The table's key with the source server's weights of the changes being applied
+    /// (DESIGN §14): the caller asks them before handing a batch to replay.
+    pub keyer: kernel::key::Keyer,
     /// The fencing token of the lease this process holds.
     pub token: u64,
 }

@@ -266,7 +266,7 @@ pub fn check_target_table(
         out.push(Refusal::new(
             &name,
             format!(
-                "has unique key {} ({}) beyond the primary key",
+                "has unique key {} ({}) beyond the key it is copied by",
                 quote_ident(&ix.name),
                 ix.columns.join(", ")
             ),

@@ -170,15 +170,7 @@ fn choose_key(
     columns: &[ColumnDef],
     problems: &mut Vec<SealProblem>,
 ) -> Option<(Vec<usize>, String)> {
-    let not_null = |ix: &&super::IndexDef| {
-        ix.columns
-            .iter()
-            .all(|n| t.columns.iter().any(|c| &c.name == n && !c.nullable))
-    };
-    let Some(ix) = t
-        .primary_key()
-        .or_else(|| t.indexes.iter().filter(|i| i.unique).find(not_null))
-    else {
+    let Some(ix) = t.key_index() else {
         problems.push(SealProblem::NoKey);
         return None;
     };

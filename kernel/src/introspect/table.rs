@@ -109,11 +109,24 @@ impl TableFacts {
         self.indexes.iter().find(|i| i.is_primary())
     }
 
-    /// Unique indexes other than the primary key.
+    /// The index that is the table's key (DESIGN §14): the PRIMARY KEY, else the first
+    /// UNIQUE index (in definition order) whose columns are all NOT NULL.
+    pub fn key_index(&self) -> Option<&IndexDef> {
+        let not_null = |ix: &&IndexDef| {
+            ix.columns
+                .iter()
+                .all(|n| self.columns.iter().any(|c| &c.name == n && !c.nullable))
+        };
+        self.primary_key()
+            .or_else(|| self.indexes.iter().filter(|i| i.unique).find(not_null))
+    }
+
+    /// Unique indexes other than the table's key.
     pub fn extra_unique_keys(&self) -> Vec<&IndexDef> {
+        let key = self.key_index().map(|k| k.name.as_str());
         self.indexes
             .iter()
-            .filter(|i| i.unique && !i.is_primary())
+            .filter(|i| i.unique && Some(i.name.as_str()) != key)
             .collect()
     }
 

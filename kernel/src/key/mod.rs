@@ -226,18 +226,57 @@ impl WeightCache {
 }
 
 /// A table's key with the server weights asked so far: turns rows into sort keys.
+/// Clones share one weight cache (one job's replayer and its apply run on one keyer);
+/// [`Keyer::new`] starts an independent one.
 #[derive(Clone, Debug)]
 pub struct Keyer {
     pub def: KeyDef,
-    pub weights: WeightCache,
+    weights: std::sync::Arc<std::sync::RwLock<WeightCache>>,
 }
+
+/// Weights kept at most (about 64 MiB for 255-character keys); beyond it the cache is
+/// emptied before the next batch is asked, never while a batch is in use.
+pub const MAX_CACHED_WEIGHTS: usize = 100_000;
 
 impl Keyer {
     pub fn new(def: KeyDef) -> Keyer {
         Keyer {
             def,
-            weights: WeightCache::default(),
+            weights: Default::default(),
         }
+    }
+
+    /// The cached weight of `value` in key column `col`.
+    pub fn weight(&self, col: usize, value: &[u8]) -> Option<Vec<u8>> {
+        self.read_weights().get(col, value).map(<[u8]>::to_vec)
+    }
+
+    /// Caches the server's weight of `value` in key column `col`.
+    pub fn insert_weight(&self, col: usize, value: Vec<u8>, weight: Vec<u8>) {
+        self.write_weights().insert(col, value, weight);
+    }
+
+    /// Empties the cache when it holds more than `MAX_CACHED_WEIGHTS`, before a new batch
+    /// of `incoming` weights is asked.
+    pub fn make_room(&self, incoming: usize) {
+        let mut w = self.write_weights();
+        if w.len() + incoming > MAX_CACHED_WEIGHTS {
+            w.clear();
+        }
+    }
+
+    /// Weights cached now.
+    pub fn cached_weights(&self) -> usize {
+        self.read_weights().len()
+    }
+
+    fn read_weights(&self) -> std::sync::RwLockReadGuard<'_, WeightCache> {
+        // A poisoned lock only means a panic elsewhere while inserting a complete entry.
+        self.weights.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_weights(&self) -> std::sync::RwLockWriteGuard<'_, WeightCache> {
+        self.weights.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The keyer of a sealed schema (its key columns must be encodable: install checked).
@@ -312,7 +351,8 @@ impl Keyer {
                     why: format!("a character key value arrived as {v:?}"),
                 });
             };
-            let w = self.weights.get(ci, b).ok_or_else(|| KeyError::NoWeight {
+            let weights = self.read_weights();
+            let w = weights.get(ci, b).ok_or_else(|| KeyError::NoWeight {
                 column: c.name.clone(),
             })?;
             out.extend_from_slice(w);
@@ -339,10 +379,11 @@ impl Keyer {
         }
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
+        let weights = self.read_weights();
         for row in rows {
             for &(ci, idx) in &chars {
                 if let Some(SqlValue::Bytes(b)) = row.get(idx) {
-                    if self.weights.get(ci, b).is_none() && seen.insert((ci, b.clone())) {
+                    if weights.get(ci, b).is_none() && seen.insert((ci, b.clone())) {
                         out.push((ci, b.clone()));
                     }
                 }

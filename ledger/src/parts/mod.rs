@@ -310,7 +310,7 @@ impl Batch<'_> {
             txn_rows: self.limits.txn_rows,
         };
         let touches = |g: usize, i: usize, parts: usize| {
-            change_parts(&ctx.schema, &self.groups[g].changes[i], parts)
+            change_parts(&ctx.keyer, &self.groups[g].changes[i], parts)
         };
         let txns = match plan_parts(input, touches).map_err(Error::Definite)? {
             PartsPlan::AlreadyCommitted => return Ok(Applied::AlreadyCommitted),

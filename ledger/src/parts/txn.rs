@@ -63,7 +63,7 @@ pub(super) async fn prepare_main<'a>(
         t.main.next.end.pos,
         t.main.next.rows_done
     );
-    let steps = part_steps(&ctx.schema, groups, &t.main.pieces, t.parts, 0)?;
+    let steps = part_steps(&ctx.schema, &ctx.keyer, groups, &t.main.pieces, t.parts, 0)?;
     let tx = conn
         .start_transaction(tx_opts(iso))
         .await
@@ -110,7 +110,7 @@ async fn guarded<'c>(
             return Err(e.into());
         }
     }
-    if let Err(e) = run_steps(&mut tx, dml, &ctx.schema, steps).await {
+    if let Err(e) = run_steps(&mut tx, dml, steps).await {
         rollback_quietly(tx).await;
         return Err(e.into());
     }
@@ -142,7 +142,7 @@ pub(super) async fn run_part(
         next.cursor.end.pos,
         next.cursor.rows_done
     );
-    let steps = part_steps(&ctx.schema, groups, pieces, t.parts, p)?;
+    let steps = part_steps(&ctx.schema, &ctx.keyer, groups, pieces, t.parts, p)?;
     let tx = conn
         .start_transaction(tx_opts(iso))
         .await
