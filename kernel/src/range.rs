@@ -21,6 +21,11 @@ pub struct Bound {
     pub sort: SortKey,
 }
 
+impl crate::codec::Versioned for Bound {
+    const KIND: [u8; 4] = *b"KBND";
+    const VERSION: u16 = 1;
+}
+
 impl PartialEq for Bound {
     fn eq(&self, other: &Bound) -> bool {
         self.sort == other.sort
@@ -202,7 +207,13 @@ mod tests {
     #[test]
     fn integer_ranges_keep_their_v1_form_and_others_do_not() {
         let x = r(Some(-3), None);
-        assert_eq!(x.as_v1(), Some(KeyRangeV1 { lower: Some(-3), upper: None }));
+        assert_eq!(
+            x.as_v1(),
+            Some(KeyRangeV1 {
+                lower: Some(-3),
+                upper: None
+            })
+        );
         assert_eq!(KeyRange::from(x.as_v1().unwrap()), x);
         let mut u = x.clone();
         u.lower = Some(Bound {

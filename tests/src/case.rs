@@ -322,6 +322,7 @@ impl Case {
         ledger::target::TargetCtx {
             job: self.job,
             generation: self.generation,
+            keyer: kernel::key::Keyer::of(&schema).unwrap(),
             schema,
             token: 0,
         }

@@ -4,7 +4,7 @@
 //! window sealed from a quiescent read between its LOW and HIGH, applied through T and
 //! recorded in J and the range chain. The target has audit triggers counting business DML.
 use crate::bf::table::activation::Finish;
-use crate::bf::table::replay::{ReplayConfig, Replayer, Scope};
+use crate::bf::table::replay::{ReplayConfig, Scope};
 use harness::Server;
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
 use kernel::change::GroupEnd;
@@ -136,10 +136,12 @@ impl World {
         s
     }
     pub async fn ctx(&self, token: u64) -> TargetCtx {
+        let schema = self.target_schema().await;
         TargetCtx {
             job: JobId(self.job),
             generation: Generation(1),
-            schema: self.target_schema().await,
+            keyer: kernel::key::Keyer::of(&schema).unwrap(),
+            schema,
             token,
         }
     }
@@ -308,10 +310,10 @@ pub async fn window(
     let low = intent(w, pool, IntentKind::Low, Some(wid)).await;
     let mut c = w.src_conn().await;
     let mut conds = Vec::new();
-    if let Some(l) = range.lower {
+    if let Some(l) = &range.lower {
         conds.push(format!("id > {l}"));
     }
-    if let Some(u) = range.upper {
+    if let Some(u) = &range.upper {
         conds.push(format!("id <= {u}"));
     }
     let filter = if conds.is_empty() {
@@ -350,7 +352,7 @@ pub async fn window(
         job,
         generation: g,
         window: WindowId(wid),
-        range,
+        range: range.clone(),
         attempt: Attempt(1),
         low: low.end.pos.clone(),
         high: high.end.pos.clone(),
@@ -392,22 +394,6 @@ pub fn dml_count(tgt: &Server, w: &World) -> u64 {
         .unwrap()
 }
 
-pub fn replayer<'a>(
-    pool: &'a MySqlPool,
-    scope: &'a Scope,
-    opts: &'a mysql_async::Opts,
-    ctx: &'a TargetCtx,
-    cfg: &'a ReplayConfig,
-) -> Replayer<'a> {
-    Replayer {
-        pool,
-        scope,
-        target: opts,
-        ctx,
-        cfg,
-    }
-}
-
 /// Waits until D reaches the source's current binlog end (L caught up).
 pub async fn catch_up(w: &World, pool: &MySqlPool) {
     let mut c = w.src_conn().await;
@@ -431,8 +417,8 @@ pub fn cfg(batch_rows: usize, batch_groups: usize) -> ReplayConfig {
 /// The plan of `windows` equal windows over 1..=n (as `prepared` in the finish tests).
 pub fn plan_of(w: &World, n: u64, windows: u32) -> Vec<KeyRange> {
     let _ = w;
-    let bounds: Vec<i64> = (1..windows)
-        .map(|i| (n as i64) * i64::from(i) / i64::from(windows))
+    let bounds: Vec<kernel::range::Bound> = (1..windows)
+        .map(|i| kernel::range::Bound::of_i64((n as i64) * i64::from(i) / i64::from(windows)))
         .collect();
     KeyRange::plan_from_bounds(&bounds)
 }

@@ -246,7 +246,7 @@ async fn quiescent(
     cursor: &mut VerifyCursor,
 ) -> Result<verify::Report> {
     let schema = jobs::load_schema(pool, rec.job_id).await?;
-    let key = schema.pk_column().name.clone();
+    let key = jobs::single_key_column(&schema)?;
     let src = Endpoint::from_url(source_url, &rec.source.db, &rec.source.table)?;
     let tgt = Endpoint::from_url(target_url, &rec.target.db, &rec.target.table)?;
     let report = verify::verify(&src, &tgt, &key, opts, cursor).await;

@@ -411,6 +411,7 @@ mod tests {
                 name: "PRIMARY".into(),
                 unique: true,
                 columns: vec!["id".into()],
+                sub_parts: vec![None],
             }],
             triggers: vec![],
             foreign_keys: vec![],
@@ -528,6 +529,7 @@ mod tests {
             name: "u".into(),
             unique: true,
             columns: vec!["v".into()],
+            sub_parts: vec![None],
         });
         let r = check_target_table(&t, true, Some(&src));
         assert_eq!(r.len(), 2);

@@ -3,16 +3,20 @@
 //!
 //! Why boundaries come from the server: min..max arithmetic on a sparse key space (keys
 //! 1..1000 and 10^12..10^12+1000) gives millions of empty windows or one giant one. Instead
-//! the server walks its own primary-key index, `ORDER BY pk LIMIT 1 OFFSET window_rows-1`
+//! the server walks the key's index, `ORDER BY k1, k2.. LIMIT 1 OFFSET window_rows-1`
 //! from the previous boundary, so every window but the last holds exactly `window_rows`
 //! keys at install time, and the keys are ordered by the server, never re-implemented in
 //! Rust (STYLE §9). The boundaries are only a partition of the key space: the first window
 //! is open below and the last open above, so keys inserted later anywhere still belong to
 //! exactly one window, and a table that looked empty gets one window (-inf, +inf).
 use kernel::error::from_mysql;
-use kernel::schema::{quote_ident, SealedSchema};
+use kernel::key::{sql as key_sql, weigh, Keyer};
+use kernel::range::Bound;
+use kernel::schema::SealedSchema;
+use kernel::value::SqlValue;
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
+use mysql_async::{Params, Value};
 
 /// At most this many windows: a bigger table needs a bigger `--window-rows`.
 pub const MAX_WINDOWS: usize = 200_000;
@@ -20,26 +24,36 @@ pub const MAX_WINDOWS: usize = 200_000;
 pub use crate::store::plan::RangePlan;
 
 /// Upper bounds chosen by the server: the key at offset `window_rows - 1` after each
-/// previous bound, until fewer than `window_rows` keys remain.
+/// previous bound, until fewer than `window_rows` keys remain. Each bound is the full key
+/// in index order, with its sort key (weights of character columns asked of the server).
 pub async fn sample_bounds(
     conn: &mut mysql_async::Conn,
     schema: &SealedSchema,
     window_rows: u64,
-) -> Result<Vec<i64>> {
-    let pk = quote_ident(&schema.pk_column().name);
-    let table = schema.qualified();
-    let first = format!("SELECT {pk} FROM {table} ORDER BY {pk} LIMIT 1 OFFSET ?");
-    let next = format!("SELECT {pk} FROM {table} WHERE {pk} > ? ORDER BY {pk} LIMIT 1 OFFSET ?");
-    let offset = window_rows - 1;
+) -> Result<Vec<Bound>> {
+    let keyer = Keyer::of(schema).map_err(|why| planning_error(schema, why))?;
+    let cols = schema.key_names_quoted();
+    let (list, table) = (cols.join(", "), schema.qualified());
+    let order = key_sql::order_by(&cols);
     let what = format!("planning windows over {table}");
-    let mut bounds: Vec<i64> = Vec::new();
+    let offset = window_rows - 1;
+    let mut bounds: Vec<Bound> = Vec::new();
     loop {
-        let found: Option<i64> = match bounds.last() {
-            None => conn.exec_first(first.as_str(), (offset,)).await,
-            Some(&b) => conn.exec_first(next.as_str(), (b, offset)).await,
-        }
-        .map_err(|e| from_mysql(&what, &e))?;
-        let Some(b) = found else {
+        let (filter, mut params) = match bounds.last() {
+            None => (String::new(), Vec::new()),
+            Some(b) => {
+                let p = key_sql::after(&cols, &b.values);
+                (format!(" WHERE {}", p.sql), p.params)
+            }
+        };
+        params.push(SqlValue::UInt(offset));
+        let sql = format!("SELECT {list} FROM {table}{filter} ORDER BY {order} LIMIT 1 OFFSET ?");
+        let params: Vec<Value> = params.into_iter().map(Value::from).collect();
+        let found: Option<mysql_async::Row> = conn
+            .exec_first(sql, Params::Positional(params))
+            .await
+            .map_err(|e| from_mysql(&what, &e))?;
+        let Some(row) = found else {
             return Ok(bounds);
         };
         if bounds.len() + 1 >= MAX_WINDOWS {
@@ -51,8 +65,20 @@ pub async fn sample_bounds(
                 ),
             ));
         }
-        bounds.push(b);
+        let values: Vec<SqlValue> = row.unwrap().into_iter().map(SqlValue::from).collect();
+        weigh::weigh_values(conn, &keyer, [values.as_slice()]).await?;
+        let sort = keyer
+            .sort_key_of_values(&values)
+            .map_err(|e| planning_error(schema, e.to_string()))?;
+        bounds.push(Bound { values, sort });
     }
+}
+
+fn planning_error(schema: &SealedSchema, why: impl std::fmt::Display) -> Error {
+    Error::definite(
+        kernel::error::DefiniteCode::Preparation,
+        format!("planning {}: {why}", schema.qualified()),
+    )
 }
 
 /// Plans `schema`'s table: boundaries from the server, then the pure plan.
@@ -62,10 +88,5 @@ pub async fn plan(
     window_rows: u64,
 ) -> Result<RangePlan> {
     let bounds = sample_bounds(conn, schema, window_rows).await?;
-    RangePlan::from_bounds(&bounds).map_err(|why| {
-        Error::definite(
-            kernel::error::DefiniteCode::Preparation,
-            format!("planning {}: {why}", schema.qualified()),
-        )
-    })
+    RangePlan::from_bounds(&bounds).map_err(|why| planning_error(schema, why))
 }

@@ -15,7 +15,7 @@ use kernel::codec;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Digest, Generation, JobId};
 use kernel::introspect::InstallLineage;
-use kernel::range::KeyRange;
+use kernel::range::{Bound, KeyRange};
 use kernel::schema::{quote_ident, SealedSchema};
 use kernel::{Error, Result};
 use sqlx::{MySqlPool, Row};
@@ -382,14 +382,18 @@ async fn insert_plan(tx: &mut Tx<'_>, job_id: JobId, g: Generation, job: &NewJob
     .map_err(|e| from_sqlx("recording the range plan", &e))?;
     for (chunk_no, chunk) in job.plan.ranges.chunks(PLAN_CHUNK).enumerate() {
         let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(
-            "INSERT INTO plan_windows (job_id, generation, window_id, lower_key, upper_key) ",
+            "INSERT INTO plan_windows (job_id, generation, window_id, lower_key, upper_key, \
+             lower_bound, upper_bound) ",
         );
         qb.push_values(chunk.iter().enumerate(), |mut b, (i, r)| {
+            let (lower, upper) = (BoundColumns::of(&r.lower), BoundColumns::of(&r.upper));
             b.push_bind(job_id.0)
                 .push_bind(g.0)
                 .push_bind((chunk_no * PLAN_CHUNK + i) as u32)
-                .push_bind(r.lower)
-                .push_bind(r.upper);
+                .push_bind(lower.int)
+                .push_bind(upper.int)
+                .push_bind(lower.bytes)
+                .push_bind(upper.bytes);
         });
         qb.build()
             .execute(&mut **tx)
@@ -397,6 +401,48 @@ async fn insert_plan(tx: &mut Tx<'_>, job_id: JobId, g: Generation, job: &NewJob
             .map_err(|e| from_sqlx("recording the plan windows", &e))?;
     }
     Ok(())
+}
+
+/// How one window bound is stored (migration 0072): a single signed integer in the BIGINT
+/// column, as every plan before composite keys; any other bound as its `KBND` bytes.
+struct BoundColumns {
+    int: Option<i64>,
+    bytes: Option<Vec<u8>>,
+}
+
+impl BoundColumns {
+    fn of(b: &Option<Bound>) -> BoundColumns {
+        match b {
+            None => BoundColumns {
+                int: None,
+                bytes: None,
+            },
+            Some(b) => match b.as_i64() {
+                Some(v) => BoundColumns {
+                    int: Some(v),
+                    bytes: None,
+                },
+                None => BoundColumns {
+                    int: None,
+                    bytes: Some(codec::encode(b)),
+                },
+            },
+        }
+    }
+
+    fn bound(
+        int: Option<i64>,
+        bytes: Option<Vec<u8>>,
+    ) -> std::result::Result<Option<Bound>, String> {
+        match (int, bytes) {
+            (None, None) => Ok(None),
+            (Some(v), None) => Ok(Some(Bound::of_i64(v))),
+            (None, Some(b)) => codec::decode::<Bound>(&b)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            (Some(_), Some(_)) => Err("a window bound is stored twice".into()),
+        }
+    }
 }
 
 fn corrupt(job: JobId, what: impl std::fmt::Display) -> Error {
@@ -481,7 +527,7 @@ pub async fn load_schema(pool: &MySqlPool, job: JobId) -> Result<SealedSchema> {
             .await
             .map_err(|e| from_sqlx("reading a sealed schema", &e))?;
     let (fp, bytes) = row.ok_or_else(|| unknown_job(job))?;
-    let schema: SealedSchema = codec::decode(&bytes).map_err(|e| corrupt(job, e))?;
+    let schema = SealedSchema::decode(&bytes).map_err(|e| corrupt(job, e))?;
     if schema.fingerprint().0[..] != fp[..] {
         return Err(corrupt(
             job,
@@ -517,9 +563,16 @@ pub async fn load_plan(pool: &MySqlPool, job: JobId) -> Result<RangePlan> {
             .await
             .map_err(|e| from_sqlx("reading a range plan", &e))?;
     let (windows, digest) = head.ok_or_else(|| unknown_job(job))?;
-    let rows: Vec<(u32, Option<i64>, Option<i64>)> = sqlx::query_as(
-        "SELECT window_id, lower_key, upper_key FROM plan_windows WHERE job_id = ? \
-         ORDER BY window_id",
+    type WindowRow = (
+        u32,
+        Option<i64>,
+        Option<i64>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+    );
+    let rows: Vec<WindowRow> = sqlx::query_as(
+        "SELECT window_id, lower_key, upper_key, lower_bound, upper_bound FROM plan_windows \
+         WHERE job_id = ? ORDER BY window_id",
     )
     .bind(job.0)
     .fetch_all(pool)
@@ -534,12 +587,17 @@ pub async fn load_plan(pool: &MySqlPool, job: JobId) -> Result<RangePlan> {
             ),
         ));
     }
-    let plan = RangePlan {
-        ranges: rows
-            .into_iter()
-            .map(|(_, lower, upper)| KeyRange { lower, upper })
-            .collect(),
-    };
+    let ranges = rows
+        .into_iter()
+        .map(|(_, lk, uk, lb, ub)| {
+            Ok(KeyRange {
+                lower: BoundColumns::bound(lk, lb)?,
+                upper: BoundColumns::bound(uk, ub)?,
+            })
+        })
+        .collect::<std::result::Result<Vec<_>, String>>()
+        .map_err(|why| corrupt(job, why))?;
+    let plan = RangePlan { ranges };
     plan.check().map_err(|why| corrupt(job, why))?;
     if plan.digest().0[..] != digest[..] {
         return Err(corrupt(job, "plan windows do not match the plan digest"));
@@ -563,6 +621,34 @@ pub async fn mark_cancelled(pool: &MySqlPool, job: JobId) -> Result<()> {
         load_job(pool, job).await?;
     }
     Ok(())
+}
+
+/// The keyer of a sealed schema (install sealed only keys it can order).
+pub fn keyer(schema: &SealedSchema) -> Result<kernel::key::Keyer> {
+    kernel::key::Keyer::of(schema).map_err(|why| {
+        Error::definite(
+            DefiniteCode::EvidenceCorrupt,
+            format!(
+                "the sealed key of {} cannot be ordered: {why}",
+                schema.qualified()
+            ),
+        )
+    })
+}
+
+/// The one column verify can merge by today: a single-column key.
+pub fn single_key_column(schema: &SealedSchema) -> Result<String> {
+    match schema.key.as_slice() {
+        [k] if schema.columns[*k].kind.is_integer() => Ok(schema.columns[*k].name.clone()),
+        _ => Err(Error::definite(
+            DefiniteCode::Usage,
+            format!(
+                "verify of {} is not available yet: its key ({}) is not one integer column",
+                schema.qualified(),
+                schema.key_name
+            ),
+        )),
+    }
 }
 
 /// The L stream of a source server: stable per server identity, at most 64 characters.

@@ -152,6 +152,7 @@ impl Serve {
         let tctx = TargetCtx {
             job,
             generation: rec.generation,
+            keyer: crate::store::jobs::keyer(&tschema)?,
             schema: tschema,
             token: lease.token,
         };

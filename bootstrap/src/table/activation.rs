@@ -197,6 +197,7 @@ impl Finish<'_> {
         Replayer {
             pool: self.pool,
             scope: &self.scope,
+            source: self.source,
             target: self.target,
             ctx: self.ctx,
             cfg: &self.replay,

@@ -102,6 +102,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
         let r = Replayer {
             pool: &ctx.pool,
             scope: &scope,
+            source: &ctx.source,
             target: &ctx.target,
             ctx: &ctx.tctx,
             cfg: replay_cfg,

@@ -176,7 +176,7 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
         return Ok(Fenced { f, head });
     }
     let stored = env.journal.chain(job, g).await?;
-    let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| *e).collect();
+    let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| e.clone()).collect();
     let manifests = manifests_of(env.store, &entries)?;
     let creds = ledger::target::page_credentials(env.target, env.ctx).await?;
     ready(env.planned, &head.record, &entries, &manifests, &creds).map_err(Error::Definite)?;
@@ -256,7 +256,7 @@ mod tests {
         let mut head = JournalRecord::installed(JobId(1), Generation(1));
         head.phase = Phase::Windows;
         head.completed = 1;
-        head.chain_root = chain::root(JobId(1), Generation(1), &[e]);
+        head.chain_root = chain::root(JobId(1), Generation(1), std::slice::from_ref(&e));
         let creds = vec![PageCredential {
             window: WindowId(0),
             page: PageNo(0),

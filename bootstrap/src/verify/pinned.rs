@@ -264,6 +264,7 @@ async fn with_lease(
     let ctx = TargetCtx {
         job: req.job,
         generation: rec.generation,
+        keyer: crate::store::jobs::keyer(&tschema)?,
         schema: tschema,
         token: lease.token,
     };
@@ -311,17 +312,15 @@ async fn compare_at_p(
     b_seq: LSeq,
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
-    let key = jobs::load_schema(pool, req.job)
-        .await?
-        .pk_column()
-        .name
-        .clone();
+    let key = jobs::single_key_column(&jobs::load_schema(pool, req.job).await?)?;
     let src = Endpoint::from_url(req.source_url, &rec.source.db, &rec.source.table)?;
     let tgt = Endpoint::from_url(req.target_url, &rec.target.db, &rec.target.table)?;
     let cfg = ReplayConfig::default();
+    let sopts = crate::io::connect::opts(req.source_url, "source")?;
     let replayer = Replayer {
         pool,
         scope,
+        source: &sopts,
         target: topts,
         ctx,
         cfg: &cfg,

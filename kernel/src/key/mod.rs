@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 pub mod encode;
+pub mod sql;
 pub mod weigh;
 
 /// A key value as a byte string whose memcmp order and equality are the server's.
@@ -80,7 +81,9 @@ pub enum Encoding {
     /// TINYINT..BIGINT UNSIGNED: 8 bytes big-endian.
     Unsigned,
     /// DECIMAL(p, s): sign, magnitude by digit count, digits, `scale` fraction digits.
-    Decimal { scale: u32 },
+    Decimal {
+        scale: u32,
+    },
     Date,
     Datetime,
     Timestamp,
@@ -91,7 +94,9 @@ pub enum Encoding {
     /// SET by its bit value; members in definition order.
     Set(Vec<Vec<u8>>),
     /// BINARY(n) padded with 0x00 to `pad`, VARBINARY as stored (`pad` None).
-    Binary { pad: Option<usize> },
+    Binary {
+        pad: Option<usize>,
+    },
     /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`.
     Chars {
         charset: String,
@@ -116,7 +121,9 @@ pub enum KeyError {
     Null { column: String },
     #[error("key column `{column}`: {why}")]
     Value { column: String, why: String },
-    #[error("key column `{column}`: the server's weight of a value was not asked before use (a bug)")]
+    #[error(
+        "key column `{column}`: the server's weight of a value was not asked before use (a bug)"
+    )]
     NoWeight { column: String },
     #[error("row has {found} columns, the key needs column #{needed}")]
     Short { found: usize, needed: usize },
@@ -177,7 +184,10 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
         },
         K::Varbinary => Encoding::Binary { pad: None },
         K::Char | K::Varchar => Encoding::Chars {
-            charset: c.charset.clone().ok_or("a character column without a charset")?,
+            charset: c
+                .charset
+                .clone()
+                .ok_or("a character column without a charset")?,
             collation: c
                 .collation
                 .clone()
@@ -392,6 +402,26 @@ impl Keyer {
         out
     }
 
+    /// Character values of key tuples (values in key order) whose weight is not cached.
+    pub fn unweighed_values<'v>(
+        &self,
+        keys: impl IntoIterator<Item = &'v [SqlValue]>,
+    ) -> Vec<(usize, Vec<u8>)> {
+        let weights = self.read_weights();
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for k in keys {
+            for (ci, (c, v)) in self.def.columns.iter().zip(k).enumerate() {
+                if let (Encoding::Chars { .. }, SqlValue::Bytes(b)) = (&c.encoding, v) {
+                    if weights.get(ci, b).is_none() && seen.insert((ci, b.clone())) {
+                        out.push((ci, b.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Shows key values readably: `(1, 'abc', 2024-01-02)`.
     pub fn show(&self, values: &[SqlValue]) -> String {
         show_values(values)
@@ -424,7 +454,10 @@ fn show_value(v: &SqlValue) -> String {
         }
         SqlValue::Time(neg, d, h, m, s, us) => {
             let sign = if *neg { "-" } else { "" };
-            format!("{sign}{}:{m:02}:{s:02}.{us:06}", u64::from(*d) * 24 + u64::from(*h))
+            format!(
+                "{sign}{}:{m:02}:{s:02}.{us:06}",
+                u64::from(*d) * 24 + u64::from(*h)
+            )
         }
     }
 }

@@ -95,7 +95,7 @@ pub async fn assert_final_is_state_at_high(c: &Case, initial: &BTreeMap<i64, Row
         let m = &manifests[i];
         let expect: BTreeMap<i64, Row> = state
             .iter()
-            .filter(|(k, _)| m.range.contains(**k))
+            .filter(|(k, _)| m.range.contains(&kernel::key::SortKey::of_i64(**k)))
             .map(|(k, v)| (*k, v.clone()))
             .collect();
         assert_eq!(

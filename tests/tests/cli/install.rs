@@ -8,7 +8,7 @@ use backfill_tests::bf::store::jobs;
 use backfill_tests::install::{installs, names, refusal, Tables, DDL};
 use kernel::ids::{Generation, WindowId};
 use kernel::position::Flavor;
-use kernel::range::KeyRange;
+use kernel::range::{KeyRange, KeyRangeV1};
 use kernel::schema::ColumnKind;
 
 async fn pool(case: &Tables) -> sqlx::MySqlPool {
@@ -75,7 +75,10 @@ async fn a_valid_install_is_read_back_from_the_state_store() {
             ("bin", ColumnKind::Varbinary),
         ]
     );
-    assert_eq!(schema.pk, 0);
+    assert_eq!(
+        (schema.key.clone(), schema.key_name.as_str()),
+        (vec![0], "PRIMARY")
+    );
     let name = &schema.columns[1];
     assert_eq!(
         (name.char_len, name.collation.as_deref()),
@@ -107,21 +110,27 @@ async fn a_valid_install_is_read_back_from_the_state_store() {
     assert_eq!(
         plan.ranges,
         [
-            KeyRange {
+            KeyRangeV1 {
                 lower: None,
                 upper: Some(3)
-            },
-            KeyRange {
+            }
+            .into(),
+            KeyRangeV1 {
                 lower: Some(3),
                 upper: Some(6)
-            },
-            KeyRange {
+            }
+            .into(),
+            KeyRangeV1 {
                 lower: Some(6),
                 upper: None
-            },
+            }
+            .into(),
         ]
     );
-    assert_eq!(plan.window_of(7), Some(WindowId(2)));
+    assert_eq!(
+        plan.window_of(&kernel::key::SortKey::of_i64(7)),
+        Some(WindowId(2))
+    );
 
     // install created the control table on the source.
     let ctl = case.source.sql(&format!(
@@ -166,9 +175,11 @@ async fn a_sparse_key_space_gets_balanced_contiguous_windows() {
     for (i, r) in plan.ranges.iter().enumerate() {
         let lower = r
             .lower
+            .as_ref()
             .map_or(String::from("TRUE"), |l| format!("id > {l}"));
         let upper = r
             .upper
+            .as_ref()
             .map_or(String::from("TRUE"), |u| format!("id <= {u}"));
         let n: u64 = case
             .source
@@ -184,10 +195,11 @@ async fn a_sparse_key_space_gets_balanced_contiguous_windows() {
     // The window spanning the gap is cut by keys, not by arithmetic.
     assert_eq!(
         plan.ranges[10],
-        KeyRange {
+        KeyRangeV1 {
             lower: Some(1000),
             upper: Some(1_000_000_000_099)
         }
+        .into()
     );
     pool.close().await;
 }
@@ -568,7 +580,7 @@ async fn a_recorded_install_is_found_by_its_evidence_after_an_unknown_outcome() 
     let found = jobs::find_recorded(&pool, &new).await.expect("find");
     assert_eq!(found, Some((done.job_id, Generation(1))));
     // Another plan is another install.
-    new.plan = install::plan::RangePlan::from_bounds(&[5]).expect("plan");
+    new.plan = install::plan::RangePlan::from_i64_bounds(&[5]).expect("plan");
     assert_eq!(jobs::find_recorded(&pool, &new).await.expect("find"), None);
     pool.close().await;
 }

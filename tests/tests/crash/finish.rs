@@ -113,12 +113,9 @@ async fn prepared(prefix: &str, job: u64, n: u64, windows: u32, changes: bool) -
     if changes {
         churn_before(src, &w.db, n);
     }
-    let bounds: Vec<i64> = (1..windows)
-        .map(|i| (n as i64) * i64::from(i) / i64::from(windows))
-        .collect();
-    let plan = KeyRange::plan_from_bounds(&bounds);
+    let plan = backfill_tests::world::plan_of(&w, n, windows);
     for (i, r) in plan.iter().enumerate() {
-        window(&w, &pool, &lease, &ctx, i as u32, *r, 1000).await;
+        window(&w, &pool, &lease, &ctx, i as u32, r.clone(), 1000).await;
     }
     if changes {
         churn_after(src, &w.db, n);

@@ -270,9 +270,11 @@ async fn streaming_apply_versus_a_native_replica() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let sopts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
     let r = Replayer {
         pool: &pool,
         scope: &w.scope(),
+        source: &sopts,
         target: &topts,
         ctx: &ctx,
         cfg: &cfg,

@@ -28,14 +28,15 @@ struct Inject {
 impl Inject {
     /// The keys of window range `r` the hook's statements use (kept from the writer).
     fn keys(r: &KeyRange) -> [i64; 4] {
-        let lo = r.lower.unwrap_or(0);
-        let top = r.upper.unwrap_or(lo + 10);
+        let int = |b: &Option<kernel::range::Bound>| b.as_ref().and_then(|b| b.as_i64());
+        let lo = int(&r.lower).unwrap_or(0);
+        let top = int(&r.upper).unwrap_or(lo + 10);
         [lo + 3, lo + 5, lo + 7, top - 1]
     }
 
     async fn run(&self, w: WindowId) {
         self.started.store(true, Ordering::SeqCst);
-        let r = self.plan[w.0 as usize];
+        let r = self.plan[w.0 as usize].clone();
         let [leaves, reinserted, moved_far, updated] = Inject::keys(&r);
         let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&self.url).unwrap())
             .await

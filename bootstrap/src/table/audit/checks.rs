@@ -160,7 +160,7 @@ pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
             job: e.job,
             generation: e.generation,
             window: entry.window,
-            range: *range,
+            range: range.clone(),
             schema_fingerprint: e.schema_fingerprint,
         };
         let (m, f) = e.materials.window(&registered, entry, &expect);

@@ -42,6 +42,7 @@ pub async fn audit_job(
     let ctx = TargetCtx {
         job,
         generation: rec.generation,
+        keyer: crate::store::jobs::keyer(&tschema)?,
         schema: tschema,
         token: 0,
     };

@@ -90,6 +90,7 @@ pub(super) enum Step {
 /// context and the statement limits.
 pub(super) struct BatchWriter<'a> {
     pub(super) scope: &'a Scope,
+    pub(super) source: &'a mysql_async::Opts,
     pub(super) ctx: &'a TargetCtx,
     pub(super) limits: Limits,
 }
@@ -105,6 +106,7 @@ impl BatchWriter<'_> {
         groups: &[ReplayGroup],
         permits: Option<&WritePermits<'_>>,
     ) -> Result<Step> {
+        self.weigh(groups).await?;
         let m = match self.attempt(conns, prev, groups, permits).await? {
             Step::Unknown(m) => m,
             other => return Ok(other),
@@ -114,6 +116,38 @@ impl BatchWriter<'_> {
             Step::Unknown(m) => Err(Error::transient(m)),
             other => Ok(other),
         }
+    }
+
+    /// Asks the source for the weights of the batch's character keys the keyer lacks
+    /// (DESIGN §14), before any statement: apply orders and partitions by sort key. The
+    /// cache is bounded here, between batches, never while one is applied.
+    async fn weigh(&self, groups: &[ReplayGroup]) -> Result<()> {
+        let keyer = &self.ctx.keyer;
+        if !keyer.def.needs_weights() {
+            return Ok(());
+        }
+        let images = groups
+            .iter()
+            .flat_map(|g| g.changes.iter())
+            .flat_map(|c| c.before.iter().chain(c.after.iter()));
+        let missing = keyer.unweighed(images);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        keyer.make_room(missing.len());
+        // Emptied: every value of this batch is asked again.
+        let images = groups
+            .iter()
+            .flat_map(|g| g.changes.iter())
+            .flat_map(|c| c.before.iter().chain(c.after.iter()));
+        let missing = keyer.unweighed(images);
+        let mut conn =
+            crate::io::connect::connect(self.source.clone(), "source", "(key weights)").await?;
+        let n = missing.len();
+        let r = kernel::key::weigh::weigh_pairs(&mut conn, keyer, missing).await;
+        let _ = conn.disconnect().await;
+        tracing::debug!(job = %self.scope.job, values = n, trips = ?r.as_ref().ok(), "asked the source for key weights");
+        r.map(|_| ())
     }
 
     /// One batch under its own target-write permits: one per connection, taken together

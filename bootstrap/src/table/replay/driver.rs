@@ -42,6 +42,9 @@ pub struct Outcome {
 pub struct Replayer<'a> {
     pub pool: &'a MySqlPool,
     pub scope: &'a Scope,
+    /// The source, asked for the weights of character keys (DESIGN §14) before a batch is
+    /// applied; never read from otherwise.
+    pub source: &'a Opts,
     pub target: &'a Opts,
     pub ctx: &'a TargetCtx,
     pub cfg: &'a ReplayConfig,
@@ -63,6 +66,7 @@ impl Replayer<'_> {
     fn writer(&self) -> BatchWriter<'_> {
         BatchWriter {
             scope: self.scope,
+            source: self.source,
             ctx: self.ctx,
             limits: self.cfg.limits(),
         }

@@ -72,7 +72,7 @@ pub async fn complete(
     a: Attempt,
     manifest_hash: Digest,
 ) -> Result<Head> {
-    let range = *ctx.plan.get(w.0 as usize).ok_or_else(|| {
+    let range = ctx.plan.get(w.0 as usize).cloned().ok_or_else(|| {
         Error::definite(
             DefiniteCode::EvidenceCorrupt,
             format!("{w} is not in the plan of job {}", ctx.id()),

@@ -20,6 +20,7 @@ use kernel::control::{Intent, IntentKind};
 use kernel::error::DefiniteCode;
 use kernel::failpoint;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
+use kernel::key::Keyer;
 use kernel::{Error, Result};
 use ledger::manifest::{self, Expect, WindowManifest};
 use ledger::record::CurrentWindow;
@@ -206,7 +207,7 @@ fn manifest_ok(ctx: &JobCtx, w: WindowId, m: &WindowManifest) -> bool {
         job: ctx.id(),
         generation: ctx.generation(),
         window: w,
-        range: ctx.plan[w.0 as usize],
+        range: ctx.plan[w.0 as usize].clone(),
         schema_fingerprint: ctx.schema.fingerprint(),
     };
     let findings = manifest::verify(m, &expect);
@@ -219,7 +220,9 @@ fn manifest_ok(ctx: &JobCtx, w: WindowId, m: &WindowManifest) -> bool {
 /// A new attempt of window `w`: recorded, then steps 1-7 up to the seal row. Every FINAL
 /// page is new (T cannot hold a credential of an attempt that was never sealed).
 async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Result<Ready> {
-    let range = ctx.plan[w.0 as usize];
+    let range = ctx.plan[w.0 as usize].clone();
+    // The attempt's own weight cache: filled by the read, used by the fold, then dropped.
+    let keyer = Keyer::new(ctx.tctx.keyer.def.clone());
     tracing::info!(job = %ctx.id(), %w, %a, %range, "window attempt starts");
     attempts::begin(ctx, w, a).await?;
     let (id, g) = (ctx.id(), ctx.generation());
@@ -230,7 +233,7 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     seal::check_capture_pause(ctx, low.seq).await?;
     ctx.hooks.after_low(id, w, a).await;
     let t0 = std::time::Instant::now();
-    let view = read::read_window(ctx, w, a, range).await?;
+    let view = read::read_window(ctx, w, a, &range, &keyer).await?;
     let rows_read = view.rows.len() as u64;
     tracing::info!(%w, %a, rows_read, ms = t0.elapsed().as_millis() as u64, snapshot = ?view.snapshot, "read view closed");
     failpoint::hit(fp::AFTER_READ_CLOSED);
@@ -240,7 +243,7 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     failpoint::hit(fp::AFTER_HIGH);
     seal::check_capture_pause(ctx, high.seq).await?;
     seal::check_snapshot(&low, &high, &view)?;
-    let sealed = seal::seal(ctx, w, a, range, &low, &high, view).await?;
+    let sealed = seal::seal(ctx, w, a, &range, &keyer, &low, &high, view).await?;
     let fin = sealed.manifest.final_rows();
     tracing::info!(%w, %a, final_rows = fin, folded = sealed.manifest.folded_changes, ms = t0.elapsed().as_millis() as u64, manifest = %sealed.manifest_hash, "window sealed");
     let rows = (rows_read, fin, 0);

@@ -14,8 +14,9 @@ use crate::table::window::{fp, progress};
 use kernel::error::{from_mysql, DefiniteCode};
 use kernel::failpoint;
 use kernel::ids::{Attempt, PageNo, WindowId};
+use kernel::key::{sql as key_sql, Encoding, Keyer};
 use kernel::position::BinlogPos;
-use kernel::range::KeyRange;
+use kernel::range::{Bound, KeyRange};
 use kernel::schema::quote_ident;
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
@@ -40,7 +41,8 @@ pub async fn read_window(
     ctx: &JobCtx,
     w: WindowId,
     a: Attempt,
-    range: KeyRange,
+    range: &KeyRange,
+    keyer: &Keyer,
 ) -> Result<ReadView> {
     let owner = format!("job {} {w} {a} read", ctx.id());
     let permit = ctx
@@ -59,7 +61,8 @@ pub async fn read_window(
         };
     let id = conn.id();
     let limit = ctx.cfg.read_view_timeout;
-    let read = match tokio::time::timeout(limit, in_view(ctx, &mut conn, w, a, range)).await {
+    let read = match tokio::time::timeout(limit, in_view(ctx, &mut conn, w, a, range, keyer)).await
+    {
         Ok(r) => r,
         // The statement may still run on the server: only the close below can tell.
         Err(_) => Err(Error::transient(format!(
@@ -85,7 +88,8 @@ async fn in_view(
     conn: &mut Conn,
     w: WindowId,
     a: Attempt,
-    range: KeyRange,
+    range: &KeyRange,
+    keyer: &Keyer,
 ) -> Result<ReadView> {
     let my = |what: &'static str| move |e: mysql_async::Error| from_mysql(what, &e);
     conn.query_drop("SET SESSION time_zone = '+00:00'")
@@ -104,16 +108,16 @@ async fn in_view(
         raw_pages: Vec::new(),
         rows: Vec::new(),
     };
-    let mut after = range.lower;
+    let mut after: Option<Vec<SqlValue>> = range.lower.as_ref().map(|b| b.values.clone());
     loop {
-        let rows = read_page(ctx, conn, after, range.upper).await?;
+        let rows = read_page(ctx, conn, keyer, after.as_deref(), range.upper.as_ref()).await?;
         ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
             break;
         }
         after = match rows.last() {
-            Some(r) => Some(key_of(ctx, r)?),
+            Some(r) => Some(key_of(ctx, keyer, r)?),
             None => after,
         };
         persist_raw(ctx, w, a, &mut view, rows).await?;
@@ -159,24 +163,34 @@ async fn snapshot_position(conn: &mut Conn) -> Result<Option<BinlogPos>> {
     }
 }
 
+/// One page of the window in key order, by the full key: `key > after AND key <= upper`
+/// as range-seek predicates (kernel::key::sql), `ORDER BY` the key columns. The server's
+/// weights of character key columns come back in the same statement and are cached in
+/// `keyer`, so the fold can order RAW rows without another round trip.
 async fn read_page(
     ctx: &JobCtx,
     conn: &mut Conn,
-    after: Option<i64>,
-    upper: Option<i64>,
+    keyer: &Keyer,
+    after: Option<&[SqlValue]>,
+    upper: Option<&Bound>,
 ) -> Result<Vec<Row>> {
     let s = &ctx.schema;
-    let cols: Vec<String> = s.columns.iter().map(|c| quote_ident(&c.name)).collect();
-    let pk = quote_ident(&s.pk_column().name);
+    let mut cols: Vec<String> = s.columns.iter().map(|c| quote_ident(&c.name)).collect();
+    let ncols = cols.len();
+    let weighed: Vec<(usize, String)> = weight_columns(keyer);
+    cols.extend(weighed.iter().map(|(_, e)| e.clone()));
+    let key = s.key_names_quoted();
     let mut conds = Vec::new();
     let mut params = Vec::new();
-    if let Some(l) = after {
-        conds.push(format!("{pk} > ?"));
-        params.push(Value::Int(l));
-    }
-    if let Some(u) = upper {
-        conds.push(format!("{pk} <= ?"));
-        params.push(Value::Int(u));
+    for p in [
+        after.map(|v| key_sql::after(&key, v)),
+        upper.map(|u| key_sql::upto(&key, &u.values)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        conds.push(format!("({})", p.sql));
+        params.extend(p.params.into_iter().map(Value::from));
     }
     let filter = if conds.is_empty() {
         String::new()
@@ -184,9 +198,10 @@ async fn read_page(
         format!(" WHERE {}", conds.join(" AND "))
     };
     let sql = format!(
-        "SELECT {} FROM {}{filter} ORDER BY {pk} LIMIT {}",
+        "SELECT {} FROM {}{filter} ORDER BY {} LIMIT {}",
         cols.join(", "),
         s.qualified(),
+        key_sql::order_by(&key),
         ctx.cfg.page_rows.max(1)
     );
     let rows: Vec<mysql_async::Row> = conn
@@ -194,36 +209,66 @@ async fn read_page(
         .await
         .map_err(|e| from_mysql(&format!("reading a page of {}", s.qualified()), &e))?;
     rows.into_iter()
-        .map(|r| {
-            let vals = r.unwrap();
-            if vals.len() != s.columns.len() {
-                return Err(Error::definite(
-                    DefiniteCode::SchemaChanged,
-                    format!(
-                        "{}: the read returned {} columns, sealed {}",
-                        s.qualified(),
-                        vals.len(),
-                        s.columns.len()
-                    ),
-                ));
-            }
-            Ok(vals.into_iter().map(SqlValue::from).collect())
+        .map(|r| split_weights(ctx, keyer, &weighed, ncols, r))
+        .collect()
+}
+
+/// `WEIGHT_STRING(k AS CHAR(n))` of each character key column, with its key ordinal.
+fn weight_columns(keyer: &Keyer) -> Vec<(usize, String)> {
+    keyer
+        .def
+        .columns
+        .iter()
+        .enumerate()
+        .filter_map(|(ci, c)| match &c.encoding {
+            Encoding::Chars { len, .. } => Some((
+                ci,
+                format!("WEIGHT_STRING({} AS CHAR({len}))", quote_ident(&c.name)),
+            )),
+            _ => None,
         })
         .collect()
 }
 
-fn key_of(ctx: &JobCtx, row: &Row) -> Result<i64> {
-    row.get(ctx.schema.pk)
-        .and_then(SqlValue::as_key)
-        .ok_or_else(|| {
-            Error::definite(
-                DefiniteCode::SchemaChanged,
-                format!(
-                    "{}: a read row has no integer primary key",
-                    ctx.schema.qualified()
-                ),
-            )
-        })
+/// The row's sealed columns; the trailing weights go into the keyer's cache.
+fn split_weights(
+    ctx: &JobCtx,
+    keyer: &Keyer,
+    weighed: &[(usize, String)],
+    ncols: usize,
+    r: mysql_async::Row,
+) -> Result<Row> {
+    let s = &ctx.schema;
+    let mut vals: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
+    if vals.len() != ncols + weighed.len() {
+        return Err(Error::definite(
+            DefiniteCode::SchemaChanged,
+            format!(
+                "{}: the read returned {} columns, sealed {}",
+                s.qualified(),
+                vals.len() - weighed.len().min(vals.len()),
+                s.columns.len()
+            ),
+        ));
+    }
+    let weights = vals.split_off(ncols);
+    for ((ci, _), w) in weighed.iter().zip(weights) {
+        let col = keyer.def.columns[*ci].index;
+        if let (SqlValue::Bytes(v), SqlValue::Bytes(w)) = (&vals[col], w) {
+            keyer.insert_weight(*ci, v.clone(), w);
+        }
+    }
+    Ok(vals)
+}
+
+/// The key values of a read row (the keyset cursor of the next page).
+fn key_of(ctx: &JobCtx, keyer: &Keyer, row: &Row) -> Result<Vec<SqlValue>> {
+    keyer.values(row).map_err(|e| {
+        Error::definite(
+            DefiniteCode::SchemaChanged,
+            format!("{}: a read row has no key: {e}", ctx.schema.qualified()),
+        )
+    })
 }
 
 async fn persist_raw(

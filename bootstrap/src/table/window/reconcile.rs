@@ -15,14 +15,16 @@
 //! The property test below checks this for random tables, changes and read points.
 use kernel::change::{Change, Op};
 use kernel::ids::Digest;
+use kernel::key::{Keyer, SortKey};
 use kernel::range::KeyRange;
 use kernel::value::Row;
 use std::collections::BTreeMap;
 
-/// The window's state at HIGH, in key order, and what was folded in.
+/// The window's state at HIGH, in key order (by sort key: the server's order), and what
+/// was folded in.
 #[derive(Debug, PartialEq)]
 pub struct Folded {
-    pub rows: BTreeMap<i64, Row>,
+    pub rows: BTreeMap<SortKey, Row>,
     /// Changes whose old or new key lies in the range.
     pub changes_folded: u64,
     /// blake3 over the identities of the folded changes, in order.
@@ -32,40 +34,46 @@ pub struct Folded {
 /// A change the fold cannot place: never skipped, always a definite error.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum FoldError {
-    #[error("RAW row has no integer key in column #{pk}")]
-    RawKey { pk: usize },
-    #[error("change at {file}:{pos} row {row} ({op:?}) lacks the {image} image or its key")]
+    #[error("RAW row has no key: {why}")]
+    RawKey { why: String },
+    #[error("change at {file}:{pos} row {row} ({op:?}) lacks the {image} image or its key{why}")]
     ChangeKey {
         file: String,
         pos: u64,
         row: u32,
         op: Op,
         image: &'static str,
+        why: String,
     },
-    #[error("RAW row with key {key} lies outside the window {range}")]
-    OutOfRange { key: i64, range: KeyRange },
+    #[error("RAW row with key {key:?} lies outside the window {range}")]
+    OutOfRange { key: SortKey, range: KeyRange },
 }
 
-/// Folds `changes` (in binlog order) over `raw` for the window `range`; `pk` is the
-/// primary-key column's index in every row.
+/// Folds `changes` (in binlog order) over `raw` for the window `range`; `keyer` gives
+/// every row's sort key (the weights of character keys asked before).
 pub fn fold(
-    range: KeyRange,
-    pk: usize,
+    range: &KeyRange,
+    keyer: &Keyer,
     raw: impl IntoIterator<Item = Row>,
     changes: &[Change],
 ) -> Result<Folded, FoldError> {
     let mut rows = BTreeMap::new();
     for row in raw {
-        let key = row_key(&row, pk).ok_or(FoldError::RawKey { pk })?;
-        if !range.contains(key) {
-            return Err(FoldError::OutOfRange { key, range });
+        let key = keyer
+            .sort_key(&row)
+            .map_err(|e| FoldError::RawKey { why: e.to_string() })?;
+        if !range.contains(&key) {
+            return Err(FoldError::OutOfRange {
+                key,
+                range: range.clone(),
+            });
         }
         rows.insert(key, row);
     }
     let mut hasher = blake3::Hasher::new();
     let mut folded = 0;
     for change in changes {
-        if apply(&mut rows, range, pk, change)? {
+        if apply(&mut rows, range, keyer, change)? {
             folded += 1;
             hasher.update(&kernel::codec::to_canonical(&change.id));
         }
@@ -77,34 +85,36 @@ pub fn fold(
     })
 }
 
-/// Applies one change by key and full image; returns whether it touched the range.
+/// Applies one change by key and full image; returns whether it touched the range. An
+/// update whose images have one sort key ('a' -> 'A' under a _ci collation) removes and
+/// re-inserts that key: the new bytes win.
 fn apply(
-    rows: &mut BTreeMap<i64, Row>,
-    range: KeyRange,
-    pk: usize,
+    rows: &mut BTreeMap<SortKey, Row>,
+    range: &KeyRange,
+    keyer: &Keyer,
     change: &Change,
 ) -> Result<bool, FoldError> {
-    let old = image_key(change, change.before.as_ref(), pk, "before")?;
-    let new = image_key(change, change.after.as_ref(), pk, "after")?;
+    let old = image_key(change, change.before.as_ref(), keyer, "before")?;
+    let new = image_key(change, change.after.as_ref(), keyer, "after")?;
     let mut touched = false;
-    if let Some(k) = old.filter(|k| range.contains(*k)) {
+    if let Some(k) = old.filter(|k| range.contains(k)) {
         rows.remove(&k);
         touched = true;
     }
-    if let (Some(k), Some(after)) = (new.filter(|k| range.contains(*k)), &change.after) {
+    if let (Some(k), Some(after)) = (new.filter(|k| range.contains(k)), &change.after) {
         rows.insert(k, after.clone());
         touched = true;
     }
     Ok(touched)
 }
 
-/// The key of the image the op must carry (None when the op has no such image).
+/// The sort key of the image the op must carry (None when the op has no such image).
 fn image_key(
     change: &Change,
     image: Option<&Row>,
-    pk: usize,
+    keyer: &Keyer,
     which: &'static str,
-) -> Result<Option<i64>, FoldError> {
+) -> Result<Option<SortKey>, FoldError> {
     let required = match which {
         "before" => change.id.op != Op::Insert,
         _ => change.id.op != Op::Delete,
@@ -112,20 +122,19 @@ fn image_key(
     if !required {
         return Ok(None);
     }
-    image
-        .and_then(|r| row_key(r, pk))
+    let err = |why: String| FoldError::ChangeKey {
+        file: change.id.file.clone(),
+        pos: change.id.event_pos,
+        row: change.id.row,
+        op: change.id.op,
+        image: which,
+        why,
+    };
+    let row = image.ok_or_else(|| err(String::new()))?;
+    keyer
+        .sort_key(row)
         .map(Some)
-        .ok_or_else(|| FoldError::ChangeKey {
-            file: change.id.file.clone(),
-            pos: change.id.event_pos,
-            row: change.id.row,
-            op: change.id.op,
-            image: which,
-        })
-}
-
-fn row_key(row: &Row, pk: usize) -> Option<i64> {
-    row.get(pk)?.as_key()
+        .map_err(|e| err(format!(": {e}")))
 }
 
 #[cfg(test)]
@@ -133,8 +142,42 @@ fn row_key(row: &Row, pk: usize) -> Option<i64> {
 mod tests {
     use super::*;
     use kernel::change::ChangeId;
+    use kernel::range::KeyRangeV1;
+    use kernel::schema::{ColumnDef, ColumnKind, SealedSchema, PRIMARY};
     use kernel::value::SqlValue;
     use proptest::prelude::*;
+
+    fn keyer() -> Keyer {
+        let col = |name: &str| ColumnDef {
+            name: name.into(),
+            kind: ColumnKind::BigInt,
+            column_type: "bigint".into(),
+            unsigned: false,
+            nullable: false,
+            char_len: None,
+            numeric_precision: None,
+            numeric_scale: None,
+            datetime_precision: None,
+            charset: None,
+            collation: None,
+        };
+        Keyer::of(&SealedSchema {
+            database: "d".into(),
+            table: "t".into(),
+            columns: vec![col("k"), col("v")],
+            key: vec![0],
+            key_name: PRIMARY.into(),
+        })
+        .unwrap()
+    }
+
+    fn k(v: i64) -> SortKey {
+        SortKey::of_i64(v)
+    }
+
+    fn r(lower: Option<i64>, upper: Option<i64>) -> KeyRange {
+        KeyRangeV1 { lower, upper }.into()
+    }
 
     fn row(k: i64, v: i64) -> Row {
         vec![SqlValue::Int(k), SqlValue::Int(v)]
@@ -156,10 +199,9 @@ mod tests {
         }
     }
 
-    const R: KeyRange = KeyRange {
-        lower: Some(10),
-        upper: Some(20),
-    };
+    fn range() -> KeyRange {
+        r(Some(10), Some(20))
+    }
 
     #[test]
     fn key_change_moves_rows_in_and_out() {
@@ -171,10 +213,10 @@ mod tests {
             change(3, Op::Delete, Some(row(12, 2)), None),
             change(4, Op::Insert, None, Some(row(30, 3))),
         ];
-        let f = fold(R, 0, raw, &changes).unwrap();
+        let f = fold(&range(), &keyer(), raw, &changes).unwrap();
         assert_eq!(
             f.rows.into_iter().collect::<Vec<_>>(),
-            vec![(15, row(15, 9))]
+            vec![(k(15), row(15, 9))]
         );
         assert_eq!(f.changes_folded, 3);
     }
@@ -186,8 +228,8 @@ mod tests {
             change(2, Op::Update, Some(row(13, 1)), Some(row(13, 2))),
             change(3, Op::Delete, Some(row(14, 0)), None),
         ];
-        let f = fold(R, 0, vec![row(13, 2)], &changes).unwrap();
-        assert_eq!(f.rows.get(&13), Some(&row(13, 2)));
+        let f = fold(&range(), &keyer(), vec![row(13, 2)], &changes).unwrap();
+        assert_eq!(f.rows.get(&k(13)), Some(&row(13, 2)));
         assert_eq!(f.rows.len(), 1);
     }
 
@@ -195,19 +237,19 @@ mod tests {
     fn missing_images_and_stray_raw_rows_are_errors() {
         let bad = change(1, Op::Update, None, Some(row(13, 1)));
         assert!(matches!(
-            fold(R, 0, vec![], &[bad]),
+            fold(&range(), &keyer(), vec![], &[bad]),
             Err(FoldError::ChangeKey {
                 image: "before",
                 ..
             })
         ));
         assert!(matches!(
-            fold(R, 0, vec![row(99, 0)], &[]),
-            Err(FoldError::OutOfRange { key: 99, .. })
+            fold(&range(), &keyer(), vec![row(99, 0)], &[]),
+            Err(FoldError::OutOfRange { key, .. }) if key == k(99)
         ));
         assert!(matches!(
-            fold(R, 0, vec![vec![SqlValue::Null]], &[]),
-            Err(FoldError::RawKey { pk: 0 })
+            fold(&range(), &keyer(), vec![vec![SqlValue::Null]], &[]),
+            Err(FoldError::RawKey { .. })
         ));
     }
 
@@ -215,8 +257,8 @@ mod tests {
     fn digest_depends_on_folded_changes_only() {
         let inside = change(1, Op::Insert, None, Some(row(13, 1)));
         let outside = change(2, Op::Insert, None, Some(row(99, 1)));
-        let a = fold(R, 0, vec![], std::slice::from_ref(&inside)).unwrap();
-        let b = fold(R, 0, vec![], &[inside, outside]).unwrap();
+        let a = fold(&range(), &keyer(), vec![], std::slice::from_ref(&inside)).unwrap();
+        let b = fold(&range(), &keyer(), vec![], &[inside, outside]).unwrap();
         assert_eq!(a.changes_digest, b.changes_digest);
         assert_eq!(a.rows, b.rows);
     }
@@ -278,20 +320,20 @@ mod tests {
             upper in proptest::option::of(0i64..40),
         ) {
             prop_assume!(matches!((lower, upper), (Some(l), Some(u)) if u > l) || lower.is_none() || upper.is_none());
-            let range = KeyRange { lower, upper };
+            let range = r(lower, upper);
             let (states, changes) = simulate(&init, &ops);
             let s = s_pick.index(states.len());
             let raw: Vec<Row> = states[s]
                 .iter()
-                .filter(|(k, _)| range.contains(**k))
-                .map(|(k, v)| row(*k, *v))
+                .filter(|(key, _)| range.contains(&k(**key)))
+                .map(|(key, v)| row(*key, *v))
                 .collect();
-            let expected: BTreeMap<i64, Row> = states[states.len() - 1]
+            let expected: BTreeMap<SortKey, Row> = states[states.len() - 1]
                 .iter()
-                .filter(|(k, _)| range.contains(**k))
-                .map(|(k, v)| (*k, row(*k, *v)))
+                .filter(|(key, _)| range.contains(&k(**key)))
+                .map(|(key, v)| (k(*key), row(*key, *v)))
                 .collect();
-            let f = fold(range, 0, raw, &changes).unwrap();
+            let f = fold(&range, &keyer(), raw, &changes).unwrap();
             prop_assert_eq!(f.rows, expected);
         }
     }

@@ -15,6 +15,7 @@ use crate::table::window::reconcile;
 use kernel::change::Change;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Attempt, Digest, WindowId};
+use kernel::key::{weigh, Keyer};
 use kernel::log::{LSeq, MarkerSeen, RecordBody};
 use kernel::range::KeyRange;
 use kernel::{Error, Result};
@@ -91,18 +92,39 @@ pub async fn changes_between(ctx: &JobCtx, after: LSeq, upto: LSeq) -> Result<Ve
     Ok(out)
 }
 
+/// Asks the source for the weights of the character keys of `changes` the read did not
+/// bring (DESIGN §14): one connection, batches of `weigh::BATCH` values.
+async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Result<()> {
+    let images = changes
+        .iter()
+        .flat_map(|c| c.before.iter().chain(c.after.iter()));
+    let missing = keyer.unweighed(images);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut conn =
+        crate::io::connect::connect(ctx.source.clone(), "source", "(key weights)").await?;
+    let n = missing.len();
+    let trips = weigh::weigh_pairs(&mut conn, keyer, missing).await?;
+    tracing::debug!(job = %ctx.id(), values = n, trips, "asked the source for key weights");
+    let _ = conn.disconnect().await;
+    Ok(())
+}
+
 /// Folds L over the RAW rows and seals FINAL pages and the manifest, then the seal row.
 pub async fn seal(
     ctx: &JobCtx,
     w: WindowId,
     a: Attempt,
-    range: KeyRange,
+    range: &KeyRange,
+    keyer: &Keyer,
     low: &MarkerSeen,
     high: &MarkerSeen,
     view: ReadView,
 ) -> Result<SealedWindow> {
     let changes = changes_between(ctx, low.seq, high.seq).await?;
-    let folded = reconcile::fold(range, ctx.schema.pk, view.rows, &changes).map_err(|e| {
+    weigh_changes(ctx, keyer, &changes).await?;
+    let folded = reconcile::fold(range, keyer, view.rows, &changes).map_err(|e| {
         Error::definite(
             DefiniteCode::Uncapturable,
             format!(
@@ -115,7 +137,7 @@ pub async fn seal(
         job: ctx.id(),
         generation: ctx.generation(),
         window: w,
-        range,
+        range: range.clone(),
         attempt: a,
         low: low.end.pos.clone(),
         high: high.end.pos.clone(),
