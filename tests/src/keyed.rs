@@ -1,0 +1,529 @@
+//! Tables of every key shape (DESIGN §14, issue 14) for the end-to-end suites: a [`Shape`]
+//! names a table `t` by its key columns and the SQL literals of its i-th key, a
+//! [`writer`] changes it the way applications do (inserts, updates, deletes, a delete and
+//! a reinsert of one key in one transaction, key changes across windows, case-only and
+//! trailing-space-only key changes under a `_ci` PAD SPACE collation), and [`Run`] drives
+//! the real `backfill serve` program to STREAMING and checks the audit and the
+//! independent comparison ([`crate::compare`]).
+use crate::case::Case;
+use crate::compare::{self, Diff};
+use ledger::record::Phase;
+use mysql_async::prelude::Queryable;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Keys of a shape: i in 0..SPACE; the even ones are filled before install.
+pub const SPACE: u32 = 800;
+
+/// One key shape of table `t`: key columns, then `n INT NOT NULL, v VARCHAR(40) NULL`.
+#[derive(Clone, Copy)]
+pub struct Shape {
+    pub name: &'static str,
+    /// Definitions of the key columns.
+    pub columns: &'static str,
+    /// The key clause, e.g. `PRIMARY KEY (a, b)`.
+    pub key_clause: &'static str,
+    /// The key columns, in key order.
+    pub key: &'static [&'static str],
+    /// SQL literals of the key columns of key i, in key order; distinct keys under the
+    /// columns' collations for distinct i.
+    pub lits: fn(u32) -> Vec<String>,
+    /// A character key column whose case a writer flips (and, when true, whose trailing
+    /// space it adds or removes: VARCHAR under PAD SPACE), keeping the key the same.
+    pub case_col: Option<(&'static str, bool)>,
+}
+
+impl Shape {
+    pub fn ddl(&self) -> String {
+        format!(
+            "CREATE TABLE t ({}, n INT NOT NULL, v VARCHAR(40) NULL, {}) ENGINE=InnoDB",
+            self.columns, self.key_clause
+        )
+    }
+
+    fn cols(&self) -> String {
+        self.key
+            .iter()
+            .map(|c| format!("`{c}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `k1 = l1 AND k2 = l2` for key i.
+    pub fn where_key(&self, i: u32) -> String {
+        self.pairs(i, " AND ")
+    }
+
+    fn pairs(&self, i: u32, sep: &str) -> String {
+        self.key
+            .iter()
+            .zip((self.lits)(i))
+            .map(|(c, l)| format!("`{c}` = {l}"))
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+
+    /// `(l1, l2, n, v)` of key i.
+    fn values(&self, i: u32, n: i64, v: &str) -> String {
+        format!("({}, {n}, '{v}')", (self.lits)(i).join(", "))
+    }
+
+    /// The fill: every even key, in one statement.
+    pub fn fill(&self) -> Vec<String> {
+        let rows: Vec<String> = (0..SPACE)
+            .step_by(2)
+            .map(|i| self.values(i, i64::from(i), &format!("f{i}")))
+            .collect();
+        vec![format!(
+            "INSERT INTO t ({}, n, v) VALUES {}",
+            self.cols(),
+            rows.join(", ")
+        )]
+    }
+
+    /// The statements of one writer step (op chosen by `op`, keys `a` and `b`).
+    pub fn step(&self, op: u32, a: u32, b: u32, n: u64) -> Vec<String> {
+        let (cols, wa) = (self.cols(), self.where_key(a));
+        match op % 6 {
+            0 => vec![format!(
+                "INSERT IGNORE INTO t ({cols}, n, v) VALUES {}",
+                self.values(a, 0, "ins")
+            )],
+            1 => vec![format!("UPDATE t SET n = n + 1, v = 'upd{n}' WHERE {wa}")],
+            2 => vec![format!("DELETE FROM t WHERE {wa}")],
+            3 => vec![
+                "BEGIN".into(),
+                format!("DELETE FROM t WHERE {wa}"),
+                format!(
+                    "INSERT IGNORE INTO t ({cols}, n, v) VALUES {}",
+                    self.values(a, -1, &format!("re{n}"))
+                ),
+                "COMMIT".into(),
+            ],
+            // Key changes far away: across windows.
+            4 => vec![format!(
+                "UPDATE IGNORE t SET {} WHERE {wa}",
+                self.pairs((a + SPACE / 2 + b % 16) % SPACE, ", ")
+            )],
+            _ => match self.case_col {
+                Some((c, varchar)) if varchar && n % 2 == 0 => vec![format!(
+                    "UPDATE t SET `{c}` = IF(`{c}` LIKE '% ', RTRIM(`{c}`), CONCAT(`{c}`, ' ')) \
+                     WHERE {wa}"
+                )],
+                Some((c, _)) => vec![format!(
+                    "UPDATE t SET `{c}` = IF(BINARY `{c}` = BINARY UPPER(`{c}`), LOWER(`{c}`), \
+                     UPPER(`{c}`)) WHERE {wa}"
+                )],
+                None => vec![format!("UPDATE t SET v = NULL WHERE {wa}")],
+            },
+        }
+    }
+}
+
+/// Changes the source table with [`Shape::step`]s until `stop`; returns the steps done.
+pub async fn writer(url: String, shape: Shape, stop: Arc<AtomicBool>) -> u64 {
+    use rand::Rng;
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    let mut n = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let (op, a, b) = {
+            let mut r = rand::rng();
+            (
+                r.random_range(0..6),
+                r.random_range(0..SPACE),
+                r.random_range(0..SPACE),
+            )
+        };
+        for sql in shape.step(op, a, b, n) {
+            c.query_drop(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("writer of {}: {e}\n{sql}", shape.name));
+        }
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    c.disconnect().await.unwrap();
+    n
+}
+
+/// A writer running on its own task.
+pub struct Writing {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl Writing {
+    pub fn start(c: &Case, shape: Shape) -> Writing {
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(writer(c.source.url_db(&c.sdb), shape, stop.clone()));
+        Writing { stop, task }
+    }
+
+    /// Stops it; returns the steps it did.
+    pub async fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("the writer panicked")
+    }
+}
+
+/// `backfill serve` of this case as a child process (not idle-exiting unless
+/// `--exit-when-idle` is in `args`), fault points from `failpoints` (`name@n` or "").
+pub fn serve_child(c: &Case, args: &[&str], failpoints: &str) -> Child {
+    crate::bin::command()
+        .arg("serve")
+        .arg("--state")
+        .arg(c.state_url())
+        .arg("--data-dir")
+        .arg(c.data.path())
+        .args(["--owner", "keys-test"])
+        .args(args)
+        .env(kernel::failpoint::ENV, failpoints)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn backfill serve")
+}
+
+/// Waits until J says STREAMING; fails on a pause or on the child's exit.
+pub async fn wait_streaming(c: &Case, child: &mut Child) {
+    let until = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Some(h) = c.head_opt().await {
+            assert!(h.paused.is_none(), "job paused: {:?}", h.paused);
+            if h.phase == Phase::Streaming {
+                return;
+            }
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!(
+                "serve exited with {s} before STREAMING: {:?}",
+                c.head_opt().await
+            );
+        }
+        assert!(
+            Instant::now() < until,
+            "not STREAMING: {:?}",
+            c.head_opt().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Ends a child serve (SIGKILL: every step survives it).
+pub fn kill(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The comparison of this case's source and target, keyed by `key`.
+pub fn diff(c: &Case, key: &[&str]) -> Diff {
+    compare::compare(c.source, &c.sdb, c.target, &c.tdb, "t", key)
+}
+
+/// Waits until the comparison is clean (a running serve catching up); fails with the last
+/// difference after `limit`.
+pub async fn wait_clean(c: &Case, key: &[&str], limit: Duration) -> Diff {
+    let until = Instant::now() + limit;
+    loop {
+        let d = diff(c, key);
+        if d.is_clean() {
+            return d;
+        }
+        assert!(Instant::now() < until, "target never equalled source: {d}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// `backfill audit JOB --format json` by the real program: asserts exit 0 and `passed`.
+pub fn assert_audit_passes(c: &Case) {
+    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let data = c.data.path().to_str().unwrap().to_string();
+    let (code, out, err) = crate::backfill(&[
+        "audit",
+        "--state",
+        &state,
+        "--data-dir",
+        &data,
+        &job,
+        "--format",
+        "json",
+    ])
+    .parts();
+    assert_eq!(code, 0, "audit: {out} {err}");
+    let a: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(a["passed"], true, "{out}");
+}
+
+/// What one shape's run saw.
+#[derive(Debug)]
+pub struct Seen {
+    pub windows: usize,
+    pub writes: u64,
+    pub rows: usize,
+    pub took: Duration,
+}
+
+/// One shape end to end: install (window_rows 50, page_rows 10) and start under a
+/// writer; serve to STREAMING; writer stopped: the target catches up, 0/0/0, audit PASS;
+/// a writer while STREAMING; stopped: caught up and 0/0/0 again.
+pub async fn end_to_end(prefix: &str, shape: Shape) -> Seen {
+    let t0 = Instant::now();
+    let c = Case::of_table(prefix, &shape.ddl(), &shape.fill(), 50, 10).await;
+    let windows = c.plan().await.len();
+    assert!(windows >= 6, "{}: {windows} windows", shape.name);
+    let w = Writing::start(&c, shape);
+    let mut serve = serve_child(&c, &["--replay-batch-rows", "40"], "");
+    wait_streaming(&c, &mut serve).await;
+    let mut writes = w.stop().await;
+    wait_clean(&c, shape.key, Duration::from_secs(60)).await;
+    assert_audit_passes(&c);
+    let w = Writing::start(&c, shape);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    writes += w.stop().await;
+    let d = wait_clean(&c, shape.key, Duration::from_secs(60)).await;
+    kill(serve);
+    Seen {
+        windows,
+        writes,
+        rows: d.rows,
+        took: t0.elapsed(),
+    }
+}
+
+/// Runs `end_to_end` for each shape in turn (each on its own task, so one failing shape
+/// does not hide the others); prints a line per shape and fails naming every shape that
+/// failed.
+pub async fn each_shape(group: &str, shapes: &[Shape]) {
+    let mut failed = Vec::new();
+    for s in shapes {
+        let prefix = format!("k{group}{}", s.name.len());
+        let shape = *s;
+        let r = tokio::spawn(async move { end_to_end(&prefix, shape).await }).await;
+        match r {
+            Ok(seen) => eprintln!("key shape {}: PASS {seen:?}", s.name),
+            Err(e) => {
+                eprintln!("key shape {}: FAIL", s.name);
+                failed.push(format!("{}: {e}", s.name));
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "failed key shapes:\n{}",
+        failed.join("\n")
+    );
+}
+
+fn q(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The shapes of issue 14's acceptance list.
+pub mod shapes {
+    use super::{q, Shape, SPACE};
+
+    pub const SMALLINT_UNSIGNED: Shape = Shape {
+        name: "smallint_unsigned",
+        columns: "id SMALLINT UNSIGNED NOT NULL",
+        key_clause: "PRIMARY KEY (id)",
+        key: &["id"],
+        lits: |i| vec![if i == SPACE - 1 { 65535 } else { i * 80 }.to_string()],
+        case_col: None,
+    };
+
+    /// Keys from 0 to 2^64-1, half of them above 2^63.
+    pub const BIGINT_UNSIGNED: Shape = Shape {
+        name: "bigint_unsigned",
+        columns: "id BIGINT UNSIGNED NOT NULL",
+        key_clause: "PRIMARY KEY (id)",
+        key: &["id"],
+        lits: |i| {
+            vec![if i == SPACE - 1 {
+                u64::MAX
+            } else {
+                u64::from(i) * 23_000_000_000_000_000
+            }
+            .to_string()]
+        },
+        case_col: None,
+    };
+
+    pub const INT_INT: Shape = Shape {
+        name: "int_int",
+        columns: "a INT NOT NULL, b INT NOT NULL",
+        key_clause: "PRIMARY KEY (a, b)",
+        key: &["a", "b"],
+        lits: |i| {
+            vec![
+                (i as i64 % 10 - 5).to_string(),
+                (i as i64 / 10 - 40).to_string(),
+            ]
+        },
+        case_col: None,
+    };
+
+    pub const INT_CHAR4: Shape = Shape {
+        name: "int_char4",
+        columns: "a INT NOT NULL, b CHAR(4) NOT NULL",
+        key_clause: "PRIMARY KEY (a, b)",
+        key: &["a", "b"],
+        lits: |i| {
+            let s = ["a", "Bb", "cC", "DdD", "e", "Ff", "gG", "HhH"][(i % 8) as usize];
+            vec![(i / 16).to_string(), q(&format!("{s}{}", i % 16 / 8))]
+        },
+        case_col: Some(("b", false)),
+    };
+
+    pub const INT_VARCHAR50_DATE: Shape = Shape {
+        name: "int_varchar50_date",
+        columns: "a INT NOT NULL, b VARCHAR(50) NOT NULL, c DATE NOT NULL",
+        key_clause: "PRIMARY KEY (a, b, c)",
+        key: &["a", "b", "c"],
+        lits: |i| {
+            let names = [
+                "alpha", "Beta", "GAMMA", "délta", "ÉPSILON", "zeta ", "eta", "Théta", "iota", "",
+            ];
+            vec![
+                (i / 20).to_string(),
+                q(names[(i % 20 / 2) as usize]),
+                q(&format!("2024-02-{}", 28 + i % 2)),
+            ]
+        },
+        case_col: Some(("b", true)),
+    };
+
+    pub const CHAR3_CHAR30: Shape = Shape {
+        name: "char3_char30",
+        columns: "a CHAR(3) NOT NULL, b CHAR(30) NOT NULL",
+        key_clause: "PRIMARY KEY (a, b)",
+        key: &["a", "b"],
+        lits: |i| {
+            let n = i / 10;
+            let code = format!(
+                "{}{}{}",
+                if n % 2 == 0 { 'A' } else { 'b' },
+                (b'a' + (n / 26) as u8) as char,
+                (b'A' + (n % 26) as u8) as char
+            );
+            let city = [
+                "Kabul",
+                "Qandahar",
+                "Herat",
+                "Mazar-e-Sharif",
+                "Amsterdam",
+                "Rotterdam",
+                "Haag",
+                "Zürich",
+                "Ålesund",
+                "São Paulo",
+            ][(i % 10) as usize];
+            vec![q(&code), q(city)]
+        },
+        case_col: Some(("b", false)),
+    };
+
+    pub const INT_DATETIME_DATE_TIME: Shape = Shape {
+        name: "int_datetime_date_time",
+        columns: "a INT NOT NULL, b DATETIME NOT NULL, c DATE NOT NULL, d TIME NOT NULL",
+        key_clause: "PRIMARY KEY (a, b, c, d)",
+        key: &["a", "b", "c", "d"],
+        lits: |i| {
+            let (b, c, d) = [
+                ("0000-00-00 00:00:00", "0000-00-00", "00:00:00"),
+                ("2024-02-29 23:59:59", "2024-00-00", "-838:59:59"),
+                ("1000-01-01 00:00:00", "9999-12-31", "838:59:59"),
+                ("2038-01-19 03:14:08", "1970-01-01", "-00:00:01"),
+            ][(i % 4) as usize];
+            vec![(i / 4).to_string(), q(b), q(c), q(d)]
+        },
+        case_col: None,
+    };
+
+    /// ENUM members whose index order is not their alphabetical order.
+    pub const INT_ENUM: Shape = Shape {
+        name: "int_enum",
+        columns: "a INT NOT NULL, e ENUM('small','MEDIUM','large','x-large') NOT NULL",
+        key_clause: "PRIMARY KEY (a, e)",
+        key: &["a", "e"],
+        lits: |i| {
+            let e = ["small", "MEDIUM", "large", "x-large"][(i % 4) as usize];
+            vec![(i / 4).to_string(), q(e)]
+        },
+        case_col: None,
+    };
+
+    pub const CHAR3: Shape = Shape {
+        name: "char3",
+        columns: "code CHAR(3) NOT NULL",
+        key_clause: "PRIMARY KEY (code)",
+        key: &["code"],
+        lits: |i| {
+            let s = match i {
+                0 => "a".to_string(),
+                1 => "Ab".to_string(),
+                _ => {
+                    let l = |x: u32| (b'a' + (x % 26) as u8) as char;
+                    let first = if i % 2 == 1 {
+                        l(i / 676).to_ascii_uppercase()
+                    } else {
+                        l(i / 676)
+                    };
+                    format!("{first}{}{}", l(i / 26), l(i))
+                }
+            };
+            vec![q(&s)]
+        },
+        case_col: Some(("code", false)),
+    };
+
+    pub const VARCHAR255_GENERAL_CI: Shape = Shape {
+        name: "varchar255_general_ci",
+        columns: "name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL",
+        key_clause: "PRIMARY KEY (name)",
+        key: &["name"],
+        lits: |i| {
+            let s = match i % 4 {
+                0 => format!("key-{i}"),
+                1 => format!("Ключ-{i}"),
+                2 => format!("{} {i}", "x".repeat(200)),
+                _ => format!("Ärger {i} "),
+            };
+            vec![q(&s)]
+        },
+        case_col: Some(("name", true)),
+    };
+
+    /// 16-byte keys; key 8 is a 15-byte value (stored padded with 0x00, logged without it).
+    pub const BINARY16: Shape = Shape {
+        name: "binary16",
+        columns: "id BINARY(16) NOT NULL",
+        key_clause: "PRIMARY KEY (id)",
+        key: &["id"],
+        lits: |i| {
+            vec![if i == 8 {
+                "X'0102030405060708090A0B0C0D0E0F'".to_string()
+            } else {
+                format!("UNHEX(MD5('{i}'))")
+            }]
+        },
+        case_col: None,
+    };
+
+    /// No primary key: the only key is a NOT NULL UNIQUE (VARCHAR, INT).
+    pub const UNIQUE_VARCHAR_INT: Shape = Shape {
+        name: "unique_varchar_int",
+        columns: "name VARCHAR(40) NOT NULL, num INT NOT NULL",
+        key_clause: "UNIQUE KEY uk (name, num)",
+        key: &["name", "num"],
+        lits: |i| {
+            let s = ["Ann", "bob", "CÉCILE", "dave "][(i % 4) as usize];
+            vec![q(s), (i as i64 / 4 - 100).to_string()]
+        },
+        case_col: Some(("name", true)),
+    };
+}
