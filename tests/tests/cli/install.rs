@@ -254,31 +254,50 @@ async fn refuses_a_source_table_without_primary_key() {
     );
 }
 
+/// Keys of issue 14 install: the key is sealed in index order, the PRIMARY KEY first, else
+/// the first NOT NULL UNIQUE key (a UNIQUE key over a NULLable column is no key).
 #[tokio::test]
-async fn refuses_a_composite_primary_key() {
-    let ddl = "CREATE TABLE t (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (a, b)) ENGINE=InnoDB";
-    let case = Tables::new("cpk", ddl, ddl);
-    let msg = refusal(&case.req()).await;
-    names(&msg, &["composite primary key", "`a`, `b`"]);
-}
-
-#[tokio::test]
-async fn refuses_an_unsigned_primary_key() {
-    let ddl = "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY) ENGINE=InnoDB";
-    let case = Tables::new("upk", ddl, ddl);
-    let msg = refusal(&case.req()).await;
-    names(&msg, &["primary key column `id`", "unsigned", "SIGNED"]);
-}
-
-#[tokio::test]
-async fn refuses_a_primary_key_that_is_not_an_integer() {
-    let ddl = "CREATE TABLE t (id VARCHAR(36) NOT NULL PRIMARY KEY) ENGINE=InnoDB";
-    let case = Tables::new("spk", ddl, ddl);
-    let msg = refusal(&case.req()).await;
-    names(
-        &msg,
-        &["primary key column `id`", "varchar(36)", "not an integer"],
-    );
+async fn composite_unsigned_and_character_keys_are_sealed_in_index_order() {
+    for (prefix, ddl, key, name) in [
+        (
+            "cpk",
+            "CREATE TABLE t (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (b, a)) ENGINE=InnoDB",
+            vec![1, 0],
+            "PRIMARY",
+        ),
+        (
+            "upk",
+            "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+            vec![0],
+            "PRIMARY",
+        ),
+        (
+            "spk",
+            "CREATE TABLE t (id VARCHAR(36) NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+            vec![0],
+            "PRIMARY",
+        ),
+        (
+            "uqk",
+            "CREATE TABLE t (n INT NULL, c VARCHAR(9) NOT NULL, d INT NOT NULL, \
+             UNIQUE KEY un (n), UNIQUE KEY ucd (d, c)) ENGINE=InnoDB",
+            vec![2, 1],
+            "ucd",
+        ),
+    ] {
+        // The target may not have unique keys beyond the key: only the chosen one.
+        let tddl = ddl.replace("UNIQUE KEY un (n), ", "");
+        let case = Tables::new(prefix, ddl, &tddl);
+        let done = installs(&case.req()).await;
+        let pool = pool(&case).await;
+        let schema = jobs::load_schema(&pool, done.job_id).await.expect("schema");
+        assert_eq!(
+            (schema.key.clone(), schema.key_name.as_str()),
+            (key, name),
+            "{ddl}"
+        );
+        pool.close().await;
+    }
 }
 
 #[tokio::test]
@@ -470,15 +489,14 @@ async fn refuses_bad_sizes_as_usage_errors() {
 
 #[tokio::test]
 async fn lists_every_refusal_at_once() {
-    let ddl =
-        "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, g POINT NULL) ENGINE=MyISAM";
+    let ddl = "CREATE TABLE t (id BIGINT NOT NULL, g POINT NULL) ENGINE=MyISAM";
     let case = Tables::new("many", ddl, "");
     let msg = refusal(&case.req()).await;
     names(
         &msg,
         &[
             "MyISAM",
-            "UNSIGNED",
+            "no primary key",
             "column `g`",
             "target table",
             "does not exist",
