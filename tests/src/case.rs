@@ -93,8 +93,24 @@ impl Case {
 
     /// A case of any table: `ddl` creates `t` on the shared source and on the target,
     /// `fill` runs on the source, then install with these sizes and start. No audit
-    /// triggers (those name the column `id` of [`DDL`]).
+    /// triggers (those name the column `id` of [`DDL`]). A prefix `=name` makes the source
+    /// database exactly `name` (for fixtures that carry it).
     pub async fn of_table(
+        prefix: &str,
+        ddl: &str,
+        fill: &[String],
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
+        let c = Case::of_table_unstarted(prefix, ddl, fill, window_rows, page_rows).await;
+        crate::bf::store::commands::start(&c.pool, c.job)
+            .await
+            .unwrap();
+        c
+    }
+
+    /// Like [`Case::of_table`] without the start command.
+    pub async fn of_table_unstarted(
         prefix: &str,
         ddl: &str,
         fill: &[String],
@@ -107,11 +123,7 @@ impl Case {
             }
         };
         let source = harness::shared_source();
-        let c = Case::install_on(source, prefix, ddl, fill, window_rows, page_rows).await;
-        crate::bf::store::commands::start(&c.pool, c.job)
-            .await
-            .unwrap();
-        c
+        Case::install_on(source, prefix, ddl, fill, window_rows, page_rows).await
     }
 
     /// Fresh databases, `t` from `ddl` on both sides, `fill` on the source, install.
@@ -125,7 +137,15 @@ impl Case {
     ) -> Case {
         init_tracing();
         let target = harness::shared_target();
-        let sdb = source.fresh_db(&format!("{prefix}_s"));
+        // A prefix `=name` names the source database itself (fixtures that carry it).
+        let sdb = match prefix.strip_prefix('=') {
+            Some(name) => {
+                source.sql(&format!("CREATE DATABASE `{name}`"));
+                name.to_string()
+            }
+            None => source.fresh_db(&format!("{prefix}_s")),
+        };
+        let prefix = prefix.trim_start_matches('=');
         let ctl = source.fresh_db(&format!("{prefix}_c"));
         let tdb = target.fresh_db(&format!("{prefix}_t"));
         source.sql_in(&sdb, ddl);
