@@ -80,7 +80,9 @@ pub enum Encoding {
     /// TINYINT..BIGINT UNSIGNED: 8 bytes big-endian.
     Unsigned,
     /// DECIMAL(p, s): sign, magnitude by digit count, digits, `scale` fraction digits.
-    Decimal { scale: u32 },
+    Decimal {
+        scale: u32,
+    },
     Date,
     Datetime,
     Timestamp,
@@ -91,7 +93,9 @@ pub enum Encoding {
     /// SET by its bit value; members in definition order.
     Set(Vec<Vec<u8>>),
     /// BINARY(n) padded with 0x00 to `pad`, VARBINARY as stored (`pad` None).
-    Binary { pad: Option<usize> },
+    Binary {
+        pad: Option<usize>,
+    },
     /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`.
     Chars {
         charset: String,
@@ -116,7 +120,9 @@ pub enum KeyError {
     Null { column: String },
     #[error("key column `{column}`: {why}")]
     Value { column: String, why: String },
-    #[error("key column `{column}`: the server's weight of a value was not asked before use (a bug)")]
+    #[error(
+        "key column `{column}`: the server's weight of a value was not asked before use (a bug)"
+    )]
     NoWeight { column: String },
     #[error("row has {found} columns, the key needs column #{needed}")]
     Short { found: usize, needed: usize },
@@ -177,7 +183,10 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
         },
         K::Varbinary => Encoding::Binary { pad: None },
         K::Char | K::Varchar => Encoding::Chars {
-            charset: c.charset.clone().ok_or("a character column without a charset")?,
+            charset: c
+                .charset
+                .clone()
+                .ok_or("a character column without a charset")?,
             collation: c
                 .collation
                 .clone()
@@ -383,7 +392,10 @@ fn show_value(v: &SqlValue) -> String {
         }
         SqlValue::Time(neg, d, h, m, s, us) => {
             let sign = if *neg { "-" } else { "" };
-            format!("{sign}{}:{m:02}:{s:02}.{us:06}", u64::from(*d) * 24 + u64::from(*h))
+            format!(
+                "{sign}{}:{m:02}:{s:02}.{us:06}",
+                u64::from(*d) * 24 + u64::from(*h)
+            )
         }
     }
 }
