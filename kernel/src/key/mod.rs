@@ -208,6 +208,9 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
 #[derive(Clone, Debug, Default)]
 pub struct WeightCache {
     map: HashMap<(usize, Vec<u8>), Vec<u8>>,
+    /// Per collation: true when it pads with spaces (asked of the server).
+    pad: HashMap<String, bool>,
+    stats: weigh::WeighStats,
 }
 
 impl WeightCache {
@@ -231,6 +234,11 @@ impl WeightCache {
     /// Forgets every weight (the cache is bounded by its owner between uses).
     pub fn clear(&mut self) {
         self.map.clear();
+    }
+
+    /// What weighing has cost so far (round trips and values asked).
+    pub fn stats(&self) -> weigh::WeighStats {
+        self.stats
     }
 }
 

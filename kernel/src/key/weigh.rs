@@ -2,3 +2,215 @@
 //! under the column's collation, n the declared length, asked of the source in batches.
 //! Plain `WEIGHT_STRING(v)` ignores PAD SPACE (notes/mariadb.md); padding to the declared
 //! length makes 'a' and 'a ' one key where the collation says so.
+//!
+//! Why it is safe: the weight is the server's own, computed from the value's exact bytes
+//! (sent as a parameter, relabelled as the column's charset with `CAST(? AS BINARY)`, never
+//! re-encoded through the connection charset), and every way it could be wrong is
+//! refused instead of used (measured on MariaDB 10.11, kernel/tests/keys):
+//! - a value that is not valid in the charset makes the server warn and weigh '?' in its
+//!   place: a batch with any warning is an error;
+//! - `AS CHAR(n)` keeps at most n weights, and one character can expand to several
+//!   ('ß' is 'ss' under utf8mb4_unicode_ci): when the weight of the value without its
+//!   trailing spaces is longer than the padded weight, two different values could share
+//!   it, so the value is refused (it names the column and collation);
+//! - a NO PAD collation (`'a' = 'a '` is 0, asked of the server once per collation) pads
+//!   `AS CHAR(n)` with zero weights, which makes 'a' and 'a\0' one weight although they are
+//!   two keys: under NO PAD the plain `WEIGHT_STRING(v)` is the sort key (no padding is
+//!   what NO PAD means, and a weight that is a prefix of another sorts first, as the
+//!   server does);
+//! - a NULL weight (larger than max_allowed_packet) is an error.
+use super::{Encoding, Keyer};
+use crate::error::{from_mysql, DefiniteCode, Error};
+use crate::value::Row;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Value};
+
+/// Values per statement: one round trip each.
+pub const BATCH: usize = 500;
+
+/// What weighing cost so far (kept in the keyer's cache, for callers to report).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WeighStats {
+    /// Statements sent (batches of weights, and one pad check per collation).
+    pub round_trips: u64,
+    /// Values weighed.
+    pub values: u64,
+}
+
+/// Asks the server the weights of the character key values of `rows` not cached yet and
+/// caches them. Returns how many values were asked.
+pub async fn weigh<'r>(
+    conn: &mut Conn,
+    keyer: &mut Keyer,
+    rows: impl IntoIterator<Item = &'r Row>,
+) -> crate::Result<usize> {
+    let values = keyer.unweighed(rows);
+    weigh_values(conn, keyer, &values).await
+}
+
+/// Asks the server the weights of `values` (key column index in the key, value bytes) not
+/// cached yet and caches them (for bounds and cursors). Returns how many were asked.
+pub async fn weigh_values(
+    conn: &mut Conn,
+    keyer: &mut Keyer,
+    values: &[(usize, Vec<u8>)],
+) -> crate::Result<usize> {
+    let mut asked = 0;
+    for ci in 0..keyer.def.columns.len() {
+        let mut todo: Vec<&[u8]> = Vec::new();
+        for (c, v) in values {
+            if *c == ci && keyer.weights.get(ci, v).is_none() && !todo.contains(&v.as_slice()) {
+                todo.push(v);
+            }
+        }
+        if todo.is_empty() {
+            continue;
+        }
+        let col = Column::of(keyer, ci)?;
+        let pad = pad_space(conn, keyer, &col).await?;
+        for batch in todo.chunks(BATCH) {
+            let weights = ask(conn, &col, pad, batch).await?;
+            keyer.weights.stats.round_trips += 1;
+            keyer.weights.stats.values += batch.len() as u64;
+            for (v, w) in batch.iter().zip(weights) {
+                keyer.weights.insert(ci, v.to_vec(), w);
+            }
+            asked += batch.len();
+        }
+    }
+    Ok(asked)
+}
+
+/// The facts of one character key column a statement needs (identifiers checked).
+struct Column {
+    name: String,
+    charset: String,
+    collation: String,
+    len: u64,
+}
+
+impl Column {
+    fn of(keyer: &Keyer, ci: usize) -> crate::Result<Column> {
+        let c = &keyer.def.columns[ci];
+        let Encoding::Chars {
+            charset,
+            collation,
+            len,
+        } = &c.encoding
+        else {
+            return Err(Error::definite(
+                DefiniteCode::Internal,
+                format!("key column `{}` is not a character column", c.name),
+            ));
+        };
+        for id in [charset, collation] {
+            if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(Error::definite(
+                    DefiniteCode::Internal,
+                    format!(
+                        "key column `{}`: not a charset or collation name: {id:?}",
+                        c.name
+                    ),
+                ));
+            }
+        }
+        Ok(Column {
+            name: c.name.clone(),
+            charset: charset.clone(),
+            collation: collation.clone(),
+            len: *len,
+        })
+    }
+}
+
+/// True for a PAD SPACE collation, asked of the server once per collation and cached.
+async fn pad_space(conn: &mut Conn, keyer: &mut Keyer, col: &Column) -> crate::Result<bool> {
+    if let Some(p) = keyer.weights.pad.get(&col.collation) {
+        return Ok(*p);
+    }
+    let (cs, co) = (&col.charset, &col.collation);
+    let sql = format!(
+        "SELECT CONVERT('a' USING {cs}) COLLATE {co} = CONVERT('a ' USING {cs}) COLLATE {co}"
+    );
+    let r: Option<i64> = conn
+        .query_first(sql)
+        .await
+        .map_err(|e| from_mysql(&format!("asking whether {co} pads with spaces"), &e))?;
+    keyer.weights.stats.round_trips += 1;
+    let pad = r == Some(1);
+    keyer.weights.pad.insert(col.collation.clone(), pad);
+    Ok(pad)
+}
+
+/// The statement weighing `n` values of `col`: one row per value, `(i, weight, whole)`,
+/// `whole` 0 when `AS CHAR(len)` cut the weight short.
+fn statement(col: &Column, pad: bool, n: usize) -> String {
+    let (cs, co, len) = (&col.charset, &col.collation, col.len);
+    let values: Vec<String> = (0..n)
+        .map(|i| {
+            format!("SELECT {i} AS i, CONVERT(CAST(? AS BINARY) USING {cs}) COLLATE {co} AS c")
+        })
+        .collect();
+    let exprs = if pad {
+        format!(
+            "WEIGHT_STRING(c AS CHAR({len})), \
+             LENGTH(WEIGHT_STRING(TRIM(TRAILING ' ' FROM c))) <= LENGTH(WEIGHT_STRING(c AS CHAR({len})))"
+        )
+    } else {
+        "WEIGHT_STRING(c), 1".to_string()
+    };
+    format!(
+        "SELECT i, {exprs} FROM ({}) AS v ORDER BY i",
+        values.join(" UNION ALL ")
+    )
+}
+
+async fn ask(
+    conn: &mut Conn,
+    col: &Column,
+    pad: bool,
+    batch: &[&[u8]],
+) -> crate::Result<Vec<Vec<u8>>> {
+    let what = format!(
+        "weighing {} values of key column `{}`",
+        batch.len(),
+        col.name
+    );
+    let params: Vec<Value> = batch.iter().map(|v| Value::Bytes(v.to_vec())).collect();
+    let rows: Vec<(u64, Option<Vec<u8>>, Option<i64>)> = conn
+        .exec(statement(col, pad, batch.len()), Params::Positional(params))
+        .await
+        .map_err(|e| from_mysql(&what, &e))?;
+    let refuse = |why: String| {
+        Error::definite(
+            DefiniteCode::Uncapturable,
+            format!("key column `{}` ({}): {why}", col.name, col.collation),
+        )
+    };
+    if conn.get_warnings() > 0 {
+        return Err(refuse(format!(
+            "{what}: the server warned ({} warnings): a value is not valid {} text",
+            conn.get_warnings(),
+            col.charset
+        )));
+    }
+    if rows.len() != batch.len() {
+        return Err(refuse(format!("{what}: {} weights came back", rows.len())));
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (k, (i, w, whole)) in rows.into_iter().enumerate() {
+        let v = super::show_values(&[crate::value::SqlValue::Bytes(batch[k].to_vec())]);
+        match (i == k as u64, w, whole) {
+            (true, Some(w), Some(1)) => out.push(w),
+            (true, Some(_), _) => {
+                return Err(refuse(format!(
+                    "the weight of {v} is longer than {} weights (a character expands), so \
+                     WEIGHT_STRING(v AS CHAR({})) would cut it and could equal another value's",
+                    col.len, col.len
+                )))
+            }
+            _ => return Err(refuse(format!("the server gave no weight for {v}"))),
+        }
+    }
+    Ok(out)
+}
