@@ -17,7 +17,10 @@ pub enum SealProblem {
         length: u64,
     },
     /// A key part is not a column (MySQL functional key part).
-    KeyUnknownColumn { index: String, part: String },
+    KeyUnknownColumn {
+        index: String,
+        part: String,
+    },
     /// A key column's type cannot be ordered as a key.
     KeyColumnType {
         index: String,

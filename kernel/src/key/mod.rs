@@ -96,11 +96,14 @@ pub enum Encoding {
     Binary {
         pad: Option<usize>,
     },
-    /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`.
+    /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`
+    /// (see [`weigh`] for NO PAD collations and CHAR, `fixed`, which stores its values
+    /// padded with spaces to `len`).
     Chars {
         charset: String,
         collation: String,
         len: u64,
+        fixed: bool,
     },
 }
 
@@ -192,6 +195,7 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
                 .clone()
                 .ok_or("a character column without a collation")?,
             len: c.char_len.ok_or("a character column without a length")?,
+            fixed: c.kind == K::Char,
         },
         other => {
             return Err(format!(

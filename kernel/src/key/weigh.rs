@@ -4,8 +4,10 @@
 //! length makes 'a' and 'a ' one key where the collation says so.
 //!
 //! Why it is safe: the weight is the server's own, computed from the value's exact bytes
-//! (sent as a parameter, relabelled as the column's charset with `CAST(? AS BINARY)`, never
-//! re-encoded through the connection charset), and every way it could be wrong is
+//! (sent as a hex parameter and relabelled as the column's charset with
+//! `CONVERT(UNHEX(?) USING cs)`: a string parameter would be read, and checked, as the
+//! connection's charset first, so a latin1 'á' sent raw is refused as invalid utf8mb4),
+//! never re-encoded through the connection charset, and every way it could be wrong is
 //! refused instead of used (measured on MariaDB 10.11, kernel/tests/keys):
 //! - a value that is not valid in the charset makes the server warn and weigh '?' in its
 //!   place: a batch with any warning is an error;
@@ -17,7 +19,9 @@
 //!   `AS CHAR(n)` with zero weights, which makes 'a' and 'a\0' one weight although they are
 //!   two keys: under NO PAD the plain `WEIGHT_STRING(v)` is the sort key (no padding is
 //!   what NO PAD means, and a weight that is a prefix of another sorts first, as the
-//!   server does);
+//!   server's index does), except that a CHAR(n) column stores its value padded with
+//!   spaces to n characters and its index orders the padded value ('\0\t' before '\0'):
+//!   there the weight is of `RPAD(v, n, ' ')`, and a value longer than n is refused;
 //! - a NULL weight (larger than max_allowed_packet) is an error.
 use super::{Encoding, Keyer};
 use crate::error::{from_mysql, DefiniteCode, Error};
@@ -87,6 +91,7 @@ struct Column {
     charset: String,
     collation: String,
     len: u64,
+    fixed: bool,
 }
 
 impl Column {
@@ -96,6 +101,7 @@ impl Column {
             charset,
             collation,
             len,
+            fixed,
         } = &c.encoding
         else {
             return Err(Error::definite(
@@ -119,6 +125,7 @@ impl Column {
             charset: charset.clone(),
             collation: collation.clone(),
             len: *len,
+            fixed: *fixed,
         })
     }
 }
@@ -147,15 +154,15 @@ async fn pad_space(conn: &mut Conn, keyer: &mut Keyer, col: &Column) -> crate::R
 fn statement(col: &Column, pad: bool, n: usize) -> String {
     let (cs, co, len) = (&col.charset, &col.collation, col.len);
     let values: Vec<String> = (0..n)
-        .map(|i| {
-            format!("SELECT {i} AS i, CONVERT(CAST(? AS BINARY) USING {cs}) COLLATE {co} AS c")
-        })
+        .map(|i| format!("SELECT {i} AS i, CONVERT(UNHEX(?) USING {cs}) COLLATE {co} AS c"))
         .collect();
     let exprs = if pad {
         format!(
             "WEIGHT_STRING(c AS CHAR({len})), \
              LENGTH(WEIGHT_STRING(TRIM(TRAILING ' ' FROM c))) <= LENGTH(WEIGHT_STRING(c AS CHAR({len})))"
         )
+    } else if col.fixed {
+        format!("WEIGHT_STRING(RPAD(c, {len}, ' ')), CHAR_LENGTH(c) <= {len}")
     } else {
         "WEIGHT_STRING(c), 1".to_string()
     };
@@ -176,7 +183,10 @@ async fn ask(
         batch.len(),
         col.name
     );
-    let params: Vec<Value> = batch.iter().map(|v| Value::Bytes(v.to_vec())).collect();
+    let params: Vec<Value> = batch
+        .iter()
+        .map(|v| Value::Bytes(hex::encode(v).into_bytes()))
+        .collect();
     let rows: Vec<(u64, Option<Vec<u8>>, Option<i64>)> = conn
         .exec(statement(col, pad, batch.len()), Params::Positional(params))
         .await
@@ -188,9 +198,15 @@ async fn ask(
         )
     };
     if conn.get_warnings() > 0 {
+        let n = conn.get_warnings();
+        let first: Option<(String, u32, String)> = conn
+            .query_first("SHOW WARNINGS LIMIT 1")
+            .await
+            .map_err(|e| from_mysql(&what, &e))?;
+        let first = first.map(|(_, code, text)| format!("{code} {text}"));
         return Err(refuse(format!(
-            "{what}: the server warned ({} warnings): a value is not valid {} text",
-            conn.get_warnings(),
+            "{what}: the server warned {n} times (first: {}): a value is not valid {} text",
+            first.unwrap_or_default(),
             col.charset
         )));
     }
@@ -204,9 +220,10 @@ async fn ask(
             (true, Some(w), Some(1)) => out.push(w),
             (true, Some(_), _) => {
                 return Err(refuse(format!(
-                    "the weight of {v} is longer than {} weights (a character expands), so \
-                     WEIGHT_STRING(v AS CHAR({})) would cut it and could equal another value's",
-                    col.len, col.len
+                    "the weight of {v} is longer than {} weights (the value is longer than \
+                     {} characters, or a character expands), so WEIGHT_STRING(v AS CHAR({})) \
+                     would cut it and could equal another value's",
+                    col.len, col.len, col.len
                 )))
             }
             _ => return Err(refuse(format!("the server gave no weight for {v}"))),

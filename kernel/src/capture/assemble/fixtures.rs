@@ -82,8 +82,7 @@ pub(super) fn load(name: &str) -> Fixture {
             p.display()
         )
     });
-    decode(&bytes)
-        .unwrap_or_else(|e| panic!("fixture {} does not decode: {e:?}", p.display()))
+    decode(&bytes).unwrap_or_else(|e| panic!("fixture {} does not decode: {e:?}", p.display()))
 }
 
 /// The fixture's events, parsed exactly as the reader's stream parses them.
