@@ -23,6 +23,13 @@
 //!   spaces to n characters and its index orders the padded value ('\0\t' before '\0'):
 //!   there the weight is of `RPAD(v, n, ' ')`, and a value longer than n is refused;
 //! - a NULL weight (larger than max_allowed_packet) is an error.
+//!
+//! The value's bytes must be the column's own: the binlog gives them so, and a SELECT
+//! does only under `character_set_results = NULL` (with the default utf8mb4 results a
+//! latin1 'á' arrives as UTF-8 and would be weighed as two latin1 characters). Under a
+//! NO PAD collation a CHAR column's index order (the key order used here) is not what `<`
+//! says of its values: `'' < '\0'`, yet the index, which holds them padded, puts '\0'
+//! first.
 use super::{Encoding, Keyer};
 use crate::error::{from_mysql, DefiniteCode, Error};
 use crate::value::Row;

@@ -84,9 +84,9 @@ async fn sort_keys_are_the_servers_order_and_equality_on_every_path() {
         .unwrap();
     let mut report = Vec::new();
     for c in &cases {
-        let rt = check(&e, &mut conn, c, &binlog[&c.name]).await;
+        let (rt, sample) = check(&e, &mut conn, c, &binlog[&c.name]).await;
         report.push(format!(
-            "{} {}: {} values, {rt} round trips",
+            "{} {}: {} values, {rt} round trips; largest: {sample}",
             c.name,
             c.column,
             c.values.len()
@@ -159,13 +159,14 @@ async fn keys(
         .collect()
 }
 
-/// Checks one table; returns the weighing round trips it took.
+/// Checks one table; returns the weighing round trips it took and how its largest value
+/// arrived on each path.
 async fn check(
     e: &Env,
     conn: &mut mysql_async::Conn,
     c: &Case,
     binlog: &BTreeMap<i64, SqlValue>,
-) -> u64 {
+) -> (u64, String) {
     // The index's order (v, id): a filesort's `ORDER BY v` is not it everywhere (under
     // utf8mb4_nopad_bin it ties '' with '\0' and 'a' with 'a\0', which `<` and the index
     // order keep apart).
@@ -210,7 +211,7 @@ async fn check(
     };
     read.paths_agree(&c.name);
     read.order_and_equality(&c.name, &equal, less.as_ref());
-    k.weights.stats().round_trips
+    (k.weights.stats().round_trips, read.sample())
 }
 
 /// One table read three ways (binary SELECT, text SELECT, binlog), in index order.
@@ -226,6 +227,13 @@ impl Read {
             "id {} {:?} (text {:?}, binlog {:?}) key {:?}",
             b[i].0, b[i].1, t[i].1, l[i].1, self.keys[0][i]
         )
+    }
+
+    /// The largest value as each path gave it (binary SELECT / text SELECT / binlog).
+    fn sample(&self) -> String {
+        let last = self.rows[0].len() - 1;
+        let [b, t, l] = &self.rows;
+        format!("{:?} / {:?} / {:?}", b[last].1, t[last].1, l[last].1)
     }
 
     fn paths_agree(&self, table: &str) {
