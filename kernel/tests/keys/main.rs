@@ -337,3 +337,68 @@ async fn weights_that_would_be_wrong_are_refused_and_batches_are_counted() {
     );
     assert_eq!(k.weights.stats().round_trips, 4);
 }
+
+/// Keys of the `(id, v)` rows `sql` returns over the binary protocol.
+async fn select_keys(conn: &mut mysql_async::Conn, k: &mut Keyer, sql: &str) -> Vec<SortKey> {
+    let rows: Vec<(i64, mysql_async::Value)> = conn.exec(sql, ()).await.unwrap();
+    let rows: Vec<(i64, SqlValue)> = rows.into_iter().map(|(i, v)| (i, v.into())).collect();
+    keys(conn, k, &rows).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timestamp_is_keyed_as_its_epoch_read_in_utc() {
+    let e = env("keys_ts").await;
+    e.src.sql_in(
+        &e.db,
+        "SET time_zone = '+00:00'; CREATE TABLE ts (id INT PRIMARY KEY, v TIMESTAMP(6) NOT NULL); \
+         INSERT INTO ts VALUES (1, '2024-03-01 01:02:03.456789'), (2, '1970-01-01 00:00:01'), \
+         (3, '2038-01-19 03:14:07.999999'), (4, '2024-10-27 00:30:00')",
+    );
+    let mut k = keyer_of(&e, "ts").await;
+    let mut conn = e.conn().await;
+    let sql = "SELECT id, v FROM ts ORDER BY id";
+    conn.query_drop("SET time_zone = '+00:00'").await.unwrap();
+    let utc = select_keys(&mut conn, &mut k, sql).await;
+    // The server's own epoch, in the binlog's form (`sec.ffffff`).
+    let epoch = select_keys(
+        &mut conn,
+        &mut k,
+        "SELECT id, CAST(UNIX_TIMESTAMP(v) AS CHAR) FROM ts ORDER BY id",
+    )
+    .await;
+    assert_eq!(utc, epoch);
+    conn.query_drop("SET time_zone = '+05:30'").await.unwrap();
+    let zoned = select_keys(&mut conn, &mut k, sql).await;
+    assert!(
+        zoned.iter().zip(&utc).all(|(z, u)| z != u),
+        "a zoned calendar is another key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enum_member_outside_ascii_in_latin1_is_refused_not_guessed() {
+    let e = env("keys_enum1").await;
+    e.src.sql_in(
+        &e.db,
+        "SET NAMES utf8mb4; CREATE TABLE en (id INT PRIMARY KEY, \
+         v ENUM('á','b') CHARACTER SET latin1 NOT NULL); INSERT INTO en VALUES (1, 'á'), (2, 'b')",
+    );
+    let k = keyer_of(&e, "en").await;
+    let mut conn = e.conn().await;
+    conn.query_drop("SET NAMES utf8mb4, character_set_results = NULL")
+        .await
+        .unwrap();
+    let rows: Vec<(i64, mysql_async::Value)> = conn
+        .exec("SELECT id, v FROM en ORDER BY id", ())
+        .await
+        .unwrap();
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|(i, v)| vec![SqlValue::Int(i), v.into()])
+        .collect();
+    // COLUMN_TYPE names the member in UTF-8, the column's own bytes are latin1 0xE1.
+    assert_eq!(rows[0][1], SqlValue::Bytes(vec![0xE1]));
+    let err = k.sort_key(&rows[0]).unwrap_err();
+    assert!(err.to_string().contains("not a member"), "{err}");
+    assert!(k.sort_key(&rows[1]).is_ok());
+}
