@@ -8,6 +8,11 @@
 //! `scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]` (`BENCH_LOG=info` shows the
 //! serve log: per window, read and seal times).
 //!
+//! `BENCH_KEY=composite` keys the table by `(uid BIGINT UNSIGNED, uuid VARCHAR(36)
+//! utf8mb4_general_ci)` instead of `id BIGINT` (issue 14: character keys are ordered by the
+//! server's weights, fetched with every page); `BENCH_STREAMING=1` runs serve to STREAMING
+//! (the fence, replay and activation audit) instead of `--windows-only`.
+//!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +24,23 @@ use std::time::Instant;
 const DDL: &str = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL,
     amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL, ts TIMESTAMP(6) NOT NULL,
     bin VARBINARY(16) NOT NULL) ENGINE=InnoDB";
+
+const DDL_COMPOSITE: &str = "CREATE TABLE t (uid BIGINT UNSIGNED NOT NULL,
+    uuid VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL,
+    name VARCHAR(64) NOT NULL, amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL,
+    ts TIMESTAMP(6) NOT NULL, bin VARBINARY(16) NOT NULL, PRIMARY KEY (uid, uuid)) ENGINE=InnoDB";
+
+fn composite() -> bool {
+    std::env::var("BENCH_KEY").is_ok_and(|v| v == "composite")
+}
+
+fn ddl() -> &'static str {
+    if composite() {
+        DDL_COMPOSITE
+    } else {
+        DDL
+    }
+}
 
 fn opts(o: ServerOpts) -> ServerOpts {
     let o = o.config("innodb_buffer_pool_size=512M");
@@ -32,12 +54,20 @@ fn opts(o: ServerOpts) -> ServerOpts {
 
 fn fill(s: &Server, db: &str, rows: i64) {
     let mut from = 1;
+    // Composite: uid repeats every 4 rows (so the VARCHAR part decides order inside a uid),
+    // uuid is a v4-looking text derived from seq (never random: runs are comparable).
+    let key = if composite() {
+        "(seq DIV 4) + 9223372036854775808, LOWER(CONCAT(LPAD(HEX(seq * 2654435761 % 4294967296), 8, '0'), \
+         '-4d2c-8a1b-', LPAD(HEX(seq), 12, '0'))),"
+    } else {
+        "seq,"
+    };
     while from <= rows {
         let to = (from + 99_999).min(rows);
         s.sql_in(
             db,
             &format!(
-                "INSERT INTO t SELECT seq, CONCAT('customer-', LPAD(seq, 10, '0'), '-abcdefghijklmnopqrstuvwxyz'), \
+                "INSERT INTO t SELECT {key} CONCAT('customer-', LPAD(seq, 10, '0'), '-abcdefghijklmnopqrstuvwxyz'), \
                  CONCAT(seq % 1000000, '.', LPAD(seq % 1000, 3, '0')), \
                  TIMESTAMP('2026-10-18 01:02:03') + INTERVAL (seq % 1000000) MICROSECOND, \
                  TIMESTAMP('2024-02-29 12:34:56.789012'), 'abcdefgh01234567' FROM seq_{from}_to_{to}"
@@ -95,12 +125,12 @@ async fn main() {
     let src = Server::start(opts(ServerOpts::source()));
     let tgt = Server::start(opts(ServerOpts::target()));
     src.sql("CREATE DATABASE bench");
-    src.sql_in("bench", DDL);
+    src.sql_in("bench", ddl());
     let t0 = Instant::now();
     fill(&src, "bench", rows);
     eprintln!("filled {rows} rows in {:.1} s", t0.elapsed().as_secs_f64());
     tgt.sql("CREATE DATABASE bench_t; CREATE DATABASE bench_d");
-    tgt.sql_in("bench_t", DDL);
+    tgt.sql_in("bench_t", ddl());
     let state = tgt.url_db("bench_state");
     let mut req = InstallRequest::new(
         state.clone(),
@@ -125,13 +155,11 @@ async fn main() {
         Command::new("/usr/bin/time")
             .args(["-f", "CPU_S=%U+%S\nMAXRSS_KB=%M"])
             .arg(&bin)
-            .args([
-                "serve",
-                "--exit-when-idle",
-                "--windows-only",
-                "--state",
-                &state,
-            ])
+            .args(["serve", "--exit-when-idle", "--state", &state])
+            .args(
+                (!std::env::var("BENCH_STREAMING").is_ok_and(|v| v == "1"))
+                    .then_some("--windows-only"),
+            )
             .arg("--data-dir")
             .arg(data.path())
             .env(

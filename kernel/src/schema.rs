@@ -229,6 +229,20 @@ impl SealedSchema {
         Digest::of(&bytes)
     }
 
+    /// The key a table is copied by, for people: `PRIMARY (`a`, `b`)`, or
+    /// `UNIQUE `u` (`c`) (no primary key)` when a NOT NULL UNIQUE key stands in for one.
+    pub fn describe_key(&self) -> String {
+        let cols = self.key_names_quoted().join(", ");
+        if self.key_is_primary() {
+            format!("PRIMARY ({cols})")
+        } else {
+            format!(
+                "UNIQUE {} ({cols}) (no primary key)",
+                quote_ident(&self.key_name)
+            )
+        }
+    }
+
     /// The key's columns, in index order.
     pub fn key_columns(&self) -> impl Iterator<Item = &ColumnDef> {
         self.key.iter().map(|&i| &self.columns[i])

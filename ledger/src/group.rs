@@ -148,8 +148,12 @@ fn key_of(
             ),
         )
     };
-    Ok((
-        keyer.sort_key(r).map_err(err)?,
-        keyer.values(r).map_err(err)?,
-    ))
+    // The values a DELETE binds: normalised as upserts are (a TIMESTAMP's binlog epoch
+    // text becomes its UTC calendar value for the +00:00 target session), an ENUM as its
+    // index and a SET as its bits (compared as numbers, never as text).
+    let values = keyer
+        .values(&normalize_row(schema, r.clone()))
+        .map_err(err)?;
+    let values = keyer.predicate_values(&values);
+    Ok((keyer.sort_key(r).map_err(err)?, values))
 }

@@ -32,6 +32,7 @@ pub async fn run(cli: Cli, logs: LogCounts) -> Result<String> {
                         "generation": done.generation.0,
                         "windows": done.windows,
                         "fingerprint": done.fingerprint.to_hex(),
+                        "key": done.key,
                     })
                 ),
             })

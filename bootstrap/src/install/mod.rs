@@ -144,6 +144,8 @@ pub struct Installed {
     pub fingerprint: Digest,
     pub plan_digest: Digest,
     pub estimated_rows: u64,
+    /// The key the table is copied by (DESIGN §14), e.g. `PRIMARY (`a`, `b`)`.
+    pub key: String,
 }
 
 /// Installs a table: opens (and migrates) the state store, then [`install_with`].
@@ -253,8 +255,10 @@ impl Session<'_> {
             plan: plan.clone(),
         };
         let (job_id, generation) = jobs::record_install(self.pool, &job).await?;
-        tracing::info!(job = %job_id, %generation, windows = plan.len(), "installed");
+        let key = checked.sealed.describe_key();
+        tracing::info!(job = %job_id, %generation, windows = plan.len(), %key, "installed");
         Ok(Installed {
+            key,
             job_id,
             generation,
             windows: plan.len(),

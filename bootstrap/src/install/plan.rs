@@ -33,7 +33,15 @@ pub async fn sample_bounds(
 ) -> Result<Vec<Bound>> {
     let keyer = Keyer::of(schema).map_err(|why| planning_error(schema, why))?;
     let cols = schema.key_names_quoted();
-    let (list, table) = (cols.join(", "), schema.qualified());
+    // Bounds are typed values the window reads bind again under a +00:00 session: a
+    // TIMESTAMP bound must be read in the same zone (its sort key is the UTC instant).
+    conn.query_drop("SET SESSION time_zone = '+00:00'")
+        .await
+        .map_err(|e| from_mysql("setting the planning session time zone", &e))?;
+    let weighed = weigh::inline(conn, &keyer).await?;
+    let mut list = cols.clone();
+    list.extend(weighed.iter().map(|(_, e)| e.clone()));
+    let (list, table) = (list.join(", "), schema.qualified());
     let order = key_sql::order_by(&cols);
     let what = format!("planning windows over {table}");
     let offset = window_rows - 1;
@@ -42,7 +50,7 @@ pub async fn sample_bounds(
         let (filter, mut params) = match bounds.last() {
             None => (String::new(), Vec::new()),
             Some(b) => {
-                let p = key_sql::after(&cols, &b.values);
+                let p = key_sql::after(&cols, &keyer.predicate_values(&b.values));
                 (format!(" WHERE {}", p.sql), p.params)
             }
         };
@@ -65,8 +73,19 @@ pub async fn sample_bounds(
                 ),
             ));
         }
-        let values: Vec<SqlValue> = row.unwrap().into_iter().map(SqlValue::from).collect();
-        weigh::weigh_values(conn, &keyer, [values.as_slice()]).await?;
+        let mut values: Vec<SqlValue> = row.unwrap().into_iter().map(SqlValue::from).collect();
+        let weights = values.split_off(cols.len());
+        for ((ci, _), pair) in weighed.iter().zip(weights.chunks(2)) {
+            if let (SqlValue::Bytes(v), SqlValue::Bytes(w)) = (&values[*ci], &pair[0]) {
+                let whole = match &pair[1] {
+                    SqlValue::Int(i) => Some(*i),
+                    SqlValue::UInt(u) => i64::try_from(*u).ok(),
+                    SqlValue::Bytes(b) => std::str::from_utf8(b).ok().and_then(|t| t.parse().ok()),
+                    _ => None,
+                };
+                weigh::accept_inline(&keyer, *ci, v, Some(w.clone()), whole)?;
+            }
+        }
         let sort = keyer
             .sort_key_of_values(&values)
             .map_err(|e| planning_error(schema, e.to_string()))?;

@@ -97,11 +97,14 @@ pub enum Encoding {
     Binary {
         pad: Option<usize>,
     },
-    /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`.
+    /// CHAR/VARCHAR: the server's `WEIGHT_STRING(v AS CHAR(len))` under `collation`
+    /// (see [`weigh`] for NO PAD collations and CHAR, `fixed`, which stores its values
+    /// padded with spaces to `len`).
     Chars {
         charset: String,
         collation: String,
         len: u64,
+        fixed: bool,
     },
 }
 
@@ -177,23 +180,23 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
         K::Timestamp => Encoding::Timestamp,
         K::Time => Encoding::Time,
         K::Year => Encoding::Year,
-        K::Enum => Encoding::Enum(encode::members(&c.column_type, "enum")?),
+        K::Enum => {
+            let m = encode::members(&c.column_type, "enum")?;
+            if m.iter().any(Vec::is_empty) {
+                return Err(format!(
+                    "{} has a member named '', which the server cannot tell from the invalid \
+                     value ''; fix: rename that member",
+                    c.column_type
+                ));
+            }
+            Encoding::Enum(m)
+        }
         K::Set => Encoding::Set(encode::members(&c.column_type, "set")?),
         K::Binary => Encoding::Binary {
             pad: c.fixed_binary_len(),
         },
         K::Varbinary => Encoding::Binary { pad: None },
-        K::Char | K::Varchar => Encoding::Chars {
-            charset: c
-                .charset
-                .clone()
-                .ok_or("a character column without a charset")?,
-            collation: c
-                .collation
-                .clone()
-                .ok_or("a character column without a collation")?,
-            len: c.char_len.ok_or("a character column without a length")?,
-        },
+        K::Char | K::Varchar => chars(c)?,
         other => {
             return Err(format!(
                 "a {other:?} column ({}) cannot be part of a key backfill orders; \
@@ -205,10 +208,64 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
     })
 }
 
+/// Charsets whose text a snapshot read (utf8mb4 results) returns as the same bytes as
+/// the binlog: a key column of another charset would have two byte forms of one value.
+pub const KEY_CHARSETS: &[&str] = &["utf8mb4", "utf8mb3", "utf8", "ascii"];
+
+/// The encoding of a CHAR/VARCHAR key column, or why it cannot be one yet.
+fn chars(c: &ColumnDef) -> Result<Encoding, String> {
+    let charset = c
+        .charset
+        .clone()
+        .ok_or("a character column without a charset")?;
+    let collation = c
+        .collation
+        .clone()
+        .ok_or("a character column without a collation")?;
+    if !KEY_CHARSETS.contains(&charset.as_str()) {
+        return Err(format!(
+            "a {charset} key column is not supported yet (a snapshot read returns its text \
+             re-encoded as utf8mb4, the binlog as {charset} bytes, so one key would have two \
+             byte forms); fix: convert the key column to utf8mb4 (ALTER TABLE ... MODIFY \
+             ... CHARACTER SET utf8mb4)"
+        ));
+    }
+    let no_pad = collation.contains("_nopad_") || collation.contains("_0900_");
+    if c.kind == ColumnKind::Char && no_pad {
+        return Err(format!(
+            "a CHAR key column under the NO PAD collation {collation} is not supported (its \
+             index orders values padded to their length, which `<` does not); fix: use \
+             VARCHAR, or a PAD SPACE collation"
+        ));
+    }
+    chars_encoding(c)
+}
+
+/// The weighing encoding of any CHAR/VARCHAR column, without the checks of
+/// [`encoding_of`]: what `weigh` needs to weigh values of the column's own bytes (the
+/// binlog's), e.g. in the property tests of every charset.
+pub fn chars_encoding(c: &ColumnDef) -> Result<Encoding, String> {
+    Ok(Encoding::Chars {
+        charset: c
+            .charset
+            .clone()
+            .ok_or("a character column without a charset")?,
+        collation: c
+            .collation
+            .clone()
+            .ok_or("a character column without a collation")?,
+        len: c.char_len.ok_or("a character column without a length")?,
+        fixed: c.kind == ColumnKind::Char,
+    })
+}
+
 /// Server weights of character key values, per key column and value bytes.
 #[derive(Clone, Debug, Default)]
 pub struct WeightCache {
     map: HashMap<(usize, Vec<u8>), Vec<u8>>,
+    /// Per collation: true when it pads with spaces (asked of the server).
+    pad: HashMap<String, bool>,
+    stats: weigh::WeighStats,
 }
 
 impl WeightCache {
@@ -232,6 +289,11 @@ impl WeightCache {
     /// Forgets every weight (the cache is bounded by its owner between uses).
     pub fn clear(&mut self) {
         self.map.clear();
+    }
+
+    /// What weighing has cost so far (round trips and values asked).
+    pub fn stats(&self) -> weigh::WeighStats {
+        self.stats
     }
 }
 
@@ -273,6 +335,28 @@ impl Keyer {
         if w.len() + incoming > MAX_CACHED_WEIGHTS {
             w.clear();
         }
+    }
+
+    /// Whether `collation` pads with spaces, once asked.
+    pub fn pad_of(&self, collation: &str) -> Option<bool> {
+        self.read_weights().pad.get(collation).copied()
+    }
+
+    /// Records whether `collation` pads with spaces.
+    pub fn set_pad(&self, collation: &str, pad: bool) {
+        self.write_weights().pad.insert(collation.to_string(), pad);
+    }
+
+    /// Counts weighing statements and values (for callers to report the cost).
+    pub fn count_weighing(&self, round_trips: u64, values: u64) {
+        let mut w = self.write_weights();
+        w.stats.round_trips += round_trips;
+        w.stats.values += values;
+    }
+
+    /// What weighing has cost this keyer so far.
+    pub fn weigh_stats(&self) -> weigh::WeighStats {
+        self.read_weights().stats()
     }
 
     /// Weights cached now.
@@ -420,6 +504,28 @@ impl Keyer {
             }
         }
         out
+    }
+
+    /// Key values as statement parameters: an ENUM as its index and a SET as its bits,
+    /// because `e > 'name'` compares text while the index (and ORDER BY) orders by number
+    /// (a member name bound as a string would skip or repeat rows). Other values as they
+    /// are; a value that cannot be mapped stays as it is and the statement's own
+    /// comparison applies.
+    pub fn predicate_values(&self, values: &[SqlValue]) -> Vec<SqlValue> {
+        self.def
+            .columns
+            .iter()
+            .zip(values)
+            .map(|(c, v)| match &c.encoding {
+                Encoding::Enum(m) => encode::enum_index(v, m)
+                    .map(|i| SqlValue::UInt(u64::from(i)))
+                    .unwrap_or_else(|_| v.clone()),
+                Encoding::Set(m) => encode::set_bits(v, m)
+                    .map(SqlValue::UInt)
+                    .unwrap_or_else(|_| v.clone()),
+                _ => v.clone(),
+            })
+            .collect()
     }
 
     /// Shows key values readably: `(1, 'abc', 2024-01-02)`.

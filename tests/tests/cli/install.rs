@@ -249,55 +249,85 @@ async fn refuses_a_source_table_without_primary_key() {
         &msg,
         &[
             &format!("source table `{}`.`t`", case.sdb),
-            "no primary key",
+            "no primary key and no UNIQUE key over NOT NULL columns",
+            "fix: add a primary key",
         ],
     );
 }
 
-/// Keys of issue 14 install: the key is sealed in index order, the PRIMARY KEY first, else
-/// the first NOT NULL UNIQUE key (a UNIQUE key over a NULLable column is no key).
+/// DESIGN §14: composite, unsigned and character primary keys are keys like any other; the
+/// key is sealed in index order (not column order).
 #[tokio::test]
-async fn composite_unsigned_and_character_keys_are_sealed_in_index_order() {
-    for (prefix, ddl, key, name) in [
+async fn installs_composite_unsigned_and_character_keys_in_index_order() {
+    let shapes = [
         (
             "cpk",
-            "CREATE TABLE t (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (b, a)) ENGINE=InnoDB",
+            "CREATE TABLE t (a INT NOT NULL, b CHAR(4) NOT NULL, v INT, PRIMARY KEY (b, a)) ENGINE=InnoDB",
             vec![1, 0],
-            "PRIMARY",
+            "PRIMARY (`b`, `a`)",
         ),
         (
             "upk",
             "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY) ENGINE=InnoDB",
             vec![0],
-            "PRIMARY",
+            "PRIMARY (`id`)",
         ),
         (
             "spk",
             "CREATE TABLE t (id VARCHAR(36) NOT NULL PRIMARY KEY) ENGINE=InnoDB",
             vec![0],
-            "PRIMARY",
+            "PRIMARY (`id`)",
         ),
-        (
-            "uqk",
-            "CREATE TABLE t (n INT NULL, c VARCHAR(9) NOT NULL, d INT NOT NULL, \
-             UNIQUE KEY un (n), UNIQUE KEY ucd (d, c)) ENGINE=InnoDB",
-            vec![2, 1],
-            "ucd",
-        ),
-    ] {
-        // The target may not have unique keys beyond the key: only the chosen one.
-        let tddl = ddl.replace("UNIQUE KEY un (n), ", "");
-        let case = Tables::new(prefix, ddl, &tddl);
+    ];
+    for (prefix, ddl, key, shown) in shapes {
+        let case = Tables::new(prefix, ddl, ddl);
         let done = installs(&case.req()).await;
+        assert_eq!(done.key, shown, "{ddl}");
         let pool = pool(&case).await;
         let schema = jobs::load_schema(&pool, done.job_id).await.expect("schema");
-        assert_eq!(
-            (schema.key.clone(), schema.key_name.as_str()),
-            (key, name),
-            "{ddl}"
-        );
+        assert_eq!(schema.key, key, "{ddl}");
+        assert!(schema.key_is_primary());
         pool.close().await;
     }
+}
+
+/// Without a primary key, the first UNIQUE key over NOT NULL columns is the key, named.
+#[tokio::test]
+async fn installs_a_table_keyed_only_by_a_not_null_unique_key_and_names_it() {
+    let ddl = "CREATE TABLE t (n VARCHAR(20) NULL, a VARCHAR(20) NOT NULL, b INT NOT NULL, \
+               v INT, KEY k_n (n), UNIQUE KEY u_ab (a, b)) ENGINE=InnoDB";
+    let case = Tables::new("uk", ddl, ddl);
+    let done = installs(&case.req()).await;
+    assert_eq!(done.key, "UNIQUE `u_ab` (`a`, `b`) (no primary key)");
+    let pool = pool(&case).await;
+    let schema = jobs::load_schema(&pool, done.job_id).await.expect("schema");
+    assert_eq!(
+        (schema.key.clone(), schema.key_name.as_str()),
+        (vec![1, 2], "u_ab")
+    );
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn refuses_a_key_with_a_prefix_part_or_an_unorderable_type() {
+    let ddl = "CREATE TABLE t (c VARCHAR(40) NOT NULL, v INT, PRIMARY KEY (c(10))) ENGINE=InnoDB";
+    let case = Tables::new("pfx", ddl, ddl);
+    let msg = refusal(&case.req()).await;
+    names(
+        &msg,
+        &[
+            &format!("`{}`.`t`", case.sdb),
+            "key `PRIMARY` covers only the first 10 characters of `c`",
+            "fix: key the table by whole columns",
+        ],
+    );
+    let ddl = "CREATE TABLE t (f DOUBLE NOT NULL PRIMARY KEY) ENGINE=InnoDB";
+    let case = Tables::new("dblk", ddl, ddl);
+    let msg = refusal(&case.req()).await;
+    names(
+        &msg,
+        &["key `PRIMARY` column `f`", "cannot be part of a key"],
+    );
 }
 
 #[tokio::test]
@@ -489,14 +519,14 @@ async fn refuses_bad_sizes_as_usage_errors() {
 
 #[tokio::test]
 async fn lists_every_refusal_at_once() {
-    let ddl = "CREATE TABLE t (id BIGINT NOT NULL, g POINT NULL) ENGINE=MyISAM";
+    let ddl = "CREATE TABLE t (id FLOAT NOT NULL PRIMARY KEY, g POINT NULL) ENGINE=MyISAM";
     let case = Tables::new("many", ddl, "");
     let msg = refusal(&case.req()).await;
     names(
         &msg,
         &[
             "MyISAM",
-            "no primary key",
+            "column `id`: a Float column",
             "column `g`",
             "target table",
             "does not exist",

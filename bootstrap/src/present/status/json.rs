@@ -17,6 +17,7 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
         "target": { "server": j.target.identity, "url": j.target_url, "db": j.target.db, "table": j.target.table },
         "control_schema": j.control_schema,
         "windows": j.windows,
+        "key": s.key,
         "windows_done": s.windows_done,
         "estimated_rows": j.estimated_rows,
         "rows": { "known": j.estimated_rows, "read": s.rows_read, "final": s.rows_final, "applied": s.rows_applied },

@@ -54,6 +54,8 @@ pub struct JobStatus {
     pub phase: Option<String>,
     pub paused: Option<Definite>,
     pub windows_done: u32,
+    /// The key the table is copied by (DESIGN §14).
+    pub key: String,
     /// Rows read under read views, sealed FINAL and applied, summed over windows.
     pub rows_read: u64,
     pub rows_final: u64,
@@ -175,6 +177,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         .head(job.job_id, job.generation)
         .await?;
     let windows = progress::read(pool, job.job_id, job.generation).await?;
+    let key = jobs::load_schema(pool, job.job_id).await?.describe_key();
     let stream = replay::stream_of(pool, job.job_id, job.generation).await?;
     let capture = match &stream {
         Some(s) => kernel::log::load_position(pool, s)
@@ -204,6 +207,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         phase,
         paused,
         windows_done,
+        key,
         stream,
         capture,
         replay,

@@ -115,6 +115,7 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             "target",
             format!("{} on {}", j.target.qualified(), j.target_url),
         ),
+        ("key", s.key.clone()),
         (
             "windows",
             format!(

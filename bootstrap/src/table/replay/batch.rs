@@ -144,7 +144,7 @@ impl BatchWriter<'_> {
         let mut conn =
             crate::io::connect::connect(self.source.clone(), "source", "(key weights)").await?;
         let n = missing.len();
-        let r = kernel::key::weigh::weigh_pairs(&mut conn, keyer, missing).await;
+        let r = kernel::key::weigh::weigh_values(&mut conn, keyer, &missing).await;
         let _ = conn.disconnect().await;
         tracing::debug!(job = %self.scope.job, values = n, trips = ?r.as_ref().ok(), "asked the source for key weights");
         r.map(|_| ())

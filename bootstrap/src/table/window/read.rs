@@ -14,7 +14,7 @@ use crate::table::window::{fp, progress};
 use kernel::error::{from_mysql, DefiniteCode};
 use kernel::failpoint;
 use kernel::ids::{Attempt, PageNo, WindowId};
-use kernel::key::{sql as key_sql, Encoding, Keyer};
+use kernel::key::{sql as key_sql, weigh, Keyer};
 use kernel::position::BinlogPos;
 use kernel::range::{Bound, KeyRange};
 use kernel::schema::quote_ident;
@@ -109,8 +109,15 @@ async fn in_view(
         rows: Vec::new(),
     };
     let mut after: Option<Vec<SqlValue>> = range.lower.as_ref().map(|b| b.values.clone());
+    let weighed = weigh::inline(conn, keyer).await?;
     loop {
-        let rows = read_page(ctx, conn, keyer, after.as_deref(), range.upper.as_ref()).await?;
+        let page = Page {
+            keyer,
+            weighed: &weighed,
+            after: after.as_deref(),
+            upper: range.upper.as_ref(),
+        };
+        let rows = read_page(ctx, conn, page).await?;
         ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
@@ -163,34 +170,39 @@ async fn snapshot_position(conn: &mut Conn) -> Result<Option<BinlogPos>> {
     }
 }
 
+/// What one page read needs: the key (with the inline weight expressions of its character
+/// columns) and the window's cursor and upper bound.
+struct Page<'a> {
+    keyer: &'a Keyer,
+    weighed: &'a [(usize, String)],
+    after: Option<&'a [SqlValue]>,
+    upper: Option<&'a Bound>,
+}
+
 /// One page of the window in key order, by the full key: `key > after AND key <= upper`
 /// as range-seek predicates (kernel::key::sql), `ORDER BY` the key columns. The server's
-/// weights of character key columns come back in the same statement and are cached in
-/// `keyer`, so the fold can order RAW rows without another round trip.
-async fn read_page(
-    ctx: &JobCtx,
-    conn: &mut Conn,
-    keyer: &Keyer,
-    after: Option<&[SqlValue]>,
-    upper: Option<&Bound>,
-) -> Result<Vec<Row>> {
+/// weights of character key columns come back in the same statement
+/// (`kernel::key::weigh::inline`) and are cached in the keyer, so the fold orders RAW rows
+/// without another round trip.
+async fn read_page(ctx: &JobCtx, conn: &mut Conn, p: Page<'_>) -> Result<Vec<Row>> {
     let s = &ctx.schema;
     let mut cols: Vec<String> = s.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let ncols = cols.len();
-    let weighed: Vec<(usize, String)> = weight_columns(keyer);
-    cols.extend(weighed.iter().map(|(_, e)| e.clone()));
+    cols.extend(p.weighed.iter().map(|(_, e)| e.clone()));
     let key = s.key_names_quoted();
     let mut conds = Vec::new();
     let mut params = Vec::new();
-    for p in [
-        after.map(|v| key_sql::after(&key, v)),
-        upper.map(|u| key_sql::upto(&key, &u.values)),
+    for pred in [
+        p.after
+            .map(|v| key_sql::after(&key, &p.keyer.predicate_values(v))),
+        p.upper
+            .map(|u| key_sql::upto(&key, &p.keyer.predicate_values(&u.values))),
     ]
     .into_iter()
     .flatten()
     {
-        conds.push(format!("({})", p.sql));
-        params.extend(p.params.into_iter().map(Value::from));
+        conds.push(format!("({})", pred.sql));
+        params.extend(pred.params.into_iter().map(Value::from));
     }
     let filter = if conds.is_empty() {
         String::new()
@@ -209,56 +221,51 @@ async fn read_page(
         .await
         .map_err(|e| from_mysql(&format!("reading a page of {}", s.qualified()), &e))?;
     rows.into_iter()
-        .map(|r| split_weights(ctx, keyer, &weighed, ncols, r))
+        .map(|r| split_weights(ctx, &p, ncols, r))
         .collect()
 }
 
-/// `WEIGHT_STRING(k AS CHAR(n))` of each character key column, with its key ordinal.
-fn weight_columns(keyer: &Keyer) -> Vec<(usize, String)> {
-    keyer
-        .def
-        .columns
-        .iter()
-        .enumerate()
-        .filter_map(|(ci, c)| match &c.encoding {
-            Encoding::Chars { len, .. } => Some((
-                ci,
-                format!("WEIGHT_STRING({} AS CHAR({len}))", quote_ident(&c.name)),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The row's sealed columns; the trailing weights go into the keyer's cache.
-fn split_weights(
-    ctx: &JobCtx,
-    keyer: &Keyer,
-    weighed: &[(usize, String)],
-    ncols: usize,
-    r: mysql_async::Row,
-) -> Result<Row> {
+/// The row's sealed columns; the trailing (weight, whole) pairs go into the keyer's cache.
+fn split_weights(ctx: &JobCtx, p: &Page<'_>, ncols: usize, r: mysql_async::Row) -> Result<Row> {
     let s = &ctx.schema;
+    let extra = 2 * p.weighed.len();
     let mut vals: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
-    if vals.len() != ncols + weighed.len() {
+    if vals.len() != ncols + extra {
         return Err(Error::definite(
             DefiniteCode::SchemaChanged,
             format!(
                 "{}: the read returned {} columns, sealed {}",
                 s.qualified(),
-                vals.len() - weighed.len().min(vals.len()),
+                vals.len().saturating_sub(extra),
                 s.columns.len()
             ),
         ));
     }
     let weights = vals.split_off(ncols);
-    for ((ci, _), w) in weighed.iter().zip(weights) {
-        let col = keyer.def.columns[*ci].index;
-        if let (SqlValue::Bytes(v), SqlValue::Bytes(w)) = (&vals[col], w) {
-            keyer.insert_weight(*ci, v.clone(), w);
-        }
+    for ((ci, _), pair) in p.weighed.iter().zip(weights.chunks(2)) {
+        let col = p.keyer.def.columns[*ci].index;
+        let SqlValue::Bytes(v) = &vals[col] else {
+            continue; // not a string: the fold names it
+        };
+        weigh::accept_inline(p.keyer, *ci, v, bytes_of(&pair[0]), int_of(&pair[1]))?;
     }
     Ok(vals)
+}
+
+fn bytes_of(v: &SqlValue) -> Option<Vec<u8>> {
+    match v {
+        SqlValue::Bytes(w) => Some(w.clone()),
+        _ => None,
+    }
+}
+
+fn int_of(v: &SqlValue) -> Option<i64> {
+    match v {
+        SqlValue::Int(i) => Some(*i),
+        SqlValue::UInt(u) => i64::try_from(*u).ok(),
+        SqlValue::Bytes(b) => std::str::from_utf8(b).ok().and_then(|t| t.parse().ok()),
+        _ => None,
+    }
 }
 
 /// The key values of a read row (the keyset cursor of the next page).

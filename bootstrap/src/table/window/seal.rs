@@ -105,7 +105,7 @@ async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Resul
     let mut conn =
         crate::io::connect::connect(ctx.source.clone(), "source", "(key weights)").await?;
     let n = missing.len();
-    let trips = weigh::weigh_pairs(&mut conn, keyer, missing).await?;
+    let trips = weigh::weigh_values(&mut conn, keyer, &missing).await?;
     tracing::debug!(job = %ctx.id(), values = n, trips, "asked the source for key weights");
     let _ = conn.disconnect().await;
     Ok(())
