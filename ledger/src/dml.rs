@@ -56,6 +56,8 @@ pub(crate) struct Dml {
     update: String,
     /// The key's quoted columns: `k` for one column, `(k1, k2)` for several.
     key: String,
+    /// The key's quoted columns one by one (a single tuple is deleted by `k1 = ? AND ..`).
+    key_cols: Vec<String>,
     key_len: usize,
     ncols: usize,
     kinds: Vec<ColumnKind>,
@@ -93,6 +95,7 @@ impl Dml {
                 many => format!("({})", many.join(", ")),
             },
             key_len: key_cols.len(),
+            key_cols,
             ncols: q.len(),
             kinds: schema.columns.iter().map(|c| c.kind).collect(),
             key_kinds: schema.key.iter().map(|&i| schema.columns[i].kind).collect(),
@@ -176,9 +179,30 @@ impl Dml {
         Some(out)
     }
 
+    /// Text DELETEs of `keys`; one tuple of a composite key by `k1 = x AND ..` (see
+    /// [`Dml::delete_sql`]).
     fn delete_texts(&self, keys: &[Vec<SqlValue>], lit: &Literals) -> Option<Vec<String>> {
         let mut out = Vec::new();
         for chunk in keys.chunks(self.limits.stmt_rows.max(1)) {
+            if let [one] = chunk {
+                if self.key_len > 1 {
+                    let mut s = format!("DELETE FROM {} WHERE ", self.table);
+                    for (j, ((v, kind), c)) in
+                        one.iter().zip(&self.key_kinds).zip(&self.key_cols).enumerate()
+                    {
+                        if j > 0 {
+                            s.push_str(" AND ");
+                        }
+                        s.push_str(c);
+                        s.push_str(" = ");
+                        if !lit.push(&mut s, v, *kind) {
+                            return None;
+                        }
+                    }
+                    out.push(s);
+                    continue;
+                }
+            }
             let mut s = format!("DELETE FROM {} WHERE {} IN (", self.table, self.key);
             for (i, k) in chunk.iter().enumerate() {
                 if i > 0 {
@@ -234,7 +258,17 @@ impl Dml {
         s
     }
 
+    /// `DELETE .. WHERE (k1, k2) IN ((?, ?), ..)`, and for one tuple of a composite key
+    /// `k1 = ? AND k2 = ?`: MariaDB 10.11 reads the whole table for a DELETE by a row
+    /// constructor IN of ONE tuple (or `(k1, k2) = (?, ?)`; EXPLAIN: type ALL), which is
+    /// slow and, under READ COMMITTED, waits for every row another apply part holds locked
+    /// while that part waits in-process for this one (a stall of innodb_lock_wait_timeout).
+    /// Two tuples or more are range-read.
     fn delete_sql(&self, n: usize) -> String {
+        if n == 1 && self.key_len > 1 {
+            let eq: Vec<String> = self.key_cols.iter().map(|c| format!("{c} = ?")).collect();
+            return format!("DELETE FROM {} WHERE {}", self.table, eq.join(" AND "));
+        }
         let one = if self.key_len > 1 {
             format!("({})", vec!["?"; self.key_len].join(","))
         } else {
@@ -354,7 +388,47 @@ fn business_error(table: &str, e: mysql_async::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::stmt_sizes;
+    use super::{stmt_sizes, Dml, Limits};
+    use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
+
+    fn int(name: &str) -> ColumnDef {
+        ColumnDef {
+            name: name.into(),
+            kind: ColumnKind::Int,
+            column_type: "int".into(),
+            unsigned: false,
+            nullable: false,
+            char_len: None,
+            numeric_precision: Some(10),
+            numeric_scale: Some(0),
+            datetime_precision: None,
+            charset: None,
+            collation: None,
+        }
+    }
+
+    #[test]
+    fn one_tuple_of_a_composite_key_is_deleted_by_equalities() {
+        let schema = SealedSchema {
+            database: "d".into(),
+            table: "t".into(),
+            columns: vec![int("a"), int("b"), int("n")],
+            key: vec![0, 1],
+            key_name: "PRIMARY".into(),
+        };
+        let d = Dml::new(&schema, Limits::default());
+        assert_eq!(d.delete_sql(1), "DELETE FROM `d`.`t` WHERE `a` = ? AND `b` = ?");
+        assert_eq!(
+            d.delete_sql(2),
+            "DELETE FROM `d`.`t` WHERE (`a`, `b`) IN ((?,?),(?,?))"
+        );
+        let one = SealedSchema {
+            key: vec![0],
+            ..schema
+        };
+        let d = Dml::new(&one, Limits::default());
+        assert_eq!(d.delete_sql(1), "DELETE FROM `d`.`t` WHERE `a` IN (?)");
+    }
 
     #[test]
     fn statement_sizes_cover_every_row_with_few_distinct_texts() {
