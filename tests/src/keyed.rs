@@ -5,6 +5,12 @@
 //! trailing-space-only key changes under a `_ci` PAD SPACE collation), and [`Run`] drives
 //! the real `backfill serve` program to STREAMING and checks the audit and the
 //! independent comparison ([`crate::compare`]).
+//!
+//! Debugging aids (environment): `KEYS_SHAPES=a,b` runs only those shapes,
+//! `KEYS_SERVE_LOG` is the serve child's RUST_LOG (default `error`), `KEYS_DEBUG_LOCKS=1`
+//! prints the target's InnoDB transactions and locks while it has not caught up, and
+//! `KEYS_EXPLAIN=1` turns the target's general log on and prints every DELETE the
+//! pipeline ran that the server reads by a full scan.
 use crate::case::Case;
 use crate::compare::{self, Diff};
 use ledger::record::Phase;
@@ -70,6 +76,17 @@ impl Shape {
         format!("({}, {n}, '{v}')", (self.lits)(i).join(", "))
     }
 
+    /// `values` of key i for a reinsert: every other time with the case-flip column in
+    /// upper case.
+    fn reinsert(&self, i: u32, n: u64) -> String {
+        let mut lits = (self.lits)(i);
+        if let Some((c, _)) = self.case_col.filter(|_| n % 2 == 1) {
+            let at = self.key.iter().position(|k| *k == c).expect("a key column");
+            lits[at] = format!("UPPER({})", lits[at]);
+        }
+        format!("({}, -1, 're{n}')", lits.join(", "))
+    }
+
     /// The fill: every even key, in one statement.
     pub fn fill(&self) -> Vec<String> {
         let rows: Vec<String> = (0..SPACE)
@@ -93,12 +110,14 @@ impl Shape {
             )],
             1 => vec![format!("UPDATE t SET n = n + 1, v = 'upd{n}' WHERE {wa}")],
             2 => vec![format!("DELETE FROM t WHERE {wa}")],
+            // The reinsert flips the case of a character key column now and then: the
+            // same key (under `_ci`) with other bytes, in the same transaction.
             3 => vec![
                 "BEGIN".into(),
                 format!("DELETE FROM t WHERE {wa}"),
                 format!(
                     "INSERT IGNORE INTO t ({cols}, n, v) VALUES {}",
-                    self.values(a, -1, &format!("re{n}"))
+                    self.reinsert(a, n)
                 ),
                 "COMMIT".into(),
             ],
@@ -182,7 +201,10 @@ pub fn serve_child(c: &Case, args: &[&str], failpoints: &str) -> Child {
         .args(["--owner", "keys-test"])
         .args(args)
         .env(kernel::failpoint::ENV, failpoints)
-        .env("RUST_LOG", "error")
+        .env(
+            "RUST_LOG",
+            std::env::var("KEYS_SERVE_LOG").unwrap_or_else(|_| "error".into()),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -214,10 +236,14 @@ pub async fn wait_streaming(c: &Case, child: &mut Child) {
     }
 }
 
-/// Ends a child serve (SIGKILL: every step survives it).
-pub fn kill(mut child: Child) {
-    let _ = child.kill();
-    let _ = child.wait();
+/// A child serve that is SIGKILLed when dropped (also when a test fails while it runs).
+pub struct Serving(pub Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The comparison of this case's source and target, keyed by `key`.
@@ -233,6 +259,13 @@ pub async fn wait_clean(c: &Case, key: &[&str], limit: Duration) -> Diff {
         let d = diff(c, key);
         if d.is_clean() {
             return d;
+        }
+        if std::env::var("KEYS_DEBUG_LOCKS").is_ok() && until - Instant::now() < limit / 2 {
+            let t = c.target.sql("SELECT trx_id, trx_state, trx_isolation_level, trx_rows_locked, trx_query FROM information_schema.INNODB_TRX");
+            let w = c
+                .target
+                .sql("SELECT * FROM information_schema.INNODB_LOCKS");
+            eprintln!("LOCKS trx:\n{t}\nlocks:\n{w}");
         }
         assert!(Instant::now() < until, "target never equalled source: {d}");
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -259,6 +292,64 @@ pub fn assert_audit_passes(c: &Case) {
     assert_eq!(a["passed"], true, "{out}");
 }
 
+/// Debugging aid (KEYS_EXPLAIN=1, with the target's general log on as a table): every
+/// DELETE the pipeline ran on this case's target, EXPLAINed; prints those read by a full
+/// scan.
+fn explain_deletes(c: &Case) {
+    let out = c.target.sql(&format!(
+        "SELECT DISTINCT REPLACE(REPLACE(argument, '\n', ' '), '\t', ' ') FROM mysql.general_log \
+         WHERE argument LIKE 'DELETE FROM `{}`.`t`%' LIMIT 300",
+        c.tdb
+    ));
+    let mut full = 0;
+    for stmt in out.lines() {
+        let e = c
+            .target
+            .try_sql(&format!("EXPLAIN {stmt}"))
+            .unwrap_or_default();
+        if e.split('\t').nth(3) == Some("ALL") {
+            full += 1;
+            eprintln!("FULL SCAN: {stmt}");
+        }
+    }
+    eprintln!(
+        "explained {} deletes, {full} full scans",
+        out.lines().count()
+    );
+}
+
+/// `backfill status JOB` (text and JSON) of a keyed table: exit 0, STREAMING.
+pub fn assert_status_shows(c: &Case) {
+    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let text = crate::case::status_cli(&["--state", &state, &job]);
+    assert!(text.contains("STREAMING"), "{text}");
+    let json = crate::case::status_cli(&["--state", &state, &job, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["job_id"], c.job.0, "{json}");
+}
+
+/// The comparison is not blind: a field changed in the target is one differing row, a
+/// key whose bytes changed (case only, where the key is a string) one missing and one
+/// extra. Leaves the target changed.
+/// (A case-only change: the same key under `_ci`, other bytes.)
+pub fn assert_comparator_sees_a_change(c: &Case, shape: Shape) {
+    c.target
+        .sql_in(&c.tdb, "UPDATE t SET n = n + 1000000 ORDER BY n LIMIT 1");
+    let d = diff(c, shape.key);
+    assert_eq!((d.missing, d.extra, d.differing), (0, 0, 1), "{d}");
+    if let Some((col, _)) = shape.case_col {
+        c.target.sql_in(
+            &c.tdb,
+            &format!(
+                "UPDATE t SET `{col}` = UPPER(`{col}`) WHERE n < 1000000 \
+                 AND BINARY `{col}` <> BINARY UPPER(`{col}`) ORDER BY n LIMIT 1"
+            ),
+        );
+        let d = diff(c, shape.key);
+        assert_eq!((d.missing, d.extra, d.differing), (1, 1, 1), "{d}");
+    }
+}
+
 /// What one shape's run saw.
 #[derive(Debug)]
 pub struct Seen {
@@ -274,11 +365,19 @@ pub struct Seen {
 pub async fn end_to_end(prefix: &str, shape: Shape) -> Seen {
     let t0 = Instant::now();
     let c = Case::of_table(prefix, &shape.ddl(), &shape.fill(), 50, 10).await;
+    if std::env::var("KEYS_EXPLAIN").is_ok() {
+        c.target
+            .sql("SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 1");
+    }
     let windows = c.plan().await.len();
     assert!(windows >= 6, "{}: {windows} windows", shape.name);
     let w = Writing::start(&c, shape);
-    let mut serve = serve_child(&c, &["--replay-batch-rows", "40"], "");
-    wait_streaming(&c, &mut serve).await;
+    let mut serve = Serving(serve_child(
+        &c,
+        &["--replay-batch-rows", "40", "--apply-streams", "2"],
+        "",
+    ));
+    wait_streaming(&c, &mut serve.0).await;
     let mut writes = w.stop().await;
     wait_clean(&c, shape.key, Duration::from_secs(60)).await;
     assert_audit_passes(&c);
@@ -286,7 +385,12 @@ pub async fn end_to_end(prefix: &str, shape: Shape) -> Seen {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     writes += w.stop().await;
     let d = wait_clean(&c, shape.key, Duration::from_secs(60)).await;
-    kill(serve);
+    drop(serve);
+    if std::env::var("KEYS_EXPLAIN").is_ok() {
+        explain_deletes(&c);
+    }
+    assert_status_shows(&c);
+    assert_comparator_sees_a_change(&c, shape);
     Seen {
         windows,
         writes,
@@ -300,7 +404,16 @@ pub async fn end_to_end(prefix: &str, shape: Shape) -> Seen {
 /// failed.
 pub async fn each_shape(group: &str, shapes: &[Shape]) {
     let mut failed = Vec::new();
+    // KEYS_SHAPES=name,name runs only those (while debugging one shape).
+    let only = std::env::var("KEYS_SHAPES").ok();
     for s in shapes {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|n| n == s.name))
+        {
+            eprintln!("key shape {}: not run (KEYS_SHAPES={only:?})", s.name);
+            continue;
+        }
         let prefix = format!("k{group}{}", s.name.len());
         let shape = *s;
         let r = tokio::spawn(async move { end_to_end(&prefix, shape).await }).await;
