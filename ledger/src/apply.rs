@@ -267,11 +267,7 @@ pub async fn connect(opts: &Opts) -> Result<Conn> {
 
 /// Runs one transaction's steps as their net effect per key ([`fold_steps`]): one
 /// DELETE list, then one upsert list, whatever the order of the changes.
-pub(crate) async fn run_steps(
-    tx: &mut Transaction<'_>,
-    dml: &Dml,
-    steps: Vec<Step>,
-) -> Result<()> {
+pub(crate) async fn run_steps(tx: &mut Transaction<'_>, dml: &Dml, steps: Vec<Step>) -> Result<()> {
     let folded = fold_steps(steps);
     dml.deletes(tx, folded.deletes).await?;
     dml.rows(tx, folded.upserts, true).await

@@ -299,7 +299,9 @@ impl Dml {
             }
         }
         let mut rest = &keys[..];
-        let per = (65_535 / self.key_len.max(1)).min(self.limits.stmt_rows).max(1);
+        let per = (65_535 / self.key_len.max(1))
+            .min(self.limits.stmt_rows)
+            .max(1);
         for n in stmt_sizes(keys.len(), per) {
             let (chunk, tail) = rest.split_at(n);
             rest = tail;

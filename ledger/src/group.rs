@@ -76,7 +76,8 @@ pub(crate) fn steps_where(
     };
     let key = |r: &Row| key_of(schema, keyer, ch, r);
     fn image<'r>(r: &'r Option<Row>, bad: impl Fn(&str) -> Error) -> Result<&'r Row> {
-        r.as_ref().ok_or_else(|| bad("a change without the image its op needs"))
+        r.as_ref()
+            .ok_or_else(|| bad("a change without the image its op needs"))
     }
     match ch.id.op {
         Op::Insert => {
@@ -147,5 +148,8 @@ fn key_of(
             ),
         )
     };
-    Ok((keyer.sort_key(r).map_err(err)?, keyer.values(r).map_err(err)?))
+    Ok((
+        keyer.sort_key(r).map_err(err)?,
+        keyer.values(r).map_err(err)?,
+    ))
 }

@@ -308,7 +308,9 @@ pub fn change_parts(keyer: &Keyer, ch: &Change, parts: usize) -> u32 {
         let r = r.as_ref()?;
         Some((keyer.sort_key(r).ok()?, keyer.values(r).ok()?))
     };
-    let bit = |k: &(SortKey, Vec<kernel::value::SqlValue>)| 1u32 << partition_of(keyer, &k.0, &k.1, parts);
+    let bit = |k: &(SortKey, Vec<kernel::value::SqlValue>)| {
+        1u32 << partition_of(keyer, &k.0, &k.1, parts)
+    };
     let all = u32::MAX;
     match ch.id.op {
         Op::Insert => key(&ch.after).map_or(all, |k| bit(&k)),
@@ -330,9 +332,8 @@ pub fn part_steps(
     parts: usize,
     part: usize,
 ) -> Result<Vec<Step>> {
-    let keep = |k: &SortKey, v: &[kernel::value::SqlValue]| {
-        partition_of(keyer, k, v, parts) == part
-    };
+    let keep =
+        |k: &SortKey, v: &[kernel::value::SqlValue]| partition_of(keyer, k, v, parts) == part;
     let mut out = Vec::new();
     for p in pieces {
         for ch in &groups[p.group].changes[p.from..p.to] {
