@@ -181,6 +181,19 @@ async fn range_chain_tampering_and_j_root_mismatch_are_detected() {
         n.chain_root = chain::extend(n.chain_root, &e);
         h = j.complete_window(&l, &h, e, n).await.unwrap();
     }
+    // An integer-key job's stored entries are RCHE version 1, byte for byte what builds
+    // before composite keys stored (and what the chain root hashes).
+    for (w, r) in plan.iter().enumerate().take(2) {
+        let stored = s.sql_in(
+            &db,
+            &format!(
+                "SELECT HEX(entry) FROM ledger_range_chain WHERE job_id = 13 AND window_id = {w}"
+            ),
+        );
+        let want = entry(w as u32, r.clone()).encode();
+        assert_eq!(stored, hex::encode_upper(&want));
+        assert!(stored.starts_with("524348450100"), "{stored}");
+    }
     // Partial chain is consistent before the fence, incomplete for the audit.
     assert!(check::journal_and_chain_in(&j, job, g, &plan, false)
         .await
@@ -198,7 +211,7 @@ async fn range_chain_tampering_and_j_root_mismatch_are_detected() {
     // Alter a manifest hash in the chain (entry and column together): root mismatch.
     let mut t = entry(1, plan[1].clone());
     t.manifest_hash = Digest([0xEE; 32]);
-    let hexed = hex::encode(kernel::codec::encode(&t));
+    let hexed = hex::encode(t.encode());
     s.sql_in(
         &db,
         &format!("UPDATE ledger_range_chain SET entry = UNHEX('{hexed}'), manifest_hash = REPEAT(CHAR(238), 32) WHERE job_id = 13 AND window_id = 1"),
