@@ -125,7 +125,10 @@ fn upsert(schema: &SealedSchema, key: SortKey, row: &Row) -> Step {
 }
 
 /// The sort key and key values of an image; a key without one is corrupt evidence, a
-/// weight not asked before is a bug (never a guess).
+/// weight not asked before is a bug (never a guess). A BINARY(n) key value shorter than
+/// n (its trailing 0x00 lost) is padded back: the sort key already calls it the padded
+/// key, and the server stores it padded but compares `WHERE k IN (..)` byte for byte,
+/// so a delete by the short value would match no row.
 fn key_of(
     schema: &SealedSchema,
     keyer: &Keyer,
@@ -148,8 +151,13 @@ fn key_of(
             ),
         )
     };
-    Ok((
-        keyer.sort_key(r).map_err(err)?,
-        keyer.values(r).map_err(err)?,
-    ))
+    let mut values = keyer.values(r).map_err(err)?;
+    for (v, &c) in values.iter_mut().zip(&schema.key) {
+        if let (Some(n), SqlValue::Bytes(b)) = (schema.columns[c].fixed_binary_len(), v) {
+            if b.len() < n {
+                b.resize(n, 0);
+            }
+        }
+    }
+    Ok((keyer.sort_key(r).map_err(err)?, values))
 }

@@ -324,3 +324,35 @@ fn composite_key_change_and_delete_reinsert_in_one_group() {
     assert_eq!(got[&one(1, b"x")], crow(&one(1, b"x"), 4));
     assert_eq!(got[&one(2, b"y")], crow(&one(2, b"y"), 2));
 }
+
+#[test]
+fn a_short_binary_key_is_deleted_by_its_padded_value() {
+    // BINARY(16): a value without its trailing 0x00 is the padded key (one sort key), and
+    // its delete names the padded bytes (the server compares `IN (..)` byte for byte).
+    let s = keyed(
+        "d",
+        vec![
+            key_col("id", ColumnKind::Binary, "binary(16)", Some(16)),
+            col("v", ColumnKind::Varbinary),
+        ],
+        vec![0],
+    );
+    let short = vec![SqlValue::Bytes(b"0123456789abcde".to_vec()), SqlValue::Null];
+    let mut padded = short.clone();
+    padded[0] = SqlValue::Bytes(b"0123456789abcde\0".to_vec());
+    let changes = vec![
+        Change {
+            id: change_id(1, "s", "mysql-bin.000001", 4, 0, Op::Insert),
+            before: None,
+            after: Some(padded.clone()),
+        },
+        Change {
+            id: change_id(1, "s", "mysql-bin.000001", 4, 1, Op::Delete),
+            before: Some(short),
+            after: None,
+        },
+    ];
+    let f = folded(&s, changes);
+    assert!(f.upserts.is_empty());
+    assert_eq!(f.deletes, vec![vec![padded[0].clone()]]);
+}
