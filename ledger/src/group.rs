@@ -75,7 +75,7 @@ pub(crate) fn steps_where(
         )
     };
     let key = |r: &Row| key_of(schema, keyer, ch, r);
-    fn image<'r>(r: &'r Option<Row>, bad: impl Fn(&str) -> Error) -> Result<&'r Row> {
+    fn image(r: &Option<Row>, bad: impl Fn(&str) -> Error) -> Result<&Row> {
         r.as_ref()
             .ok_or_else(|| bad("a change without the image its op needs"))
     }
