@@ -103,8 +103,52 @@ fn m() -> impl Strategy<Value = M> {
     ]
 }
 
-fn change(g: usize, i: usize, m: &M) -> Change {
-    let r = |k: i64, v: i64| Some(vec![SqlValue::Int(k), SqlValue::Int(v)]);
+/// The key of the crash model's table: `id BIGINT` or the composite `(a INT UNSIGNED, b
+/// VARBINARY(16))` (model key k is `(k / 3 * 2e9, k % 3 zero bytes)`: keys above 2^31
+/// and keys that are prefixes of each other).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Shape {
+    Int,
+    Composite,
+}
+
+impl Shape {
+    fn schema(self) -> SealedSchema {
+        match self {
+            Shape::Int => schema(),
+            Shape::Composite => composite(),
+        }
+    }
+
+    fn keyer(self) -> Keyer {
+        Keyer::of(&self.schema()).unwrap()
+    }
+
+    fn row(self, k: i64, v: i64) -> kernel::value::Row {
+        match self {
+            Shape::Int => vec![SqlValue::Int(k), SqlValue::Int(v)],
+            Shape::Composite => vec![
+                SqlValue::UInt((k / 3) as u64 * 2_000_000_000),
+                SqlValue::Bytes(vec![0; (k % 3) as usize]),
+                SqlValue::Int(v),
+            ],
+        }
+    }
+
+    /// The model key of key values (in key order) or of a row (whose key columns lead).
+    fn id(self, key: &[SqlValue]) -> i64 {
+        match (self, key) {
+            (Shape::Int, [k, ..]) => k.as_key().unwrap(),
+            (Shape::Composite, [SqlValue::UInt(a), SqlValue::Bytes(b), ..]) => {
+                (a / 2_000_000_000) as i64 * 3 + b.len() as i64
+            }
+            _ => panic!("{key:?}"),
+        }
+    }
+}
+
+fn change(g: usize, i: usize, m: &M, shape: Shape) -> Change {
+    let r = |k: i64, v: i64| Some(shape.row(k, v));
     let (op, before, after) = match *m {
         M::Ins(k, v) => (Op::Insert, None, r(k, v)),
         M::Upd(a, b, v) => (Op::Update, r(a, -1), r(b, v)),
@@ -123,14 +167,34 @@ fn end(g: usize) -> GroupEnd {
 
 type Table = BTreeMap<i64, i64>;
 
-fn apply(t: &mut Table, steps: Vec<Step>) {
+fn apply(t: &mut Table, steps: Vec<Step>, shape: Shape) {
     let f = fold_steps(steps);
     for k in f.deletes {
-        t.remove(&k[0].as_key().unwrap());
+        t.remove(&shape.id(&k));
     }
     for r in f.upserts {
-        t.insert(r[0].as_key().unwrap(), r[1].as_key().unwrap());
+        t.insert(shape.id(&r), r.last().unwrap().as_key().unwrap());
     }
+}
+
+/// The changes applied one by one to the model, without steps or folding.
+fn serial_model(gs: &[Vec<M>]) -> Table {
+    let mut t = Table::new();
+    for m in gs.iter().flatten() {
+        match *m {
+            M::Ins(k, v) => {
+                t.insert(k, v);
+            }
+            M::Upd(a, b, v) => {
+                t.remove(&a);
+                t.insert(b, v);
+            }
+            M::Del(k) => {
+                t.remove(&k);
+            }
+        }
+    }
+    t
 }
 
 /// A crash when main committed `c` transactions and each part p some more (`seed`).
@@ -165,6 +229,7 @@ struct World {
     table: Table,
     /// (group, change, is the delete of a key change) -> times committed.
     done: HashMap<(usize, usize, bool), u32>,
+    shape: Shape,
 }
 
 impl World {
@@ -183,7 +248,7 @@ impl World {
     }
 
     fn record(&mut self, batch0: usize, pieces: &[Piece], parts: usize, part: usize) {
-        let s = schema();
+        let s = self.shape.schema();
         for p in pieces {
             for i in p.from..p.to {
                 let one = [Piece {
@@ -192,7 +257,7 @@ impl World {
                     to: i + 1,
                 }];
                 let batch = &self.groups[batch0..];
-                for st in part_steps(&s, &keyer(), batch, &one, parts, part).unwrap() {
+                for st in part_steps(&s, &self.shape.keyer(), batch, &one, parts, part).unwrap() {
                     let del = matches!(st, Step::Delete { .. })
                         && matches!(batch[p.group].changes[i].id.op, Op::Update);
                     let n = self.done.entry((batch0 + p.group, i, del)).or_default();
@@ -211,22 +276,22 @@ impl World {
     fn commit(&mut self, batch0: usize, pieces: &[Piece], parts: usize, part: usize) {
         self.record(batch0, pieces, parts, part);
         let steps = part_steps(
-            &schema(),
-            &keyer(),
+            &self.shape.schema(),
+            &self.shape.keyer(),
             &self.groups[batch0..],
             pieces,
             parts,
             part,
         )
         .unwrap();
-        apply(&mut self.table, steps);
+        apply(&mut self.table, steps, self.shape);
     }
 
     /// Main >= X implies every step of every change through X committed.
     fn check_main_covers(&self) {
         let Some(c) = &self.main else { return };
         let (g, r) = self.point(c);
-        let s = schema();
+        let s = self.shape.schema();
         for (gi, grp) in self.groups.iter().enumerate().take(g + 1) {
             let upto = if gi == g { r } else { grp.changes.len() };
             for i in 0..upto {
@@ -235,7 +300,7 @@ impl World {
                     from: i,
                     to: i + 1,
                 }];
-                for st in part_steps(&s, &keyer(), &self.groups, &one, 1, 0).unwrap() {
+                for st in part_steps(&s, &self.shape.keyer(), &self.groups, &one, 1, 0).unwrap() {
                     let del =
                         matches!(st, Step::Delete { .. }) && grp.changes[i].id.op == Op::Update;
                     assert_eq!(
@@ -267,7 +332,7 @@ impl World {
         let batch: Vec<ReplayGroup> = self.groups[b0..].to_vec();
         let summaries: Vec<GroupSummary> = batch.iter().map(ReplayGroup::summary).collect();
         let rows: Vec<PartRow> = self.rows.values().cloned().collect();
-        let k = keyer();
+        let k = self.shape.keyer();
         let plan = plan_parts(
             PartsInput {
                 main: self.main.as_ref(),
@@ -350,36 +415,43 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     /// Whatever P, txn_rows and batch start each run uses, and whichever parts committed
     /// before a crash: no step runs twice, main never moves back and covers every
-    /// partition, and the final table equals the serial replay.
+    /// partition, and the final table equals the serial replay (the changes applied one
+    /// by one), for an integer and a composite key.
     #[test]
     fn crashes_and_scheme_changes_converge_to_the_serial_replay(
         gs in proptest::collection::vec(proptest::collection::vec(m(), 0..8), 1..7),
         attempts in proptest::collection::vec(attempt(), 0..6),
         last in attempt(),
     ) {
-        let groups: Vec<ReplayGroup> = gs
-            .iter()
-            .enumerate()
-            .map(|(g, ms)| ReplayGroup {
-                end: end(g),
-                changes: ms.iter().enumerate().map(|(i, m)| change(g, i, m)).collect(),
-            })
-            .collect();
-        let mut serial = Table::new();
-        for g in &groups {
-            let mut steps = Vec::new();
-            let one = [Piece { group: 0, from: 0, to: g.changes.len() }];
-            steps.extend(part_steps(&schema(), &keyer(), std::slice::from_ref(g), &one, 1, 0).unwrap());
-            apply(&mut serial, steps);
+        // The same changes with either key: the plan and the partitions differ, the
+        // table they leave does not.
+        let serial = serial_model(&gs);
+        for shape in [Shape::Int, Shape::Composite] {
+            let groups: Vec<ReplayGroup> = gs
+                .iter()
+                .enumerate()
+                .map(|(g, ms)| ReplayGroup {
+                    end: end(g),
+                    changes: ms.iter().enumerate().map(|(i, m)| change(g, i, m, shape)).collect(),
+                })
+                .collect();
+            // One transaction over one partition is the serial replay as well.
+            let mut one_txn = Table::new();
+            for g in &groups {
+                let one = [Piece { group: 0, from: 0, to: g.changes.len() }];
+                let steps = part_steps(&shape.schema(), &shape.keyer(), std::slice::from_ref(g), &one, 1, 0).unwrap();
+                apply(&mut one_txn, steps, shape);
+            }
+            prop_assert_eq!(&one_txn, &serial, "{:?}", shape);
+            let mut w = World { groups, main: None, rows: BTreeMap::new(), table: Table::new(), done: HashMap::new(), shape };
+            for a in &attempts {
+                w.run(a);
+            }
+            w.run(&Attempt { crash: None, ..last });
+            prop_assert_eq!(&w.table, &serial, "{:?}", shape);
+            let (g, r) = w.point(w.main.as_ref().unwrap());
+            prop_assert_eq!((g, r), (w.groups.len() - 1, w.groups.last().unwrap().changes.len()));
         }
-        let mut w = World { groups, main: None, rows: BTreeMap::new(), table: Table::new(), done: HashMap::new() };
-        for a in &attempts {
-            w.run(a);
-        }
-        w.run(&Attempt { crash: None, ..last });
-        prop_assert_eq!(&w.table, &serial);
-        let (g, r) = w.point(w.main.as_ref().unwrap());
-        prop_assert_eq!((g, r), (w.groups.len() - 1, w.groups.last().unwrap().changes.len()));
     }
 }
 
