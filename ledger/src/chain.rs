@@ -187,7 +187,7 @@ mod tests {
             .enumerate()
             .map(|(i, r)| ChainEntry {
                 window: WindowId(i as u32),
-                range: *r,
+                range: r.clone(),
                 attempt: Attempt(1),
                 manifest_hash: Digest::of(&[i as u8]),
             })
@@ -234,7 +234,7 @@ mod tests {
         assert!(!plan_findings(&[]).is_empty());
         assert!(!plan_findings(&[crate::range::range(Some(1), None)]).is_empty());
         let mut p = plan(&[10, 20]);
-        p[1].upper = Some(15);
+        p[1].upper = Some(crate::range::Bound::of_i64(15));
         assert!(!plan_findings(&p).is_empty());
     }
 

@@ -152,7 +152,7 @@ impl Journal {
         );
         let mut tx = self.pool.begin().await.map_err(sq(&what))?;
         check_in(&mut tx, lease).await?;
-        let bytes = codec::encode(&entry);
+        let bytes = entry.encode();
         let r = sqlx::query(
             "INSERT INTO ledger_range_chain (job_id, generation, window_id, attempt, manifest_hash, entry, root_after) VALUES (?, ?, ?, ?, ?, ?, ?)",
         )
