@@ -665,3 +665,76 @@ async fn a_case_only_key_change_under_a_ci_collation_writes_the_new_bytes() {
         assert_eq!(hex_dump(s, &db, &sh), want, "P = {p}");
     }
 }
+
+/// In the child: the 3-part replay of shape `spec[2]` into `spec[0]` (job `spec[1]`) that
+/// a fault point interrupts.
+async fn keyed_child(spec: Vec<String>, port: u16) {
+    let (db, job, n): (&str, u64, usize) =
+        (&spec[0], spec[1].parse().unwrap(), spec[2].parse().unwrap());
+    let sh = shapes().swap_remove(n);
+    let g = groups(&sh, &self::spec(sh.alias_2.is_some()));
+    let ctx = sh.ctx(db, job);
+    let mut cs = Vec::new();
+    for _ in 0..3 {
+        cs.push(apply::connect(&opts_at(port, db)).await.unwrap());
+    }
+    let limits = Limits {
+        txn_rows: 4,
+        ..Limits::default()
+    };
+    parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn killed_after_a_part_commit_composite_keys_converge_with_another_p() {
+    as_child(keyed_child).await;
+    let s = shared_target();
+    for (n, sh) in shapes().into_iter().enumerate() {
+        let spec = spec(sh.alias_2.is_some());
+        let g = groups(&sh, &spec);
+        let job = 340 + n as u64;
+        let db = baseline(s, &sh, &format!("kk_{}", sh.name), job, Limits::default()).await;
+        // Killed right after the first COMMIT of a part other than 0: main has nothing.
+        run_child(
+            &format!("{db},{job},{n}"),
+            "ledger.parts.after_part_commit@1",
+        );
+        assert_eq!(
+            s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor"),
+            "0"
+        );
+        assert_eq!(
+            s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor_parts"),
+            "1",
+            "{}",
+            sh.name
+        );
+        // Restarted with P = 2 and one change per transaction.
+        let ctx = sh.ctx(&db, job);
+        let mut cs = Vec::new();
+        for _ in 0..2 {
+            cs.push(apply::connect(&opts(s, &db)).await.unwrap());
+        }
+        let limits = Limits {
+            txn_rows: 1,
+            ..Limits::default()
+        };
+        let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
+            .await
+            .unwrap();
+        assert_eq!(r, Applied::Committed);
+        assert_eq!(
+            hex_dump(s, &db, &sh),
+            expected(&sh, &model(&spec)),
+            "{}",
+            sh.name
+        );
+        let mut c = apply::connect(&opts(s, &db)).await.unwrap();
+        assert_eq!(
+            apply::resolve_groups(&mut c, &ctx, None, &g).await.unwrap(),
+            apply::Resolution::Committed
+        );
+    }
+}
