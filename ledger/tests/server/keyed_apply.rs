@@ -1,7 +1,8 @@
 //! Tables keyed by other than one signed integer (DESIGN §14) against a real MariaDB
 //! target: (INT, INT) with the key columns in another order than the table's, BIGINT
 //! UNSIGNED with values above 2^63, (INT UNSIGNED, VARBINARY(16)) with keys that are
-//! prefixes of each other, and BINARY(16) with a 15-byte value. A FINAL page, then groups
+//! prefixes of each other, BINARY(16) with a 15-byte value, and a table without a
+//! PRIMARY KEY keyed by its NOT NULL UNIQUE (VARBINARY, BIGINT) key. A FINAL page, then groups
 //! of inserts, updates, key-changing updates (onto absent keys, onto a key deleted just
 //! before, there and back), deletes (of absent keys too) and delete + reinsert of one key
 //! inside one group, replayed serially (prepared and text statements, tiny transactions)
@@ -16,6 +17,7 @@ use kernel::value::{Row, SqlValue};
 use ledger::apply::{self, Applied, Limits, ReplayGroup};
 use ledger::parts;
 use ledger::target::TargetCtx;
+use mysql_async::prelude::Queryable;
 use std::collections::BTreeMap;
 
 /// One key shape: the table, its sealed columns and key, and its distinct keys.
@@ -24,6 +26,8 @@ struct Shape {
     ddl: &'static str,
     columns: Vec<ColumnDef>,
     key: Vec<usize>,
+    /// The index the key is (`PRIMARY`, or a NOT NULL UNIQUE key of a table without one).
+    key_name: &'static str,
     /// Key i's values in key order.
     key_of: fn(usize) -> Vec<SqlValue>,
     /// What the server's HEX() shows of key i's columns, in key order.
@@ -58,6 +62,7 @@ fn int_int() -> Shape {
             key_col("a", ColumnKind::Int, "int(11)", None),
         ],
         key: vec![2, 1],
+        key_name: "PRIMARY",
         key_of: |i| {
             let (a, b) = k(i);
             vec![SqlValue::Int(a), SqlValue::Int(b)]
@@ -95,6 +100,7 @@ fn big_unsigned() -> Shape {
             col("v", ColumnKind::Varchar),
         ],
         key: vec![0],
+        key_name: "PRIMARY",
         key_of: |i| vec![SqlValue::UInt(KEYS[i])],
         hex_of: |i| vec![format!("{:X}", KEYS[i])],
         alias_2: None,
@@ -118,6 +124,7 @@ fn unsigned_varbinary() -> Shape {
             col("v", ColumnKind::Varchar),
         ],
         key: vec![0, 1],
+        key_name: "PRIMARY",
         key_of: |i| {
             let (a, b) = k(i);
             vec![SqlValue::UInt(a), SqlValue::Bytes(b.to_vec())]
@@ -155,6 +162,7 @@ fn binary16() -> Shape {
             col("v", ColumnKind::Varchar),
         ],
         key: vec![0],
+        key_name: "PRIMARY",
         key_of: |i| vec![SqlValue::Bytes(k(i))],
         hex_of: |i| {
             let mut b = k(i);
@@ -166,13 +174,52 @@ fn binary16() -> Shape {
     }
 }
 
+/// No PRIMARY KEY: keyed by its NOT NULL UNIQUE key `uk (b, a)`, b VARBINARY, a signed.
+fn unique_varbinary_int() -> Shape {
+    fn k(i: usize) -> (Vec<u8>, i64) {
+        let b: [&[u8]; 3] = [b"", b"z", b"z\0"];
+        (b[i % 3].to_vec(), [i64::MIN, -1, 0, i64::MAX][i / 3])
+    }
+    Shape {
+        name: "unique_varbinary_int",
+        ddl: "CREATE TABLE t (a BIGINT NOT NULL, b VARBINARY(8) NOT NULL, v VARCHAR(32) NULL,
+              UNIQUE KEY uk (b, a)) ENGINE=InnoDB",
+        columns: vec![
+            key_col("a", ColumnKind::BigInt, "bigint(20)", None),
+            key_col("b", ColumnKind::Varbinary, "varbinary(8)", Some(8)),
+            col("v", ColumnKind::Varchar),
+        ],
+        key: vec![1, 0],
+        key_name: "uk",
+        key_of: |i| {
+            let (b, a) = k(i);
+            vec![SqlValue::Bytes(b), SqlValue::Int(a)]
+        },
+        hex_of: |i| {
+            let (b, a) = k(i);
+            vec![hex_bytes(&b), hex_int(a)]
+        },
+        alias_2: None,
+        select: "SELECT HEX(b), HEX(a), HEX(v) FROM t",
+    }
+}
+
 fn shapes() -> Vec<Shape> {
-    vec![int_int(), big_unsigned(), unsigned_varbinary(), binary16()]
+    vec![
+        int_int(),
+        big_unsigned(),
+        unsigned_varbinary(),
+        binary16(),
+        unique_varbinary_int(),
+    ]
 }
 
 impl Shape {
     fn schema(&self, db: &str) -> SealedSchema {
-        keyed(db, self.columns.clone(), self.key.clone())
+        SealedSchema {
+            key_name: self.key_name.into(),
+            ..keyed(db, self.columns.clone(), self.key.clone())
+        }
     }
 
     /// The row of key values `k` (key order) with `v` in the non-key column.
@@ -417,10 +464,15 @@ async fn composite_unsigned_and_binary_keys_replay_over_three_parts_to_the_model
             for _ in 0..3 {
                 cs.push(apply::connect(&opts(s, &db)).await.unwrap());
             }
+            let t0 = std::time::Instant::now();
             let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
                 .await
                 .unwrap();
             assert_eq!(r, Applied::Committed);
+            // No part waited for a row another part held (such a wait, invisible to
+            // InnoDB, ends only at innodb_lock_wait_timeout: 50 s).
+            let took = t0.elapsed();
+            assert!(took.as_secs() < 25, "{} P = 3 took {took:?}", sh.name);
             assert_eq!(
                 hex_dump(s, &db, &sh),
                 want,
@@ -445,5 +497,244 @@ async fn composite_unsigned_and_binary_keys_replay_over_three_parts_to_the_model
             }
             assert_eq!(hex_dump(s, &db, &sh), want);
         }
+    }
+}
+
+/// `WHERE` of key i's row by the server's HEX() of its key columns.
+fn where_hex(sh: &Shape, i: usize) -> String {
+    let names = sh.key.iter().map(|&c| sh.columns[c].name.as_str());
+    let conds: Vec<String> = names
+        .zip((sh.hex_of)(i))
+        .map(|(n, h)| format!("HEX({n}) = '{h}'"))
+        .collect();
+    conds.join(" AND ")
+}
+
+#[tokio::test]
+async fn a_delete_of_one_composite_key_locks_only_its_row() {
+    let s = shared_target();
+    let shapes = [int_int(), unsigned_varbinary(), unique_varbinary_int()];
+    for (n, sh) in shapes.into_iter().enumerate() {
+        let job = 320 + n as u64;
+        let db = baseline(s, &sh, &format!("kl_{}", sh.name), job, Limits::default()).await;
+        let ctx = sh.ctx(&db, job);
+        // Another session holds key 5's row (READ COMMITTED: only the row it changed).
+        let mut other = apply::connect(&opts(s, &db)).await.unwrap();
+        other
+            .query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .await
+            .unwrap();
+        other.query_drop("START TRANSACTION").await.unwrap();
+        other
+            .query_drop(format!(
+                "UPDATE t SET v = 'held' WHERE {}",
+                where_hex(&sh, 5)
+            ))
+            .await
+            .unwrap();
+        assert_eq!(other.affected_rows(), 1);
+        // One delete of one key per transaction, prepared then as text: a DELETE that
+        // scanned the table would wait for key 5 and fail after 1 s.
+        let spec = [vec![Del(I(1))], vec![Del(I(3))]];
+        let g = groups(&sh, &spec);
+        let mut c = apply::connect(&opts(s, &db)).await.unwrap();
+        c.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+            .await
+            .unwrap();
+        for (i, text) in [(0usize, false), (1, true)] {
+            let limits = Limits {
+                text_replay: text,
+                ..Limits::default()
+            };
+            let prev = i.checked_sub(1).map(|j| g[j].end.clone());
+            let r = apply::apply_groups(&mut c, &ctx, prev.as_ref(), &g[i..=i], limits).await;
+            assert!(
+                matches!(r, Ok(Applied::Committed)),
+                "{} text={text}: {r:?}",
+                sh.name
+            );
+        }
+        other.query_drop("ROLLBACK").await.unwrap();
+        assert_eq!(hex_dump(s, &db, &sh), expected(&sh, &model(&spec)));
+    }
+}
+
+/// The source server's weight of `v` in a VARCHAR(8) utf8mb4_general_ci key column, asked
+/// as DESIGN §14 says (`WEIGHT_STRING(v AS CHAR(n))`), here by the test itself.
+fn weight(s: &Server, v: &str) -> Vec<u8> {
+    let h = s.sql(&format!(
+        "SELECT HEX(WEIGHT_STRING(CONVERT(0x{} USING utf8mb4) COLLATE utf8mb4_general_ci AS CHAR(8)))",
+        hex_bytes(v.as_bytes())
+    ));
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_case_only_key_change_under_a_ci_collation_writes_the_new_bytes() {
+    // 'a' -> 'A' and 'b' -> 'B ' are updates of ONE key under utf8mb4_general_ci (PAD
+    // SPACE): one upsert each, which must still write the new bytes of the key column; a
+    // delete by 'a ' removes the row 'A'.
+    let s = shared_target();
+    let vals = ["a", "A", "a ", "b", "B "];
+    let sh = Shape {
+        name: "varchar_ci",
+        ddl: "CREATE TABLE t (k VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci
+              NOT NULL PRIMARY KEY, v VARCHAR(32) NULL) ENGINE=InnoDB",
+        columns: vec![
+            ColumnDef {
+                charset: Some("utf8mb4".into()),
+                collation: Some("utf8mb4_general_ci".into()),
+                ..key_col("k", ColumnKind::Varchar, "varchar(8)", Some(8))
+            },
+            col("v", ColumnKind::Varchar),
+        ],
+        key: vec![0],
+        key_name: "PRIMARY",
+        key_of: |i| vec![SqlValue::Bytes(["a", "A", "a ", "b", "B "][i].into())],
+        hex_of: |i| vec![hex_bytes(["a", "A", "a ", "b", "B "][i].as_bytes())],
+        alias_2: None,
+        select: "SELECT HEX(k), HEX(v) FROM t",
+    };
+    let spec = vec![
+        vec![Upd(I(0), I(1), "case")],
+        vec![Upd(I(3), I(4), "pad")],
+        vec![Del(I(2))],
+        vec![Ins(I(0), "again")],
+    ];
+    let want = {
+        let mut w = vec![
+            format!("{}\t{}", hex_bytes(b"a"), hex_bytes(b"again")),
+            format!("{}\t{}", hex_bytes(b"B "), hex_bytes(b"pad")),
+        ];
+        w.sort();
+        w
+    };
+    let g = groups(&sh, &spec);
+    for (n, p) in [(0u64, 0usize), (1, 3)] {
+        let job = 330 + n;
+        let db = s.fresh_db("kc_ci");
+        s.sql_in(&db, sh.ddl);
+        let ctx = sh.ctx(&db, job);
+        for v in vals {
+            ctx.keyer
+                .insert_weight(0, v.as_bytes().to_vec(), weight(s, v));
+        }
+        // The sort key is the server's equality: 'a', 'A' and 'a ' are one key.
+        let sk = |i: usize| ctx.keyer.sort_key(&sh.row(&(sh.key_of)(i), "")).unwrap();
+        assert_eq!((sk(0), sk(0)), (sk(1), sk(2)));
+        assert_eq!(sk(3), sk(4));
+        assert_ne!(sk(0), sk(3));
+        let mut c = claimed(s, &db, &ctx).await;
+        let rows = [0, 3]
+            .iter()
+            .map(|&i| sh.row(&(sh.key_of)(i), "base"))
+            .collect();
+        apply::apply_page(
+            &mut c,
+            &ctx,
+            &codec::encode(&page(job, 0, 0, rows)),
+            Limits::default(),
+        )
+        .await
+        .unwrap();
+        if p == 0 {
+            apply::apply_groups(&mut c, &ctx, None, &g, Limits::default())
+                .await
+                .unwrap();
+        } else {
+            let mut cs = Vec::new();
+            for _ in 0..p {
+                cs.push(apply::connect(&opts(s, &db)).await.unwrap());
+            }
+            parts::apply_groups_parts(
+                &mut cs,
+                &ctx,
+                None,
+                &g,
+                Limits {
+                    txn_rows: 1,
+                    ..Limits::default()
+                },
+            )
+            .await
+            .unwrap();
+        }
+        assert_eq!(hex_dump(s, &db, &sh), want, "P = {p}");
+    }
+}
+
+/// In the child: the 3-part replay of shape `spec[2]` into `spec[0]` (job `spec[1]`) that
+/// a fault point interrupts.
+async fn keyed_child(spec: Vec<String>, port: u16) {
+    let (db, job, n): (&str, u64, usize) =
+        (&spec[0], spec[1].parse().unwrap(), spec[2].parse().unwrap());
+    let sh = shapes().swap_remove(n);
+    let g = groups(&sh, &self::spec(sh.alias_2.is_some()));
+    let ctx = sh.ctx(db, job);
+    let mut cs = Vec::new();
+    for _ in 0..3 {
+        cs.push(apply::connect(&opts_at(port, db)).await.unwrap());
+    }
+    let limits = Limits {
+        txn_rows: 4,
+        ..Limits::default()
+    };
+    parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn killed_after_a_part_commit_composite_keys_converge_with_another_p() {
+    as_child(keyed_child).await;
+    let s = shared_target();
+    for (n, sh) in shapes().into_iter().enumerate() {
+        let spec = spec(sh.alias_2.is_some());
+        let g = groups(&sh, &spec);
+        let job = 340 + n as u64;
+        let db = baseline(s, &sh, &format!("kk_{}", sh.name), job, Limits::default()).await;
+        // Killed right after the first COMMIT of a part other than 0: main has nothing.
+        run_child(
+            &format!("{db},{job},{n}"),
+            "ledger.parts.after_part_commit@1",
+        );
+        assert_eq!(
+            s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor"),
+            "0"
+        );
+        assert_eq!(
+            s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor_parts"),
+            "1",
+            "{}",
+            sh.name
+        );
+        // Restarted with P = 2 and one change per transaction.
+        let ctx = sh.ctx(&db, job);
+        let mut cs = Vec::new();
+        for _ in 0..2 {
+            cs.push(apply::connect(&opts(s, &db)).await.unwrap());
+        }
+        let limits = Limits {
+            txn_rows: 1,
+            ..Limits::default()
+        };
+        let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
+            .await
+            .unwrap();
+        assert_eq!(r, Applied::Committed);
+        assert_eq!(
+            hex_dump(s, &db, &sh),
+            expected(&sh, &model(&spec)),
+            "{}",
+            sh.name
+        );
+        let mut c = apply::connect(&opts(s, &db)).await.unwrap();
+        assert_eq!(
+            apply::resolve_groups(&mut c, &ctx, None, &g).await.unwrap(),
+            apply::Resolution::Committed
+        );
     }
 }
