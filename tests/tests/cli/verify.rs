@@ -1,7 +1,7 @@
 //! The independent comparator against real MariaDB servers: the shared source and target of
 //! this test binary, each test in its own databases, rows loaded with plain SQL.
 use backfill_tests::bf;
-use backfill_tests::bf::verify::{self, Endpoint, Report, VerifyCursor, VerifyOptions};
+use backfill_tests::bf::verify::{self, Endpoint, Key, Report, VerifyCursor, VerifyOptions};
 use harness::{shared_source, shared_target};
 
 /// A source table and a target table of the same definition, in fresh databases.
@@ -10,10 +10,16 @@ struct Pair {
     tgt_db: String,
     source: Endpoint,
     target: Endpoint,
+    key: Vec<&'static str>,
 }
 
 impl Pair {
     fn new(prefix: &str, ddl: &str) -> Pair {
+        Pair::keyed(prefix, ddl, &["id"])
+    }
+
+    /// A pair of tables keyed by `key` (index order).
+    fn keyed(prefix: &str, ddl: &str, key: &[&'static str]) -> Pair {
         let (s, t) = (shared_source(), shared_target());
         let src_db = s.fresh_db(prefix);
         let tgt_db = t.fresh_db(prefix);
@@ -26,6 +32,7 @@ impl Pair {
             tgt_db,
             source,
             target,
+            key: key.to_vec(),
         }
     }
 
@@ -44,7 +51,7 @@ impl Pair {
     }
 
     async fn run_from(&self, options: &VerifyOptions, cursor: &mut VerifyCursor) -> Report {
-        verify::verify(&self.source, &self.target, "id", options, cursor)
+        verify::verify(&self.source, &self.target, &self.key, options, cursor)
             .await
             .expect("verify runs")
     }
@@ -66,14 +73,27 @@ fn chunked(n: usize) -> VerifyOptions {
     }
 }
 
-/// (key, column) of every differing field, in report order.
-fn fields(r: &Report) -> Vec<(i64, String)> {
+/// (key as shown, column) of every differing field, in report order.
+fn fields(r: &Report) -> Vec<(String, String)> {
     r.cursor
         .tally
         .differing_fields
         .examples
         .iter()
-        .map(|d| (d.key, d.column.clone()))
+        .map(|d| (d.key.to_string(), d.column.clone()))
+        .collect()
+}
+
+/// Integer keys as the report holds them.
+fn ints(keys: &[i64]) -> Vec<Key> {
+    keys.iter().copied().map(Key::of_i64).collect()
+}
+
+/// (key, column) pairs as [`fields`] gives them.
+fn want(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, c)| (k.to_string(), c.to_string()))
         .collect()
 }
 
@@ -160,10 +180,10 @@ async fn every_type_detects_its_smallest_change() {
         updates.join("; ")
     ));
     let r = pair.run(&VerifyOptions::default()).await;
-    let want: Vec<(i64, String)> = MINIMAL_CHANGES
+    let want: Vec<(String, String)> = MINIMAL_CHANGES
         .iter()
         .enumerate()
-        .map(|(i, (c, _))| (101 + i as i64, c.to_string()))
+        .map(|(i, (c, _))| ((101 + i).to_string(), c.to_string()))
         .collect();
     assert_eq!(fields(&r), want, "{r}");
     assert_eq!(r.cursor.tally.differing_rows, 19);
@@ -180,10 +200,13 @@ async fn deleted_added_and_changed_rows_are_named() {
     pair.tgt("DELETE FROM t WHERE id = 3; INSERT INTO t VALUES (11, 'new', 0); UPDATE t SET name = 'changed' WHERE id = 5");
     let r = pair.run(&VerifyOptions::default()).await;
     let t = &r.cursor.tally;
-    assert_eq!((t.missing.count, t.missing.examples.clone()), (1, vec![3]));
-    assert_eq!((t.extra.count, t.extra.examples.clone()), (1, vec![11]));
+    assert_eq!(
+        (t.missing.count, t.missing.examples.clone()),
+        (1, ints(&[3]))
+    );
+    assert_eq!((t.extra.count, t.extra.examples.clone()), (1, ints(&[11])));
     assert_eq!((t.differing_rows, t.differing_fields.count), (1, 1));
-    assert_eq!(fields(&r), vec![(5, "name".to_string())]);
+    assert_eq!(fields(&r), want(&[("5", "name")]));
     let d = &t.differing_fields.examples[0];
     assert_eq!(d.source.to_string(), "\"n5\" (2 bytes)");
     assert_eq!(d.target.to_string(), "\"changed\" (7 bytes)");
@@ -235,16 +258,19 @@ async fn null_empty_spaces_zero_bytes_and_numbers_are_exact() {
         (2, "d"),  // 1.5 vs 2.5 (HEX(decimal) would round both to 2)
         (2, "g"),  // 0.3 vs 0.30000000000000004
     ];
-    let want: Vec<(i64, String)> = expected.iter().map(|(k, c)| (*k, c.to_string())).collect();
+    let want: Vec<(String, String)> = expected
+        .iter()
+        .map(|(k, c)| (k.to_string(), c.to_string()))
+        .collect();
     let mut got = fields(&r);
     let order = |c: &str| {
         ["a", "s", "vb", "b", "d", "f", "g", "u"]
             .iter()
             .position(|x| *x == c)
     };
-    got.sort_by_key(|(k, c)| (*k, order(c)));
+    got.sort_by_key(|(k, c)| (k.clone(), order(c)));
     let mut want_sorted = want.clone();
-    want_sorted.sort_by_key(|(k, c)| (*k, order(c)));
+    want_sorted.sort_by_key(|(k, c)| (k.clone(), order(c)));
     assert_eq!(got, want_sorted, "{r}");
     let t = &r.cursor.tally;
     // Row 3: BINARY(4) X'61' is stored padded, so it equals X'61000000'.
@@ -287,7 +313,7 @@ async fn timestamps_written_under_other_zones_are_not_a_difference() {
                               (2, '2024-03-01 12:00:00', '2024-03-01 12:00:00')",
     );
     let r = pair.run(&VerifyOptions::default()).await;
-    assert_eq!(fields(&r), vec![(2, "ts".to_string())], "{r}");
+    assert_eq!(fields(&r), want(&[("2", "ts")]), "{r}");
     let d = &r.cursor.tally.differing_fields.examples[0];
     assert_eq!(
         d.source.to_string(),
@@ -326,14 +352,11 @@ async fn sparse_keys_across_chunk_boundaries() {
     let t = &small.cursor.tally;
     assert_eq!(
         t.missing.examples,
-        vec![7, 1000, 1_000_000_000_000],
+        ints(&[7, 1000, 1_000_000_000_000]),
         "{small}"
     );
-    assert_eq!(t.extra.examples, vec![-5, 1001, 1_000_000_001_001]);
-    assert_eq!(
-        fields(&small),
-        vec![(8, "v".to_string()), (1_000_000_000_500, "v".to_string())]
-    );
+    assert_eq!(t.extra.examples, ints(&[-5, 1001, 1_000_000_001_001]));
+    assert_eq!(fields(&small), want(&[("8", "v"), ("1000000000500", "v")]));
     assert_eq!(
         (t.source_rows, t.target_rows, t.rows_compared),
         (2001, 2001, 1998)
@@ -394,7 +417,7 @@ async fn a_pinned_source_does_not_see_later_writes() {
     let pair = Pair::new("verify_pin", "CREATE TABLE t (id INT PRIMARY KEY, v INT)");
     pair.both("INSERT INTO t SELECT seq, seq FROM seq_1_to_20");
     let master = shared_source().sql("SHOW MASTER STATUS");
-    let pinned = verify::pin_source(&pair.source, "id", &VerifyOptions::default())
+    let pinned = verify::pin_source(&pair.source, &["id"], &VerifyOptions::default())
         .await
         .expect("pin");
     let pos = pinned.snapshot_position().expect("position").clone();
@@ -414,7 +437,7 @@ async fn a_pinned_source_does_not_see_later_writes() {
     // Unpinned, the writes are differences.
     let r = pair.run(&VerifyOptions::default()).await;
     assert_eq!(r.cursor.tally.extra.count + r.cursor.tally.missing.count, 1);
-    assert_eq!(fields(&r), vec![(1, "v".to_string())]);
+    assert_eq!(fields(&r), want(&[("1", "v")]));
     pair.close().await;
 }
 
@@ -457,7 +480,7 @@ async fn a_missing_table_or_key_is_a_definite_usage_error() {
     let e = verify::verify(
         &pair.source,
         &pair.target,
-        "nope",
+        &["nope"],
         &opts,
         &mut VerifyCursor::start(),
     )
@@ -469,9 +492,15 @@ async fn a_missing_table_or_key_is_a_definite_usage_error() {
         "{e}"
     );
     let gone = Endpoint::new(pair.target.pool.clone(), pair.tgt_db.clone(), "absent");
-    let e = verify::verify(&pair.source, &gone, "id", &opts, &mut VerifyCursor::start())
-        .await
-        .expect_err("no such table");
+    let e = verify::verify(
+        &pair.source,
+        &gone,
+        &["id"],
+        &opts,
+        &mut VerifyCursor::start(),
+    )
+    .await
+    .expect_err("no such table");
     assert!(e.to_string().contains("does not exist"), "{e}");
     pair.close().await;
 }
