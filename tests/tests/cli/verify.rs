@@ -89,6 +89,11 @@ fn ints(keys: &[i64]) -> Vec<Key> {
     keys.iter().copied().map(Key::of_i64).collect()
 }
 
+/// Keys as the report shows them.
+fn shown(keys: &[Key]) -> Vec<String> {
+    keys.iter().map(Key::to_string).collect()
+}
+
 /// (key, column) pairs as [`fields`] gives them.
 fn want(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -502,5 +507,219 @@ async fn a_missing_table_or_key_is_a_definite_usage_error() {
     .await
     .expect_err("no such table");
     assert!(e.to_string().contains("does not exist"), "{e}");
+    pair.close().await;
+}
+
+/// Walks `pair` once whole, then in runs of `max_chunks` chunks of `chunk` keys with the
+/// cursor persisted as `VCUR` bytes between runs, and checks both give the same totals.
+async fn resumed_equals_whole(pair: &Pair, chunk: usize, max_chunks: u64) -> Report {
+    let once = pair.run(&chunked(chunk)).await;
+    let mut cursor = VerifyCursor::start();
+    let mut runs = 0;
+    loop {
+        let options = VerifyOptions {
+            max_chunks: Some(max_chunks),
+            ..chunked(chunk)
+        };
+        let r = pair.run_from(&options, &mut cursor).await;
+        runs += 1;
+        if r.complete {
+            break;
+        }
+        cursor = VerifyCursor::decode(&cursor.encode()).expect("VCUR round trip");
+        assert!(runs < 1000, "the walk does not end");
+    }
+    assert!(runs > 2, "{runs} runs");
+    assert_eq!(
+        cursor.tally.without_timing(),
+        once.cursor.tally.without_timing()
+    );
+    once
+}
+
+/// Keyed by (INT, VARCHAR(20) utf8mb4_general_ci): a row missing, one extra, a differing
+/// non-key field, a case-only and a trailing-space-only difference of the key column
+/// (the same key under the collation's `=` and PAD SPACE) are each exactly what they are.
+#[tokio::test]
+async fn composite_int_varchar_ci_keys() {
+    let pair = Pair::keyed(
+        "verify_k_ci",
+        "CREATE TABLE t (a INT NOT NULL, s VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL,
+         v INT, PRIMARY KEY (a, s)) DEFAULT CHARSET=utf8mb4",
+        &["a", "s"],
+    );
+    pair.both(
+        "SET NAMES utf8mb4;
+         INSERT INTO t SELECT seq DIV 7, CONCAT('k', seq MOD 7), seq FROM seq_0_to_139;
+         INSERT INTO t VALUES (1, 'a', 1), (1, 'ab', 2), (1, 'abc', 3), (1, 'b', 4),
+                              (1, '', 5), (1, 'é', 6), (-1, 'x', 7)",
+    );
+    let clean = pair.run(&chunked(5)).await;
+    assert!(clean.is_clean(), "{clean}");
+    assert_eq!(clean.cursor.tally.rows_compared, 147);
+    pair.tgt(
+        "SET NAMES utf8mb4;
+         DELETE FROM t WHERE a = 1 AND s = 'a';
+         INSERT INTO t VALUES (1, 'zz', 0);
+         UPDATE t SET v = -1 WHERE a = 2 AND s = 'k3';
+         UPDATE t SET s = 'AB' WHERE a = 1 AND s = 'ab';
+         UPDATE t SET s = 'k1 ' WHERE a = 3 AND s = 'k1'",
+    );
+    let r = resumed_equals_whole(&pair, 4, 3).await;
+    let t = &r.cursor.tally;
+    assert_eq!(shown(&t.missing.examples), ["(1, 'a')"], "{r}");
+    assert_eq!(shown(&t.extra.examples), ["(1, 'zz')"], "{r}");
+    assert_eq!(
+        fields(&r),
+        want(&[("(1, 'ab')", "s"), ("(2, 'k3')", "v"), ("(3, 'k1')", "s")]),
+        "{r}"
+    );
+    assert_eq!(
+        (t.missing.count, t.extra.count, t.differing_rows),
+        (1, 1, 3)
+    );
+    let case = &t.differing_fields.examples[0];
+    assert_eq!(
+        (case.source.to_string(), case.target.to_string()),
+        (
+            "\"ab\" (2 bytes)".to_string(),
+            "\"AB\" (2 bytes)".to_string()
+        )
+    );
+    assert_eq!(
+        (t.source_rows, t.target_rows, t.rows_compared),
+        (147, 147, 146)
+    );
+    assert!(
+        r.to_string()
+            .contains("missing keys (in source, not in target): 1 (first: (1, 'a'))"),
+        "{r}"
+    );
+    pair.close().await;
+}
+
+/// Keyed by BIGINT UNSIGNED with keys on both sides of 2^63 and up to 2^64-1.
+#[tokio::test]
+async fn bigint_unsigned_keys_above_2_63() {
+    let pair = Pair::keyed(
+        "verify_k_u64",
+        "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, v VARCHAR(10))",
+        &["id"],
+    );
+    pair.both(
+        "INSERT INTO t SELECT seq, 'low' FROM seq_0_to_20;
+         INSERT INTO t SELECT 9223372036854775800 + seq, 'mid' FROM seq_0_to_20;
+         INSERT INTO t SELECT 18446744073709551600 + seq, 'top' FROM seq_0_to_15",
+    );
+    let clean = pair.run(&chunked(4)).await;
+    assert!(clean.is_clean(), "{clean}");
+    assert_eq!(clean.cursor.tally.rows_compared, 58);
+    pair.tgt(
+        "DELETE FROM t WHERE id = 9223372036854775808;
+         INSERT INTO t VALUES (18446744073709551599, 'new');
+         UPDATE t SET v = 'changed' WHERE id = 18446744073709551615",
+    );
+    let r = resumed_equals_whole(&pair, 4, 2).await;
+    let t = &r.cursor.tally;
+    assert_eq!(shown(&t.missing.examples), ["9223372036854775808"], "{r}");
+    assert_eq!(shown(&t.extra.examples), ["18446744073709551599"], "{r}");
+    assert_eq!(fields(&r), want(&[("18446744073709551615", "v")]), "{r}");
+    assert_eq!(
+        (t.source_rows, t.target_rows, t.rows_compared),
+        (58, 58, 57)
+    );
+    pair.close().await;
+}
+
+/// Keyed by (CHAR(3), CHAR(30)) under utf8mb4_general_ci.
+#[tokio::test]
+async fn char3_char30_keys() {
+    let pair = Pair::keyed(
+        "verify_k_chars",
+        "CREATE TABLE t (c CHAR(3) NOT NULL, d CHAR(30) NOT NULL, v INT,
+         PRIMARY KEY (c, d)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci",
+        &["c", "d"],
+    );
+    pair.both(
+        "SET NAMES utf8mb4;
+         INSERT INTO t SELECT CONCAT('c', seq MOD 10), CONCAT('row ', seq), seq FROM seq_1_to_100;
+         INSERT INTO t VALUES ('ab', 'x', 1), ('ab', 'xy', 2), ('a', 'x', 3), ('abc', '', 4),
+                              ('b', 'Straße', 5)",
+    );
+    let clean = pair.run(&chunked(6)).await;
+    assert!(clean.is_clean(), "{clean}");
+    assert_eq!(clean.cursor.tally.rows_compared, 105);
+    pair.tgt(
+        "SET NAMES utf8mb4;
+         DELETE FROM t WHERE c = 'c3' AND d = 'row 13';
+         INSERT INTO t VALUES ('c3', 'row 13 extra', 0);
+         UPDATE t SET v = 0 WHERE c = 'a' AND d = 'x';
+         UPDATE t SET c = 'AB' WHERE c = 'ab' AND d = 'xy'",
+    );
+    let r = resumed_equals_whole(&pair, 5, 4).await;
+    let t = &r.cursor.tally;
+    assert_eq!(shown(&t.missing.examples), ["('c3', 'row 13')"], "{r}");
+    assert_eq!(shown(&t.extra.examples), ["('c3', 'row 13 extra')"], "{r}");
+    assert_eq!(
+        fields(&r),
+        want(&[("('a', 'x')", "v"), ("('ab', 'xy')", "c")]),
+        "{r}"
+    );
+    assert_eq!(
+        (t.source_rows, t.target_rows, t.rows_compared),
+        (105, 105, 104)
+    );
+    pair.close().await;
+}
+
+/// Keyed by (DATE, DATETIME(6), TIMESTAMP(3), YEAR, VARBINARY(4), BINARY(2)): the seek
+/// literals of each type, and a resumed walk through them.
+#[tokio::test]
+async fn temporal_and_binary_keys() {
+    let pair = Pair::keyed(
+        "verify_k_time",
+        "CREATE TABLE t (d DATE NOT NULL, dt DATETIME(6) NOT NULL, ts TIMESTAMP(3) NOT NULL,
+         y YEAR NOT NULL, vb VARBINARY(4) NOT NULL, b BINARY(2) NOT NULL, v INT,
+         PRIMARY KEY (d, dt, ts, y, vb, b))",
+        &["d", "dt", "ts", "y", "vb", "b"],
+    );
+    pair.both(
+        "SET time_zone = '+00:00';
+         INSERT INTO t SELECT '2024-01-02' + INTERVAL (seq DIV 20) DAY,
+             '2024-01-02 00:00:00' + INTERVAL (seq MOD 4) SECOND + INTERVAL seq MICROSECOND,
+             '1999-12-31 23:59:59.999', 2024, X'00', X'61', seq FROM seq_0_to_59;
+         INSERT INTO t VALUES
+             ('2024-01-02', '2024-01-02 00:00:00', '2000-01-01 00:00:00', 1901, X'', X'', 1001),
+             ('2024-01-02', '2024-01-02 00:00:00', '2000-01-01 00:00:00', 2155, X'', X'', 1002),
+             ('2024-01-02', '2024-01-02 00:00:00', '2000-01-01 00:00:00', 2155, X'00', X'', 1003),
+             ('2024-01-02', '2024-01-02 00:00:00', '2000-01-01 00:00:00', 2155, X'0000', X'', 1004),
+             ('2024-01-02', '2024-01-02 00:00:00', '2000-01-01 00:00:00', 2155, X'01', X'ff', 1005)",
+    );
+    let clean = pair.run(&chunked(3)).await;
+    assert!(clean.is_clean(), "{clean}");
+    assert_eq!(clean.cursor.tally.rows_compared, 65);
+    pair.tgt(
+        "DELETE FROM t WHERE v = 1003;
+         UPDATE t SET v = -1 WHERE v = 1004;
+         UPDATE t SET vb = X'02' WHERE v = 1005",
+    );
+    let r = resumed_equals_whole(&pair, 3, 2).await;
+    let t = &r.cursor.tally;
+    let k = "('2024-01-02', '2024-01-02 00:00:00.000000', '2000-01-01 00:00:00.000', 2155";
+    assert_eq!(
+        shown(&t.missing.examples),
+        [format!("{k}, 0x00, 0x0000)"), format!("{k}, 0x01, 0xff00)")],
+        "{r}"
+    );
+    assert_eq!(
+        shown(&t.extra.examples),
+        [format!("{k}, 0x02, 0xff00)")],
+        "{r}"
+    );
+    assert_eq!(
+        fields(&r),
+        want(&[(&format!("{k}, 0x0000, 0x0000)"), "v")]),
+        "{r}"
+    );
     pair.close().await;
 }
