@@ -11,12 +11,15 @@
 //! * BINARY/VARBINARY: the bytes the server reads (BINARY(n) padded), ordered as bytes.
 //! * DATE, DATETIME(n), TIMESTAMP(n) (session zone UTC) and YEAR: the server's text, of a
 //!   fixed width per column, so its byte order is the time order.
+//! * DECIMAL(p, s) and TIME(n): a fixed-width text of digits the server computes in exact
+//!   decimal arithmetic (negative values shifted by 10^(p-s), after a leading `0`; TIME as
+//!   its number `HHMMSS.f`), checked for its width when read.
 //!
 //! Each column is framed by [`kernel::key::frame`], so tuple order is lexicographic. No
 //! collation or type order is re-implemented here, and a sort key that disagreed with the
 //! server's `ORDER BY` would be caught: the merge refuses a chunk whose sort keys are not
-//! strictly increasing. Other key types (DECIMAL, TIME, ENUM, SET) are refused by name
-//! until their orders are covered here.
+//! strictly increasing. ENUM and SET keys (ordered by index and bit value, while a
+//! comparison with their text compares text) are refused by name until covered here.
 use super::sql::Column;
 use kernel::error::{DefiniteCode, Error, Result};
 use kernel::key::{encode, frame, show_values, SortKey};
@@ -68,6 +71,54 @@ pub enum KeyKind {
     Text {
         cast: String,
     },
+    /// DECIMAL(p, s), and TIME(n) as its number `HHMMSS.f` (`time`): ordered by the
+    /// server's own fixed-width text of the value, shifted by 10^`int_digits` when
+    /// negative so that every text is of non-negative digits ([`shifted_expr`]).
+    Shifted {
+        int_digits: u32,
+        scale: u32,
+        time: bool,
+        cast: String,
+    },
+}
+
+impl KeyKind {
+    /// The SELECT expression of the column's server-side sort text, if it has one.
+    fn sort_expr(&self, q: &str) -> Option<String> {
+        match self {
+            KeyKind::Chars { len, .. } => Some(format!("WEIGHT_STRING({q} AS CHAR({len}))")),
+            KeyKind::Shifted {
+                int_digits,
+                scale,
+                time,
+                ..
+            } => Some(shifted_expr(q, *int_digits, *scale, *time)),
+            _ => None,
+        }
+    }
+}
+
+/// Width of the unsigned text of a number of `int_digits` integer and `scale` fraction
+/// digits (at least one integer digit: `0.5`).
+fn shifted_width(int_digits: u32, scale: u32) -> u32 {
+    int_digits.max(1) + if scale > 0 { scale + 1 } else { 0 }
+}
+
+/// `'1'` + the value's text, or `'0'` + the text of value + 10^int_digits when negative,
+/// left-padded with zeros to one width: memcmp order is numeric order, computed by the
+/// server in exact decimal arithmetic. The reader checks the width it gets.
+fn shifted_expr(q: &str, int_digits: u32, scale: u32, time: bool) -> String {
+    let v = if time {
+        format!("({q} + 0)")
+    } else {
+        q.to_string()
+    };
+    let w = shifted_width(int_digits, scale);
+    let shift = format!("1{}", "0".repeat(int_digits as usize));
+    format!(
+        "IF({v} < 0, CONCAT('0', LPAD(CAST({v} + {shift} AS CHAR), {w}, '0')), \
+         CONCAT('1', LPAD(CAST({v} AS CHAR), {w}, '0')))"
+    )
 }
 
 /// One key column.
@@ -123,16 +174,14 @@ impl KeyCols {
         self.0.iter().map(|c| c.name.clone()).collect()
     }
 
-    /// The SELECT expressions of the key: per column its bytes, and for a character
-    /// column then its weight. [`KeyCols::read`] parses them in this order.
+    /// The SELECT expressions of the key: per column its bytes, and for a character,
+    /// decimal or time column then its server-side sort text. [`KeyCols::read`] parses them in this order.
     pub fn select_exprs(&self) -> Vec<String> {
         let mut out = Vec::new();
         for c in &self.0 {
             let q = quote_ident(&c.name);
             out.push(format!("CAST({q} AS BINARY)"));
-            if let KeyKind::Chars { len, .. } = c.kind {
-                out.push(format!("WEIGHT_STRING({q} AS CHAR({len}))"));
-            }
+            out.extend(c.kind.sort_expr(&q));
         }
         out
     }
@@ -141,13 +190,7 @@ impl KeyCols {
     pub fn width(&self) -> usize {
         self.0
             .iter()
-            .map(|c| {
-                if matches!(c.kind, KeyKind::Chars { .. }) {
-                    2
-                } else {
-                    1
-                }
-            })
+            .map(|c| 1 + usize::from(c.kind.sort_expr("").is_some()))
             .sum()
     }
 
@@ -192,6 +235,21 @@ impl KeyCols {
                     // Ordered by its 4-digit text, shown and written back as a number.
                     col.extend_from_slice(bytes);
                     SqlValue::UInt(number(bytes)?)
+                }
+                KeyKind::Shifted {
+                    int_digits, scale, ..
+                } => {
+                    let text = next()?;
+                    let w = shifted_width(*int_digits, *scale) as usize + 1;
+                    if text.len() != w || !text.iter().all(|b| b.is_ascii_digit() || *b == b'.') {
+                        return Err(format!(
+                            "key column `{}`: sort text {:?} is not {w} digits",
+                            c.name,
+                            String::from_utf8_lossy(text)
+                        ));
+                    }
+                    col.extend_from_slice(text);
+                    SqlValue::Bytes(bytes.clone())
                 }
                 KeyKind::Binary | KeyKind::Text { .. } => {
                     col.extend_from_slice(bytes);
@@ -314,16 +372,43 @@ fn kind_of(c: &Column) -> std::result::Result<KeyKind, String> {
         "date" | "year" => KeyKind::Text {
             cast: c.data_type.clone(),
         },
+        "decimal" => {
+            let (p, s) = decimal_digits(&c.column_type).ok_or("a DECIMAL without (p,s)")?;
+            KeyKind::Shifted {
+                int_digits: p - s,
+                scale: s,
+                time: false,
+                cast: format!("decimal({p},{s})"),
+            }
+        }
+        "time" => {
+            let n = declared_len(&c.column_type).unwrap_or(0) as u32;
+            KeyKind::Shifted {
+                int_digits: 7,
+                scale: n,
+                time: true,
+                cast: format!("time({n})"),
+            }
+        }
         "datetime" | "timestamp" => KeyKind::Text {
             cast: format!("datetime({})", declared_len(&c.column_type).unwrap_or(0)),
         },
         other => {
             return Err(format!(
                 "verify cannot merge by a {other} key column yet (it merges by integer, \
-                 character, binary, DATE, DATETIME, TIMESTAMP and YEAR key columns)"
+                 decimal, character, binary and temporal key columns)"
             ))
         }
     })
+}
+
+/// (p, s) of `decimal(p,s)`.
+fn decimal_digits(column_type: &str) -> Option<(u32, u32)> {
+    let open = column_type.find('(')?;
+    let close = column_type[open..].find(')')? + open;
+    let (p, s) = column_type[open + 1..close].split_once(',')?;
+    let (p, s): (u32, u32) = (p.trim().parse().ok()?, s.trim().parse().ok()?);
+    (s <= p).then_some((p, s))
 }
 
 /// `n` of `varchar(n)`, `char(n)`, `datetime(n)`.
@@ -370,6 +455,18 @@ fn literal(c: &KeyCol, v: &SqlValue) -> std::result::Result<String, String> {
             String::from_utf8_lossy(&b).into_owned()
         }
         KeyKind::Text { cast } => format!("CAST(X'{}' AS {cast})", hex::encode(bytes(v)?)),
+        KeyKind::Shifted { cast, .. } => {
+            // Quoted text, not X'..': a hex literal is a number in a numeric CAST.
+            let b = bytes(v)?;
+            let number = |b: &u8| b.is_ascii_digit() || matches!(b, b'-' | b'.' | b':');
+            if b.is_empty() || !b.iter().all(number) {
+                return Err(format!(
+                    "key column `{}`: not a number or time: {b:?}",
+                    c.name
+                ));
+            }
+            format!("CAST('{}' AS {cast})", String::from_utf8_lossy(&b))
+        }
     })
 }
 
@@ -398,6 +495,7 @@ mod tests {
             col("u", "bigint", "bigint(20) unsigned", None),
             col("t", "datetime", "datetime(6)", None),
             col("d", "decimal", "decimal(5,2)", None),
+            col("e", "enum", "enum('a','b')", Some("utf8mb4_general_ci")),
         ]
     }
 
@@ -422,7 +520,7 @@ mod tests {
                 "WEIGHT_STRING(`s` AS CHAR(20))"
             ]
         );
-        for bad in [&["d"][..], &["nope"], &[]] {
+        for bad in [&["e"][..], &["nope"], &[]] {
             let e = KeyCols::of("t", &table(), bad).expect_err("refused");
             assert_eq!(e.as_definite().map(|d| d.code), Some(DefiniteCode::Usage));
         }
@@ -488,6 +586,52 @@ mod tests {
         let keys = [Key::of_i64(1), Key::of_i64(2)];
         assert_eq!(one.any_of(&keys).expect("sql"), " WHERE `a` IN (1, 2)");
         assert!(k.any_of(&keys).is_err(), "a key of the wrong width");
+    }
+
+    #[test]
+    fn decimals_and_times_order_by_their_shifted_server_text() {
+        let cols = [
+            col("d", "decimal", "decimal(5,2)", None),
+            col("t", "time", "time(3)", None),
+        ];
+        let k = KeyCols::of("t", &cols, &["d", "t"]).expect("supported");
+        assert_eq!(k.width(), 4);
+        assert_eq!(
+            k.select_exprs()[1],
+            "IF(`d` < 0, CONCAT('0', LPAD(CAST(`d` + 1000 AS CHAR), 6, '0')), \
+             CONCAT('1', LPAD(CAST(`d` AS CHAR), 6, '0')))"
+        );
+        assert!(k.select_exprs()[3].contains("CAST((`t` + 0) + 10000000 AS CHAR), 11"));
+        // -1.50 + 1000 = 998.50; 2.25; the server computes these, the reader checks widths.
+        let neg = k
+            .read(&[
+                b("-1.50"),
+                b("0998.50"),
+                b("-01:00:00.000"),
+                b("09900000.000"),
+            ])
+            .expect("key");
+        let pos = k
+            .read(&[
+                b("2.25"),
+                b("1002.25"),
+                b("00:00:00.000"),
+                b("10000000.000"),
+            ])
+            .expect("key");
+        assert!(neg.sort < pos.sort);
+        assert!(k
+            .read(&[b("2.25"), b("12.25"), b("0"), b("10000000.000")])
+            .is_err());
+        let sql = k.after(Some(&neg)).expect("sql");
+        assert!(
+            sql.starts_with(" WHERE `d` >= CAST('-1.50' AS decimal(5,2)) AND"),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with("`t` > CAST('-01:00:00.000' AS time(3))))"),
+            "{sql}"
+        );
     }
 
     #[test]
