@@ -797,3 +797,53 @@ async fn the_command_verifies_a_job_with_a_composite_key() {
     assert_eq!(v["cursor"]["tally"]["rows_compared"], 31, "{msg}");
     assert_eq!(v["cursor"]["tally"]["chunks"], 8, "{msg}");
 }
+
+/// Keyed by (DECIMAL(6,2), TIME(3)) with negative, zero and boundary values: the server's
+/// shifted texts order like its ORDER BY (the walk refuses any chunk they would not).
+#[tokio::test]
+async fn decimal_and_time_keys() {
+    let pair = Pair::keyed(
+        "verify_k_dec",
+        "CREATE TABLE t (d DECIMAL(6,2) NOT NULL, tm TIME(3) NOT NULL, v INT,
+         PRIMARY KEY (d, tm))",
+        &["d", "tm"],
+    );
+    pair.both(
+        "CREATE TEMPORARY TABLE ds (d DECIMAL(6,2));
+         INSERT INTO ds VALUES (-9999.99), (-10), (-1.5), (-0.01), (0), (0.01), (1.5), (10), (9999.99);
+         CREATE TEMPORARY TABLE ts (tm TIME(3));
+         INSERT INTO ts VALUES ('-838:59:59.999'), ('-100:00:00'), ('-00:00:00.001'), ('00:00:00'),
+             ('00:00:00.001'), ('12:00:00.5'), ('100:00:00'), ('838:59:59.999');
+         INSERT INTO t SELECT d, tm, 1 FROM ds, ts",
+    );
+    let clean = pair.run(&chunked(5)).await;
+    assert!(clean.is_clean(), "{clean}");
+    assert_eq!(clean.cursor.tally.rows_compared, 72);
+    pair.tgt(
+        "DELETE FROM t WHERE d = -0.01 AND tm = '-00:00:00.001';
+         INSERT INTO t VALUES (-0.02, '00:00:00', 1);
+         UPDATE t SET v = 2 WHERE d = 10 AND tm = '-100:00:00'",
+    );
+    let r = resumed_equals_whole(&pair, 5, 3).await;
+    let t = &r.cursor.tally;
+    assert_eq!(
+        shown(&t.missing.examples),
+        ["('-0.01', '-00:00:00.001')"],
+        "{r}"
+    );
+    assert_eq!(
+        shown(&t.extra.examples),
+        ["('-0.02', '00:00:00.000')"],
+        "{r}"
+    );
+    assert_eq!(
+        fields(&r),
+        want(&[("('10.00', '-100:00:00.000')", "v")]),
+        "{r}"
+    );
+    assert_eq!(
+        (t.source_rows, t.target_rows, t.rows_compared),
+        (72, 72, 71)
+    );
+    pair.close().await;
+}
