@@ -18,8 +18,9 @@
 //! Each column is framed by [`kernel::key::frame`], so tuple order is lexicographic. No
 //! collation or type order is re-implemented here, and a sort key that disagreed with the
 //! server's `ORDER BY` would be caught: the merge refuses a chunk whose sort keys are not
-//! strictly increasing. ENUM and SET keys (ordered by index and bit value, while a
-//! comparison with their text compares text) are refused by name until covered here.
+//! strictly increasing.
+//! * ENUM and SET: the server's `HEX(col + 0)` (index, bit value: how `ORDER BY` sorts
+//!   them), 16 digits; seeks compare with that number, never with the text.
 use super::sql::Column;
 use kernel::error::{DefiniteCode, Error, Result};
 use kernel::key::{encode, frame, show_values, SortKey};
@@ -80,12 +81,21 @@ pub enum KeyKind {
         time: bool,
         cast: String,
     },
+    /// ENUM (by index) and SET (by bit value): `ORDER BY` sorts them by that number and a
+    /// comparison with a number compares it, while a comparison with text compares text.
+    /// Ordered by the server's `HEX(col + 0)`, 16 digits; seeks write the number, from
+    /// the value's member names and the column's `members` (definition order).
+    Members {
+        members: Vec<Vec<u8>>,
+        set: bool,
+    },
 }
 
 impl KeyKind {
     /// The SELECT expression of the column's server-side sort text, if it has one.
     fn sort_expr(&self, q: &str) -> Option<String> {
         match self {
+            KeyKind::Members { .. } => Some(format!("LPAD(HEX({q} + 0), 16, '0')")),
             KeyKind::Chars { len, .. } => Some(format!("WEIGHT_STRING({q} AS CHAR({len}))")),
             KeyKind::Shifted {
                 int_digits,
@@ -251,6 +261,18 @@ impl KeyCols {
                     col.extend_from_slice(text);
                     SqlValue::Bytes(bytes.clone())
                 }
+                KeyKind::Members { .. } => {
+                    let text = next()?;
+                    if text.len() != 16 || !text.iter().all(u8::is_ascii_hexdigit) {
+                        return Err(format!(
+                            "key column `{}`: sort text {:?} is not 16 hex digits",
+                            c.name,
+                            String::from_utf8_lossy(text)
+                        ));
+                    }
+                    col.extend_from_slice(text);
+                    SqlValue::Bytes(bytes.clone())
+                }
                 KeyKind::Binary | KeyKind::Text { .. } => {
                     col.extend_from_slice(bytes);
                     SqlValue::Bytes(bytes.clone())
@@ -369,6 +391,10 @@ fn kind_of(c: &Column) -> std::result::Result<KeyKind, String> {
             }
         }
         "binary" | "varbinary" => KeyKind::Binary,
+        "enum" | "set" => KeyKind::Members {
+            members: encode::members(&c.column_type, &c.data_type)?,
+            set: c.data_type == "set",
+        },
         "date" | "year" => KeyKind::Text {
             cast: c.data_type.clone(),
         },
@@ -396,10 +422,38 @@ fn kind_of(c: &Column) -> std::result::Result<KeyKind, String> {
         other => {
             return Err(format!(
                 "verify cannot merge by a {other} key column yet (it merges by integer, \
-                 decimal, character, binary and temporal key columns)"
+                 decimal, character, binary, temporal, ENUM and SET key columns)"
             ))
         }
     })
+}
+
+/// The index of an ENUM value or the bit value of a SET value, from its member names.
+fn member_number(
+    column: &str,
+    members: &[Vec<u8>],
+    set: bool,
+    value: &[u8],
+) -> std::result::Result<String, String> {
+    let index = |name: &[u8]| {
+        members
+            .iter()
+            .position(|m| m.as_slice() == name)
+            .ok_or_else(|| {
+                format!(
+                    "key column `{column}`: {:?} is not one of its members",
+                    String::from_utf8_lossy(name)
+                )
+            })
+    };
+    if !set {
+        return Ok((index(value)? + 1).to_string());
+    }
+    let mut bits = 0u64;
+    for name in value.split(|b| *b == b',').filter(|n| !n.is_empty()) {
+        bits |= 1u64 << index(name)?;
+    }
+    Ok(bits.to_string())
 }
 
 /// (p, s) of `decimal(p,s)`.
@@ -455,6 +509,7 @@ fn literal(c: &KeyCol, v: &SqlValue) -> std::result::Result<String, String> {
             String::from_utf8_lossy(&b).into_owned()
         }
         KeyKind::Text { cast } => format!("CAST(X'{}' AS {cast})", hex::encode(bytes(v)?)),
+        KeyKind::Members { members, set } => member_number(&c.name, members, *set, &bytes(v)?)?,
         KeyKind::Shifted { cast, .. } => {
             // Quoted text, not X'..': a hex literal is a number in a numeric CAST.
             let b = bytes(v)?;
@@ -496,6 +551,8 @@ mod tests {
             col("t", "datetime", "datetime(6)", None),
             col("d", "decimal", "decimal(5,2)", None),
             col("e", "enum", "enum('a','b')", Some("utf8mb4_general_ci")),
+            col("f", "float", "float", None),
+            col("st", "set", "set('x','y','z')", Some("utf8mb4_general_ci")),
         ]
     }
 
@@ -520,7 +577,7 @@ mod tests {
                 "WEIGHT_STRING(`s` AS CHAR(20))"
             ]
         );
-        for bad in [&["e"][..], &["nope"], &[]] {
+        for bad in [&["f"][..], &["nope"], &[]] {
             let e = KeyCols::of("t", &table(), bad).expect_err("refused");
             assert_eq!(e.as_definite().map(|d| d.code), Some(DefiniteCode::Usage));
         }
@@ -632,6 +689,36 @@ mod tests {
             sql.ends_with("`t` > CAST('-01:00:00.000' AS time(3))))"),
             "{sql}"
         );
+    }
+
+    #[test]
+    fn enums_and_sets_seek_by_their_numbers() {
+        let k = KeyCols::of("t", &table(), &["e", "st"]).expect("supported");
+        assert_eq!(k.select_exprs()[1], "LPAD(HEX(`e` + 0), 16, '0')");
+        let key = k
+            .read(&[
+                b("b"),
+                b("0000000000000002"),
+                b("x,z"),
+                b("0000000000000005"),
+            ])
+            .expect("key");
+        assert_eq!(key.to_string(), "('b', 'x,z')");
+        assert_eq!(
+            k.after(Some(&key)).expect("sql"),
+            " WHERE `e` >= 2 AND (`e` > 2 OR (`st` > 5))"
+        );
+        let empty = k
+            .read(&[b("a"), b("0000000000000001"), b(""), b("0000000000000000")])
+            .expect("key");
+        assert!(empty.sort < key.sort);
+        assert_eq!(k.literals(&empty).expect("literals"), ["1", "0"]);
+        let odd = Key {
+            values: vec![SqlValue::Bytes(b"c".to_vec()), SqlValue::Bytes(Vec::new())],
+            sort: SortKey::default(),
+        };
+        assert!(k.literals(&odd).is_err(), "not a member");
+        assert!(k.read(&[b("b"), b("2"), b(""), b("0")]).is_err());
     }
 
     #[test]
