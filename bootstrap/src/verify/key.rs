@@ -74,7 +74,7 @@ pub enum KeyKind {
     },
     /// DECIMAL(p, s), and TIME(n) as its number `HHMMSS.f` (`time`): ordered by the
     /// server's own fixed-width text of the value, shifted by 10^`int_digits` when
-    /// negative so that every text is of non-negative digits ([`shifted_expr`]).
+    /// negative so that every text is of non-negative digits (`shifted_expr`).
     Shifted {
         int_digits: u32,
         scale: u32,

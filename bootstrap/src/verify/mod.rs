@@ -13,17 +13,22 @@
 //! pages or the ledger: it reads the column list from `information_schema` of both sides
 //! and reports a definition difference as a difference of its own.
 //!
-//! The key is the one exception, and only for ORDER: rows are merged by the job's key
-//! columns (given by name, in index order), each row's sort key built from what its own
-//! server read in the same SELECT: for character columns the server's
-//! `WEIGHT_STRING(col AS CHAR(n))`, for integers the server's decimal text encoded by
-//! [`kernel::key::encode`], for binary and fixed-width temporal columns the server's bytes
-//! ([`key`]). A wrong sort key cannot make different rows look equal: the key columns are
-//! hashed like every other column, so a pair merged as one key whose bytes differ ('ab'
-//! and 'AB' under a `_ci` collation) is a differing row, and a sort key that disagreed
-//! with the server's `ORDER BY` is refused by the merge (keys must be strictly
-//! increasing) instead of being trusted. What could go unseen is only what the server's
-//! own key equality cannot tell apart, and that shows up in the key column's field.
+//! The key is the one thing verify reads as a value, and only to order and pair rows.
+//! Rows are merged by the job's key columns (given by name, in index order) and each
+//! row's sort key is built from what its own server computed in the same SELECT
+//! (`verify/key.rs`, [`KeyCols`]): for CHAR/VARCHAR the server's
+//! `WEIGHT_STRING(col AS CHAR(n))`; for DECIMAL, TIME, ENUM and SET a fixed-width text
+//! the server computes (shifted decimal digits, `HEX(col + 0)`); for integers the
+//! server's decimal text, encoded by [`kernel::key::encode`]; for binary and fixed-width
+//! temporal columns the server's bytes. The last key goes back into the next chunk's range seek as typed SQL literals.
+//! None of this decides whether two rows are equal: pairing only chooses which rows are
+//! compared, and the key columns are hashed like every other column, so a pair the
+//! server calls one key but whose bytes differ ('ab' and 'AB' under a `_ci` collation,
+//! 'k' and 'k ' under PAD SPACE) is a differing row that names the key column. A sort key
+//! that disagreed with the server's `ORDER BY` is refused (each chunk's sort keys must be
+//! strictly increasing after the cursor), so it cannot silently skip rows; the worst a
+//! wrong sort key can do is stop the walk with an error or report one key as a missing
+//! and an extra key: a false difference, never a false equality.
 //!
 //! # Why the hashing is exact
 //!
