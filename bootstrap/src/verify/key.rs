@@ -543,6 +543,10 @@ mod tests {
         Some(s.as_bytes().to_vec())
     }
 
+    fn lower_ab() -> Vec<SqlValue> {
+        vec![SqlValue::Int(5), SqlValue::Bytes(b"ab".to_vec())]
+    }
+
     fn table() -> Vec<Column> {
         vec![
             col("a", "int", "int(11)", None),
@@ -609,6 +613,16 @@ mod tests {
         assert!(small.sort < big.sort);
         assert_eq!(big.values, [SqlValue::UInt(u64::MAX)]);
         assert_eq!(k.resort(&big.values), Some(big.sort.clone()));
+        // A v1 cursor's key (a signed sort key) is re-keyed to order with unsigned rows.
+        let v1 = Key::of_i64(1);
+        assert_ne!(v1.sort, small.sort);
+        assert_eq!(k.resort(&v1.values), Some(small.sort.clone()));
+        let chars = KeyCols::of("t", &table(), &["a", "s"]).expect("supported");
+        assert_eq!(
+            chars.resort(&lower_ab()),
+            None,
+            "weights are the server's: kept"
+        );
         assert_eq!(
             k.after(Some(&big)).expect("sql"),
             " WHERE `u` > 18446744073709551615"
