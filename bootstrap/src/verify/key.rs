@@ -21,7 +21,7 @@
 //! strictly increasing.
 //! * ENUM and SET: the server's `HEX(col + 0)` (index, bit value: how `ORDER BY` sorts
 //!   them), 16 digits; seeks compare with that number, never with the text.
-use super::sql::Column;
+use super::column::Column;
 use kernel::error::{DefiniteCode, Error, Result};
 use kernel::key::{encode, frame, show_values, SortKey};
 use kernel::schema::quote_ident;

@@ -88,6 +88,7 @@
 //! Persist it (serde; `VCUR` v2 with [`VerifyCursor::encode`], which holds the last key
 //! as typed values with its sort key; v1 cursors of integer keys still decode) and pass it
 //! back to continue after its key.
+mod column;
 mod diff;
 mod key;
 pub mod pinned;

@@ -1,61 +1,9 @@
 //! Pure parts of the comparator's queries: which columns are compared, how each column
 //! is turned into exact bytes, and the SQL text. Every value leaves the server as HEX text
 //! or as a digest, so nothing here depends on how a client library decodes a type.
+pub use super::column::Column;
 use super::key::{Key, KeyCols};
-use kernel::introspect::normalize_column_type;
 use kernel::schema::{quote_ident, ColumnKind};
-
-/// One column as `information_schema.COLUMNS` describes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Column {
-    pub name: String,
-    /// `DATA_TYPE`, lowercase.
-    pub data_type: String,
-    /// `COLUMN_TYPE`, lowercase, integer display width removed (MySQL 8 prints none).
-    pub column_type: String,
-    pub nullable: bool,
-    pub collation: Option<String>,
-}
-
-impl Column {
-    /// Builds a column from the raw `information_schema` fields.
-    pub fn new(
-        name: String,
-        data_type: &str,
-        column_type: &str,
-        nullable: bool,
-        collation: Option<String>,
-    ) -> Column {
-        let data_type = data_type.to_ascii_lowercase();
-        let column_type = match ColumnKind::classify(&data_type) {
-            Some(kind) => normalize_column_type(kind, column_type),
-            None => column_type.to_ascii_lowercase(),
-        };
-        Column {
-            name,
-            data_type,
-            column_type,
-            nullable,
-            collation,
-        }
-    }
-
-    fn kind(&self) -> Option<ColumnKind> {
-        ColumnKind::classify(&self.data_type)
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "{}{}{}",
-            self.column_type,
-            if self.nullable { " NULL" } else { " NOT NULL" },
-            self.collation
-                .as_deref()
-                .map(|c| format!(" COLLATE {c}"))
-                .unwrap_or_default()
-        )
-    }
-}
 
 /// The columns both sides have, as (source index, target index) in source order, and every
 /// definition difference as a sentence.
