@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used)]
 use harness::{Server, ServerOpts};
 use kernel::ids::{Attempt, Generation, JobId, WindowId};
+use kernel::key::Keyer;
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use ledger::apply::{self, Limits};
@@ -193,22 +194,25 @@ async fn page_apply(
 ) -> f64 {
     let db = s.fresh_db("bench_pages");
     s.sql_in(&db, DDL);
+    let schema = SealedSchema {
+        database: db.clone(),
+        table: "t".into(),
+        columns: vec![
+            col("id", ColumnKind::BigInt),
+            col("name", ColumnKind::Varchar),
+            col("amount", ColumnKind::Decimal),
+            col("at", ColumnKind::Datetime),
+            col("ts", ColumnKind::Timestamp),
+            col("bin", ColumnKind::Varbinary),
+        ],
+        key: vec![0],
+        key_name: "PRIMARY".into(),
+    };
     let ctx = TargetCtx {
         job: JobId(1),
         generation: Generation(1),
-        schema: SealedSchema {
-            database: db.clone(),
-            table: "t".into(),
-            columns: vec![
-                col("id", ColumnKind::BigInt),
-                col("name", ColumnKind::Varchar),
-                col("amount", ColumnKind::Decimal),
-                col("at", ColumnKind::Datetime),
-                col("ts", ColumnKind::Timestamp),
-                col("bin", ColumnKind::Varbinary),
-            ],
-            pk: 0,
-        },
+        keyer: Keyer::of(&schema).unwrap(),
+        schema,
         token: 1,
     };
     let o = target::target_opts(&s.url_db(&db)).unwrap();

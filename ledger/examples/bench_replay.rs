@@ -11,6 +11,7 @@
 use harness::{Server, ServerOpts};
 use kernel::change::{Change, ChangeId, GroupEnd, Op};
 use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};
+use kernel::key::Keyer;
 use kernel::position::BinlogPos;
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
@@ -65,22 +66,25 @@ async fn main() {
         amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL, ts TIMESTAMP(6) NOT NULL,
         bin VARBINARY(16) NOT NULL) ENGINE=InnoDB",
     );
+    let schema = SealedSchema {
+        database: db.clone(),
+        table: "t".into(),
+        columns: vec![
+            col("id", ColumnKind::BigInt),
+            col("name", ColumnKind::Varchar),
+            col("amount", ColumnKind::Decimal),
+            col("at", ColumnKind::Datetime),
+            col("ts", ColumnKind::Timestamp),
+            col("bin", ColumnKind::Varbinary),
+        ],
+        key: vec![0],
+        key_name: "PRIMARY".into(),
+    };
     let ctx = TargetCtx {
         job: JobId(1),
         generation: Generation(1),
-        schema: SealedSchema {
-            database: db.clone(),
-            table: "t".into(),
-            columns: vec![
-                col("id", ColumnKind::BigInt),
-                col("name", ColumnKind::Varchar),
-                col("amount", ColumnKind::Decimal),
-                col("at", ColumnKind::Datetime),
-                col("ts", ColumnKind::Timestamp),
-                col("bin", ColumnKind::Varbinary),
-            ],
-            pk: 0,
-        },
+        keyer: Keyer::of(&schema).unwrap(),
+        schema,
         token: 1,
     };
     let o = target::target_opts(&s.url_db(&db)).unwrap();

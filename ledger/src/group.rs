@@ -75,7 +75,7 @@ pub(crate) fn steps_where(
         )
     };
     let key = |r: &Row| key_of(schema, keyer, ch, r);
-    fn image<'r>(r: &'r Option<Row>, bad: impl Fn(&str) -> Error) -> Result<&'r Row> {
+    fn image(r: &Option<Row>, bad: impl Fn(&str) -> Error) -> Result<&Row> {
         r.as_ref()
             .ok_or_else(|| bad("a change without the image its op needs"))
     }
@@ -125,7 +125,10 @@ fn upsert(schema: &SealedSchema, key: SortKey, row: &Row) -> Step {
 }
 
 /// The sort key and key values of an image; a key without one is corrupt evidence, a
-/// weight not asked before is a bug (never a guess).
+/// weight not asked before is a bug (never a guess). A BINARY(n) key value shorter than
+/// n (its trailing 0x00 lost) is padded back: the sort key already calls it the padded
+/// key, and the server stores it padded but compares `WHERE k IN (..)` byte for byte,
+/// so a delete by the short value would match no row.
 fn key_of(
     schema: &SealedSchema,
     keyer: &Keyer,
@@ -150,10 +153,18 @@ fn key_of(
     };
     // The values a DELETE binds: normalised as upserts are (a TIMESTAMP's binlog epoch
     // text becomes its UTC calendar value for the +00:00 target session), an ENUM as its
-    // index and a SET as its bits (compared as numbers, never as text).
-    let values = keyer
+    // index and a SET as its bits (compared as numbers, never as text), a short BINARY(n)
+    // padded back.
+    let mut values = keyer
         .values(&normalize_row(schema, r.clone()))
         .map_err(err)?;
+    for (v, &c) in values.iter_mut().zip(&schema.key) {
+        if let (Some(n), SqlValue::Bytes(b)) = (schema.columns[c].fixed_binary_len(), v) {
+            if b.len() < n {
+                b.resize(n, 0);
+            }
+        }
+    }
     let values = keyer.predicate_values(&values);
     Ok((keyer.sort_key(r).map_err(err)?, values))
 }

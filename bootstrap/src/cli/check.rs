@@ -246,7 +246,8 @@ async fn quiescent(
     cursor: &mut VerifyCursor,
 ) -> Result<verify::Report> {
     let schema = jobs::load_schema(pool, rec.job_id).await?;
-    let key = jobs::single_key_column(&schema)?;
+    let key = jobs::key_columns(&schema);
+    let key: Vec<&str> = key.iter().map(String::as_str).collect();
     let src = Endpoint::from_url(source_url, &rec.source.db, &rec.source.table)?;
     let tgt = Endpoint::from_url(target_url, &rec.target.db, &rec.target.table)?;
     let report = verify::verify(&src, &tgt, &key, opts, cursor).await;

@@ -289,7 +289,7 @@ async fn verify(servers: &servers::Servers) -> Result<verify::Report> {
     let src = Endpoint::from_url(&servers.source_url(), SOURCE_DB, TABLE)?;
     let tgt = Endpoint::from_url(&servers.target_url(), TARGET_DB, TABLE)?;
     let mut cursor = VerifyCursor::start();
-    let r = verify::verify(&src, &tgt, "id", &VerifyOptions::default(), &mut cursor).await;
+    let r = verify::verify(&src, &tgt, &["id"], &VerifyOptions::default(), &mut cursor).await;
     let _ = src.pool.disconnect().await;
     let _ = tgt.pool.disconnect().await;
     r

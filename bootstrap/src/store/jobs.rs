@@ -636,19 +636,13 @@ pub fn keyer(schema: &SealedSchema) -> Result<kernel::key::Keyer> {
     })
 }
 
-/// The one column verify can merge by today: a single-column key.
-pub fn single_key_column(schema: &SealedSchema) -> Result<String> {
-    match schema.key.as_slice() {
-        [k] if schema.columns[*k].kind.is_integer() => Ok(schema.columns[*k].name.clone()),
-        _ => Err(Error::definite(
-            DefiniteCode::Usage,
-            format!(
-                "verify of {} is not available yet: its key ({}) is not one integer column",
-                schema.qualified(),
-                schema.key_name
-            ),
-        )),
-    }
+/// The names of the sealed key's columns, in index order (verify merges by them).
+pub fn key_columns(schema: &SealedSchema) -> Vec<String> {
+    schema
+        .key
+        .iter()
+        .map(|&k| schema.columns[k].name.clone())
+        .collect()
 }
 
 /// The L stream of a source server: stable per server identity, at most 64 characters.

@@ -10,27 +10,43 @@
 //!   sides with different hashes.
 //! * [`field_diffs`] names the columns that differ between two detail rows.
 //!
-//! Keys are ordered by the server (`ORDER BY pk`); Rust only checks that what it got is
-//! strictly increasing and refuses otherwise, it never re-sorts (STYLE §9). For a signed
-//! integer key the server's order is the order of `i64`.
+//! Keys are ordered by the server (`ORDER BY` the key columns) and compared by their
+//! [`SortKey`]s, whose memcmp order and equality are the server's ([`super::key`]): two
+//! keys the server calls equal ('ab' and 'AB' under a `_ci` collation) are one key here
+//! even though their values differ, so such a pair is a differing row (the key column's
+//! field hash differs), never a missing and an extra key. Rust only checks that what it
+//! got is strictly increasing and refuses otherwise, it never re-sorts (STYLE §9).
+use super::key::Key;
+use kernel::key::SortKey;
 use std::cmp::Ordering;
 
-/// One row of a chunk: the primary key and the digest of every compared column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One row of a chunk: its key and the digest of every compared column.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyHash {
-    pub key: i64,
+    pub key: Key,
     pub hash: [u8; 32],
 }
 
 /// How one key differs between source and target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyDiff {
     /// In the source, not in the target.
-    Missing(i64),
+    Missing(Key),
     /// In the target, not in the source.
-    Extra(i64),
-    /// On both sides, with different row hashes.
-    Differs(i64),
+    Extra(Key),
+    /// On both sides (equal sort keys), with different row hashes; each side's own key
+    /// values (they differ when the server's key equality ignores a difference).
+    Differs { source: Key, target: Key },
+}
+
+impl KeyDiff {
+    /// The sort key of the differing key.
+    pub fn sort(&self) -> &SortKey {
+        match self {
+            KeyDiff::Missing(k) | KeyDiff::Extra(k) => &k.sort,
+            KeyDiff::Differs { source, .. } => &source.sort,
+        }
+    }
 }
 
 /// What [`merge_join`] found.
@@ -42,25 +58,28 @@ pub struct Merge {
     pub matched: u64,
 }
 
-/// Merge-joins two strictly increasing key lists.
+/// Merge-joins two key lists strictly increasing by sort key.
 pub fn merge_join(source: &[KeyHash], target: &[KeyHash]) -> Merge {
     let mut out = Merge::default();
     let (mut i, mut j) = (0, 0);
     while i < source.len() && j < target.len() {
-        let (s, t) = (source[i], target[j]);
-        match s.key.cmp(&t.key) {
+        let (s, t) = (&source[i], &target[j]);
+        match s.key.sort.cmp(&t.key.sort) {
             Ordering::Less => {
-                out.diffs.push(KeyDiff::Missing(s.key));
+                out.diffs.push(KeyDiff::Missing(s.key.clone()));
                 i += 1;
             }
             Ordering::Greater => {
-                out.diffs.push(KeyDiff::Extra(t.key));
+                out.diffs.push(KeyDiff::Extra(t.key.clone()));
                 j += 1;
             }
             Ordering::Equal => {
                 out.matched += 1;
                 if s.hash != t.hash {
-                    out.diffs.push(KeyDiff::Differs(s.key));
+                    out.diffs.push(KeyDiff::Differs {
+                        source: s.key.clone(),
+                        target: t.key.clone(),
+                    });
                 }
                 i += 1;
                 j += 1;
@@ -68,9 +87,9 @@ pub fn merge_join(source: &[KeyHash], target: &[KeyHash]) -> Merge {
         }
     }
     out.diffs
-        .extend(source[i..].iter().map(|s| KeyDiff::Missing(s.key)));
+        .extend(source[i..].iter().map(|s| KeyDiff::Missing(s.key.clone())));
     out.diffs
-        .extend(target[j..].iter().map(|t| KeyDiff::Extra(t.key)));
+        .extend(target[j..].iter().map(|t| KeyDiff::Extra(t.key.clone())));
     out
 }
 
@@ -78,7 +97,7 @@ pub fn merge_join(source: &[KeyHash], target: &[KeyHash]) -> Merge {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Step {
     /// Every key up to and including this one was compared; `None`: the key space is done.
-    pub bound: Option<i64>,
+    pub bound: Option<Key>,
     /// Source rows compared in this step.
     pub source_rows: u64,
     /// Target rows compared in this step.
@@ -88,10 +107,13 @@ pub struct Step {
 
 /// A chunk that the server returned out of order or outside the requested range.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the {side} returned key {key} after key {after}: keys must be strictly increasing")]
+#[error(
+    "the {side} returned key {key} after key {after}: sort keys must be strictly increasing \
+     (the server's ORDER BY and its key weights disagree, or the chunk is not after the cursor)"
+)]
 pub struct OrderError {
     pub side: &'static str,
-    pub key: i64,
+    pub key: String,
     pub after: String,
 }
 
@@ -102,48 +124,49 @@ pub struct OrderError {
 /// one. A full side may have more keys after its last, so the step may only compare up to
 /// the smallest last key among the full sides. Progress: a full side has at least one key
 /// after `last` (limit >= 1), so the bound is after `last`; with no full side the step
-/// compares everything and the walk ends.
+/// compares everything and the walk ends. The bound is the source's key when both sides
+/// end on the same sort key (the cursor then holds source values).
 pub fn plan_step(
-    last: Option<i64>,
+    last: Option<&Key>,
     source: &[KeyHash],
     target: &[KeyHash],
     limit: usize,
 ) -> Result<Step, OrderError> {
     check_order("source", last, source)?;
     check_order("target", last, target)?;
-    let full_last = |rows: &[KeyHash]| {
+    fn full_last(rows: &[KeyHash], limit: usize) -> Option<&Key> {
         (limit > 0 && rows.len() >= limit)
-            .then(|| rows.last().map(|r| r.key))
+            .then(|| rows.last().map(|r| &r.key))
             .flatten()
-    };
-    let bound = match (full_last(source), full_last(target)) {
-        (Some(a), Some(b)) => Some(a.min(b)),
+    }
+    let bound = match (full_last(source, limit), full_last(target, limit)) {
+        (Some(a), Some(b)) => Some(if b.sort < a.sort { b } else { a }),
         (a, b) => a.or(b),
     };
     let cut = |rows: &[KeyHash]| match bound {
-        Some(b) => rows.partition_point(|r| r.key <= b),
+        Some(b) => rows.partition_point(|r| r.key.sort <= b.sort),
         None => rows.len(),
     };
     let (s, t) = (&source[..cut(source)], &target[..cut(target)]);
     Ok(Step {
-        bound,
+        bound: bound.cloned(),
         source_rows: s.len() as u64,
         target_rows: t.len() as u64,
         merge: merge_join(s, t),
     })
 }
 
-fn check_order(side: &'static str, last: Option<i64>, rows: &[KeyHash]) -> Result<(), OrderError> {
+fn check_order(side: &'static str, last: Option<&Key>, rows: &[KeyHash]) -> Result<(), OrderError> {
     let mut prev = last;
     for r in rows {
-        if prev.is_some_and(|p| r.key <= p) {
+        if prev.is_some_and(|p| r.key.sort <= p.sort) {
             return Err(OrderError {
                 side,
-                key: r.key,
-                after: prev.map_or_else(String::new, |p| p.to_string()),
+                key: r.key.to_string(),
+                after: prev.map_or_else(String::new, Key::to_string),
             });
         }
-        prev = Some(r.key);
+        prev = Some(&r.key);
     }
     Ok(())
 }
@@ -194,71 +217,86 @@ pub fn field_diffs(source: &[FieldDetail], target: &[FieldDetail]) -> Vec<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kernel::key::{encode, frame};
+    use kernel::value::SqlValue;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
-    fn rows(map: &BTreeMap<i64, u8>) -> Vec<KeyHash> {
-        map.iter()
-            .map(|(&key, &h)| KeyHash { key, hash: [h; 32] })
+    /// A model of a table keyed by (BIGINT, VARCHAR _ci): the server's sort key is the
+    /// integer and the case-folded text; the row keeps its own case. The map is keyed by
+    /// the server's key, so a table never holds two keys the server calls equal.
+    type Table = BTreeMap<(i64, String), (String, u8)>;
+
+    fn key(i: i64, text: &str) -> Key {
+        let mut col = Vec::new();
+        let mut sort = Vec::new();
+        encode::signed(i, &mut col);
+        frame(&col, &mut sort);
+        frame(text.to_lowercase().as_bytes(), &mut sort);
+        Key {
+            values: vec![SqlValue::Int(i), SqlValue::Bytes(text.as_bytes().to_vec())],
+            sort: SortKey(sort),
+        }
+    }
+
+    fn rows(t: &Table) -> Vec<KeyHash> {
+        t.iter()
+            .map(|((i, _), (text, h))| KeyHash {
+                key: key(*i, text),
+                // The row hash covers the key columns: a case difference changes it.
+                hash: blake3::hash(format!("{text}\n{h}").as_bytes()).into(),
+            })
             .collect()
     }
 
     /// The obvious comparison the merge-join must agree with.
-    fn naive(source: &BTreeMap<i64, u8>, target: &BTreeMap<i64, u8>) -> Merge {
+    fn naive(source: &Table, target: &Table) -> Merge {
         let mut diffs = Vec::new();
         let mut matched = 0;
-        for (k, h) in source {
+        for (k, s) in source {
             match target.get(k) {
-                None => diffs.push(KeyDiff::Missing(*k)),
+                None => diffs.push(KeyDiff::Missing(key(k.0, &s.0))),
                 Some(t) => {
                     matched += 1;
-                    if t != h {
-                        diffs.push(KeyDiff::Differs(*k));
+                    if t != s {
+                        diffs.push(KeyDiff::Differs {
+                            source: key(k.0, &s.0),
+                            target: key(k.0, &t.0),
+                        });
                     }
                 }
             }
         }
-        for k in target.keys() {
+        for (k, t) in target {
             if !source.contains_key(k) {
-                diffs.push(KeyDiff::Extra(*k));
+                diffs.push(KeyDiff::Extra(key(k.0, &t.0)));
             }
         }
-        diffs.sort_by_key(|d| match d {
-            KeyDiff::Missing(k) | KeyDiff::Extra(k) | KeyDiff::Differs(k) => *k,
-        });
+        diffs.sort_by(|a, b| a.sort().cmp(b.sort()));
         Merge { diffs, matched }
     }
 
     /// Runs the whole chunked walk over two in-memory tables, as the server would answer.
-    fn walk(
-        source: &BTreeMap<i64, u8>,
-        target: &BTreeMap<i64, u8>,
-        limit: usize,
-    ) -> (Merge, u64, u64, u64) {
-        let fetch = |m: &BTreeMap<i64, u8>, last: Option<i64>| {
-            let range = match last {
-                Some(l) => m.range(l.saturating_add(1)..),
-                None => m.range(..),
-            };
-            let part: BTreeMap<i64, u8> = if last == Some(i64::MAX) {
-                BTreeMap::new()
-            } else {
-                range.take(limit).map(|(k, v)| (*k, *v)).collect()
-            };
-            rows(&part)
+    fn walk(source: &Table, target: &Table, limit: usize) -> (Merge, u64, u64, u64) {
+        let fetch = |t: &Table, last: Option<&Key>| {
+            let all = rows(t);
+            all.into_iter()
+                .filter(|r| last.is_none_or(|l| r.key.sort > l.sort))
+                .take(limit)
+                .collect::<Vec<_>>()
         };
         let (mut last, mut all, mut steps, mut s_rows, mut t_rows) =
-            (None, Merge::default(), 0, 0, 0);
+            (None::<Key>, Merge::default(), 0, 0, 0);
         loop {
-            let step = plan_step(last, &fetch(source, last), &fetch(target, last), limit)
-                .expect("in order");
+            let (s, t) = (fetch(source, last.as_ref()), fetch(target, last.as_ref()));
+            let step = plan_step(last.as_ref(), &s, &t, limit).expect("in order");
             steps += 1;
             s_rows += step.source_rows;
             t_rows += step.target_rows;
             all.diffs.extend(step.merge.diffs);
             all.matched += step.merge.matched;
-            if let (Some(b), Some(l)) = (step.bound, last) {
-                assert!(b > l, "no progress");
+            if let (Some(b), Some(l)) = (&step.bound, &last) {
+                assert!(b.sort > l.sort, "no progress");
             }
             match step.bound {
                 None => break,
@@ -269,14 +307,24 @@ mod tests {
         (all, steps, s_rows, t_rows)
     }
 
-    fn table() -> impl Strategy<Value = BTreeMap<i64, u8>> {
-        let key = prop_oneof![
-            -20i64..20,
-            Just(i64::MIN),
-            Just(i64::MAX),
-            1_000_000_000_000i64..1_000_000_000_010,
+    fn table() -> impl Strategy<Value = Table> {
+        let int = prop_oneof![-3i64..3, Just(i64::MIN), Just(i64::MAX)];
+        // Texts that differ by case only, by a zero byte, or are prefixes of each other.
+        let text = prop_oneof![
+            Just("a"),
+            Just("A"),
+            Just("ab"),
+            Just("AB"),
+            Just("aB"),
+            Just(""),
+            Just("a\u{0}"),
+            Just("b")
         ];
-        proptest::collection::btree_map(key, 0u8..3, 0..40)
+        proptest::collection::vec((int, text, 0u8..3), 0..40).prop_map(|rows| {
+            rows.into_iter()
+                .map(|(i, t, h)| ((i, t.to_lowercase()), (t.to_string(), h)))
+                .collect()
+        })
     }
 
     proptest! {
@@ -294,42 +342,82 @@ mod tests {
         }
     }
 
+    fn one(t: &[(i64, &str)]) -> Table {
+        t.iter()
+            .map(|(i, s)| ((*i, s.to_lowercase()), (s.to_string(), 0)))
+            .collect()
+    }
+
+    #[test]
+    fn a_case_only_key_difference_is_one_differing_row() {
+        let s = one(&[(1, "ab"), (2, "x")]);
+        let t = one(&[(1, "AB"), (2, "x")]);
+        let m = merge_join(&rows(&s), &rows(&t));
+        assert_eq!(m.matched, 2);
+        assert_eq!(
+            m.diffs,
+            vec![KeyDiff::Differs {
+                source: key(1, "ab"),
+                target: key(1, "AB")
+            }]
+        );
+        // Equal weights and equal row hashes (the same bytes): no difference.
+        assert!(merge_join(&rows(&s), &rows(&s)).diffs.is_empty());
+    }
+
+    #[test]
+    fn composite_keys_merge_in_tuple_order() {
+        let s = one(&[(1, "b"), (2, "")]);
+        let t = one(&[(1, "a"), (1, "b"), (2, "a")]);
+        let m = merge_join(&rows(&s), &rows(&t));
+        assert_eq!(
+            m.diffs,
+            vec![
+                KeyDiff::Extra(key(1, "a")),
+                KeyDiff::Missing(key(2, "")),
+                KeyDiff::Extra(key(2, "a"))
+            ]
+        );
+        assert_eq!(m.matched, 1);
+    }
+
     #[test]
     fn bound_is_the_smaller_full_last() {
-        let s = rows(&[(1, 0), (2, 0), (3, 0)].into_iter().collect());
-        let t = rows(&[(1, 0), (5, 0), (9, 0)].into_iter().collect());
+        let s = rows(&one(&[(1, "a"), (2, "a"), (3, "a")]));
+        let t = rows(&one(&[(1, "a"), (5, "a"), (9, "a")]));
         let step = plan_step(None, &s, &t, 3).expect("ordered");
-        assert_eq!(step.bound, Some(3));
+        assert_eq!(step.bound, Some(key(3, "a")));
         assert_eq!(
             step.merge.diffs,
-            vec![KeyDiff::Missing(2), KeyDiff::Missing(3)]
+            vec![KeyDiff::Missing(key(2, "a")), KeyDiff::Missing(key(3, "a"))]
         );
         assert_eq!((step.source_rows, step.target_rows), (3, 1));
         // Both short: everything is compared and the walk ends.
-        let step = plan_step(Some(3), &[], &t[1..], 3).expect("ordered");
+        let step = plan_step(Some(&key(3, "a")), &[], &t[1..], 3).expect("ordered");
         assert_eq!(step.bound, None);
-        assert_eq!(step.merge.diffs, vec![KeyDiff::Extra(5), KeyDiff::Extra(9)]);
+        assert_eq!(
+            step.merge.diffs,
+            vec![KeyDiff::Extra(key(5, "a")), KeyDiff::Extra(key(9, "a"))]
+        );
     }
 
     #[test]
     fn out_of_order_chunks_are_refused() {
-        let s = vec![
+        let dup = vec![
             KeyHash {
-                key: 2,
+                key: key(2, "ab"),
                 hash: [0; 32],
             },
             KeyHash {
-                key: 2,
+                key: key(2, "AB"),
                 hash: [0; 32],
             },
         ];
-        let e = plan_step(None, &s, &[], 10).expect_err("duplicate key");
+        let e = plan_step(None, &dup, &[], 10).expect_err("keys equal by weight");
         assert_eq!(e.side, "source");
-        let t = vec![KeyHash {
-            key: 5,
-            hash: [0; 32],
-        }];
-        assert!(plan_step(Some(5), &[], &t, 10).is_err());
+        assert_eq!(e.key, "(2, 'AB')");
+        let t = rows(&one(&[(5, "a")]));
+        assert!(plan_step(Some(&key(5, "A")), &[], &t, 10).is_err());
     }
 
     #[test]

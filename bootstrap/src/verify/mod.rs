@@ -13,6 +13,23 @@
 //! pages or the ledger: it reads the column list from `information_schema` of both sides
 //! and reports a definition difference as a difference of its own.
 //!
+//! The key is the one thing verify reads as a value, and only to order and pair rows.
+//! Rows are merged by the job's key columns (given by name, in index order) and each
+//! row's sort key is built from what its own server computed in the same SELECT
+//! (`verify/key.rs`, [`KeyCols`]): for CHAR/VARCHAR the server's
+//! `WEIGHT_STRING(col AS CHAR(n))`; for DECIMAL, TIME, ENUM and SET a fixed-width text
+//! the server computes (shifted decimal digits, `HEX(col + 0)`); for integers the
+//! server's decimal text, encoded by [`kernel::key::encode`]; for binary and fixed-width
+//! temporal columns the server's bytes. The last key goes back into the next chunk's range seek as typed SQL literals.
+//! None of this decides whether two rows are equal: pairing only chooses which rows are
+//! compared, and the key columns are hashed like every other column, so a pair the
+//! server calls one key but whose bytes differ ('ab' and 'AB' under a `_ci` collation,
+//! 'k' and 'k ' under PAD SPACE) is a differing row that names the key column. A sort key
+//! that disagreed with the server's `ORDER BY` is refused (each chunk's sort keys must be
+//! strictly increasing after the cursor), so it cannot silently skip rows; the worst a
+//! wrong sort key can do is stop the walk with an error or report one key as a missing
+//! and an extra key: a false difference, never a false equality.
+//!
 //! # Why the hashing is exact
 //!
 //! For every compared column the server computes `CAST(col AS BINARY)` (see
@@ -58,8 +75,9 @@
 //! # Walk and memory
 //!
 //! Keys are walked in chunks of `chunk_size`: each side answers "the next keys after the
-//! cursor, ordered by the server" and [`plan_step`] compares up to the smaller last
-//! key of the full chunks. Rows whose hashes differ get one more query per side for
+//! cursor, ordered by the server" (a range-seek predicate of [`kernel::key::sql`] with the
+//! cursor's values as typed literals, `ORDER BY` the key columns) and [`plan_step`]
+//! compares up to the smaller last key of the full chunks. Rows whose hashes differ get one more query per side for
 //! per-column digests, lengths and a short preview, in batches of at most
 //! [`DETAIL_BATCH`] keys. At most the two chunks of one step are held, plus one detail batch.
 //!
@@ -67,9 +85,12 @@
 //!
 //! A [`VerifyCursor`] holds the last key compared and the counts so far; it advances only
 //! after a whole step succeeded, so after an error it is still a valid resume point.
-//! Persist it (serde; `VCUR` v1 with [`kernel::codec::encode`]) and pass it back to
-//! continue after its key.
+//! Persist it (serde; `VCUR` v2 with [`VerifyCursor::encode`], which holds the last key
+//! as typed values with its sort key; v1 cursors of integer keys still decode) and pass it
+//! back to continue after its key.
+mod column;
 mod diff;
+mod key;
 pub mod pinned;
 mod read;
 mod report;
@@ -77,6 +98,7 @@ mod sql;
 mod walk;
 
 pub use diff::{field_diffs, merge_join, plan_step, FieldDetail, KeyDiff, KeyHash, Merge, Step};
+pub use key::{Key, KeyCol, KeyCols, KeyKind};
 pub use read::SESSION_SETUP;
 pub use report::{Examples, FieldDiff, FieldValue, PreviewKind, Report, Tally, VerifyCursor};
 pub use sql::{value_expr, Column};
@@ -84,7 +106,7 @@ pub use sql::{value_expr, Column};
 use kernel::error::{DefiniteCode, Error, Result};
 use kernel::position::BinlogPos;
 use kernel::redact::redact_url;
-use kernel::schema::{quote_ident, ColumnKind};
+use kernel::schema::quote_ident;
 use mysql_async::Pool;
 use read::Session;
 use std::time::{Duration, Instant};
@@ -172,16 +194,16 @@ pub struct PinnedSource {
     session: Session,
     name: String,
     columns: Vec<Column>,
-    key: String,
+    key: KeyCols,
     snapshot: Option<BinlogPos>,
     options: VerifyOptions,
 }
 
-/// Opens the source's consistent snapshot. `key` is the primary-key column (a single
-/// signed integer, DESIGN §9).
+/// Opens the source's consistent snapshot. `key` names the table's key columns in index
+/// order (DESIGN §14: its PRIMARY KEY, or the NOT NULL UNIQUE key the job sealed).
 pub async fn pin_source(
     source: &Endpoint,
-    key: &str,
+    key: &[&str],
     options: &VerifyOptions,
 ) -> Result<PinnedSource> {
     if options.chunk_size == 0 {
@@ -199,7 +221,7 @@ pub async fn pin_source(
     )
     .await?;
     let columns = session.columns(&source.database, &source.table).await?;
-    let key = check_key(&name, &columns, key)?;
+    let key = KeyCols::of(&name, &columns, key)?;
     let snapshot = session.open_snapshot().await?;
     Ok(PinnedSource {
         session,
@@ -211,31 +233,25 @@ pub async fn pin_source(
     })
 }
 
-fn check_key(name: &str, columns: &[Column], key: &str) -> Result<String> {
-    if columns.is_empty() {
-        return Err(Error::definite(
-            DefiniteCode::Usage,
-            format!("{name} does not exist or its columns are not visible to this user"),
-        ));
+/// The target's key columns: the source's names, and the same types and collations (keys
+/// ordered differently on the two sides cannot be merged).
+fn target_key(name: &str, columns: &[Column], source: &KeyCols) -> Result<KeyCols> {
+    let names = source.names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let key = KeyCols::of(name, columns, &names)?;
+    for (s, t) in source.0.iter().zip(&key.0) {
+        if s.kind != t.kind {
+            return Err(Error::definite(
+                DefiniteCode::Usage,
+                format!(
+                    "key column `{}` is {:?} on the source but {:?} on the target: keys \
+                     ordered differently cannot be merged; make the definitions equal",
+                    s.name, s.kind, t.kind
+                ),
+            ));
+        }
     }
-    let Some(c) = columns.iter().find(|c| c.name.eq_ignore_ascii_case(key)) else {
-        return Err(Error::definite(
-            DefiniteCode::Usage,
-            format!("{name} has no column `{key}` to use as the key"),
-        ));
-    };
-    let integer = ColumnKind::classify(&c.data_type).is_some_and(ColumnKind::is_integer);
-    let fits = !(c.data_type == "bigint" && c.column_type.contains("unsigned"));
-    if !integer || !fits {
-        return Err(Error::definite(
-            DefiniteCode::Usage,
-            format!(
-                "{name}: key column `{}` is {}, not a signed integer",
-                c.name, c.column_type
-            ),
-        ));
-    }
-    Ok(c.name.clone())
+    Ok(key)
 }
 
 impl PinnedSource {
@@ -253,7 +269,7 @@ impl PinnedSource {
         let mut tsession =
             Session::connect("target", &target.pool, o.connect_timeout, o.query_timeout).await?;
         let tcolumns = tsession.columns(&target.database, &target.table).await?;
-        let tkey = check_key(&tname, &tcolumns, &self.key)?;
+        let tkey = target_key(&tname, &tcolumns, &self.key)?;
         let (pairs, schema_differences) = sql::pair_columns(&self.columns, &tcolumns);
         let target_snapshot = tsession.open_snapshot().await?;
         let mut walk = Walk {
@@ -294,7 +310,7 @@ impl PinnedSource {
         Ok(Report {
             source: self.name,
             target: tname,
-            key: self.key,
+            key: self.key.names(),
             columns: names,
             schema_differences,
             source_snapshot: self.snapshot,
@@ -310,7 +326,7 @@ impl PinnedSource {
 pub async fn verify(
     source: &Endpoint,
     target: &Endpoint,
-    key: &str,
+    key: &[&str],
     options: &VerifyOptions,
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
@@ -328,24 +344,40 @@ fn millis(d: Duration) -> u64 {
 mod tests {
     use super::*;
 
-    fn col(name: &str, data_type: &str, column_type: &str) -> Column {
-        Column::new(name.into(), data_type, column_type, false, None)
+    fn col(name: &str, data_type: &str, column_type: &str, coll: Option<&str>) -> Column {
+        Column::new(
+            name.into(),
+            data_type,
+            column_type,
+            false,
+            coll.map(Into::into),
+        )
     }
 
     #[test]
-    fn key_must_be_a_signed_integer_column() {
-        let cols = [
-            col("id", "bigint", "bigint(20)"),
-            col("u", "bigint", "bigint(20) unsigned"),
-            col("i", "int", "int(10) unsigned"),
-            col("s", "varchar", "varchar(5)"),
+    fn the_target_key_must_order_like_the_sources() {
+        let s = [
+            col("id", "bigint", "bigint(20)", None),
+            col("s", "varchar", "varchar(5)", Some("utf8mb4_general_ci")),
         ];
-        assert_eq!(check_key("t", &cols, "ID").expect("valid"), "id");
-        assert_eq!(check_key("t", &cols, "i").expect("fits i64"), "i");
-        for bad in ["u", "s", "nope"] {
-            let e = check_key("t", &cols, bad).expect_err(bad);
-            assert_eq!(e.as_definite().map(|d| d.code), Some(DefiniteCode::Usage));
-        }
-        assert!(check_key("t", &[], "id").is_err());
+        let key = KeyCols::of("s", &s, &["ID", "s"]).expect("valid");
+        assert_eq!(key.names(), ["id", "s"]);
+        assert_eq!(target_key("t", &s, &key).expect("same"), key);
+        let other = [
+            col("id", "bigint", "bigint(20)", None),
+            col("s", "varchar", "varchar(5)", Some("utf8mb4_bin")),
+        ];
+        let e = target_key("t", &other, &key).expect_err("another collation");
+        assert_eq!(e.as_definite().map(|d| d.code), Some(DefiniteCode::Usage));
+        assert!(e.to_string().contains("key column `s`"), "{e}");
+        let unsigned = [
+            col("id", "bigint", "bigint(20) unsigned", None),
+            s[1].clone(),
+        ];
+        assert!(target_key("t", &unsigned, &key).is_err());
+        assert!(
+            target_key("t", &s[..1], &key).is_err(),
+            "a key column is missing"
+        );
     }
 }

@@ -27,8 +27,8 @@
 //! # Resuming
 //!
 //! A walk split with `--max-chunks` (or interrupted) stores its [`VerifyCursor`] in the
-//! state store (`verify_cursors`, migration 0071, `VCUR` bytes); `--resume` continues
-//! after its last key. Each run pins its own P: the chunks of one run are compared at
+//! state store (`verify_cursors`, migration 0071, `VCUR` bytes: v2, v1 still read);
+//! `--resume` continues after its last key. Each run pins its own P: the chunks of one run are compared at
 //! that run's P, which is what a resumed VDiff does too.
 use super::{pin_source, Endpoint, Report, VerifyCursor, VerifyOptions};
 use crate::store::jobs::{self, JobRecord};
@@ -312,7 +312,8 @@ async fn compare_at_p(
     b_seq: LSeq,
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
-    let key = jobs::single_key_column(&jobs::load_schema(pool, req.job).await?)?;
+    let key = jobs::key_columns(&jobs::load_schema(pool, req.job).await?);
+    let key: Vec<&str> = key.iter().map(String::as_str).collect();
     let src = Endpoint::from_url(req.source_url, &rec.source.db, &rec.source.table)?;
     let tgt = Endpoint::from_url(req.target_url, &rec.target.db, &rec.target.table)?;
     let cfg = ReplayConfig::default();
@@ -342,7 +343,7 @@ pub async fn verify_finish(
     b_seq: LSeq,
     source: &Endpoint,
     target: &Endpoint,
-    key: &str,
+    key: &[&str],
     opts: &VerifyOptions,
 ) -> Result<Report> {
     let mut vc = VerifyCursor::start();
@@ -360,7 +361,7 @@ pub async fn replay_and_compare(
     b_seq: LSeq,
     src: &Endpoint,
     tgt: &Endpoint,
-    key: &str,
+    key: &[&str],
     options: &VerifyOptions,
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
@@ -425,7 +426,7 @@ pub async fn load_cursor(
     .map_err(|e| from_sqlx("reading verify_cursors", &e))?;
     bytes
         .map(|b| {
-            kernel::codec::decode::<VerifyCursor>(&b).map_err(|e| {
+            VerifyCursor::decode(&b).map_err(|e| {
                 Error::definite(
                     DefiniteCode::EvidenceCorrupt,
                     format!("verify cursor of job {}: {e}", rec.job_id),
@@ -455,7 +456,7 @@ pub async fn store_cursor(
         .bind(rec.job_id.0)
         .bind(rec.generation.0)
         .bind(mode)
-        .bind(kernel::codec::encode(cursor))
+        .bind(cursor.encode())
     };
     q.execute(pool)
         .await

@@ -5,6 +5,7 @@
 //! timeout. A query that times out drops its connection (the session's read view goes
 //! with it); the caller resumes from its cursor on new sessions.
 use super::diff::{FieldDetail, KeyHash};
+use super::key::{Key, KeyCols};
 use super::sql::{chunk_sql, detail_sql, Column};
 use kernel::error::{from_mysql, DefiniteCode, Error, Result};
 use kernel::position::BinlogPos;
@@ -175,17 +176,18 @@ impl Session {
     pub async fn chunk(
         &mut self,
         qualified: &str,
-        key: &str,
+        key: &KeyCols,
         columns: &[&Column],
-        last: Option<i64>,
+        last: Option<&Key>,
         limit: usize,
     ) -> Result<Vec<KeyHash>> {
-        let sql = chunk_sql(qualified, key, columns, last, limit);
         let what = format!("{} reading a chunk of {qualified}", self.side);
+        let sql =
+            chunk_sql(qualified, key, columns, last, limit).map_err(|e| malformed(&what, e))?;
         self.rows("reading a chunk", sql)
             .await?
             .into_iter()
-            .map(|r| key_hash(&r))
+            .map(|r| key_hash(key, &r))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| malformed(&what, e))
     }
@@ -194,17 +196,18 @@ impl Session {
     pub async fn details(
         &mut self,
         qualified: &str,
-        key: &str,
+        key: &KeyCols,
         columns: &[&Column],
-        keys: &[i64],
+        keys: &[Key],
         preview: usize,
-    ) -> Result<Vec<(i64, Vec<FieldDetail>)>> {
-        let sql = detail_sql(qualified, key, columns, keys, preview);
+    ) -> Result<Vec<(Key, Vec<FieldDetail>)>> {
         let what = format!("{} reading differing rows of {qualified}", self.side);
+        let sql =
+            detail_sql(qualified, key, columns, keys, preview).map_err(|e| malformed(&what, e))?;
         self.rows("reading differing rows", sql)
             .await?
             .into_iter()
-            .map(|r| detail_row(&r, columns.len()))
+            .map(|r| detail_row(key, &r, columns.len()))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| malformed(&what, e))
     }
@@ -233,27 +236,29 @@ fn column_of(r: TextRow) -> std::result::Result<Column, String> {
     ))
 }
 
-fn key_hash(r: &TextRow) -> std::result::Result<KeyHash, String> {
-    let key = int::<i64>(r.first().and_then(Option::as_ref))?;
+fn key_hash(key: &KeyCols, r: &TextRow) -> std::result::Result<KeyHash, String> {
+    let k = key.read(r)?;
     let hex_hash = r
-        .get(1)
+        .get(key.width())
         .and_then(Option::as_ref)
         .ok_or("row hash is NULL")?;
     let mut hash = [0u8; 32];
     hex::decode_to_slice(hex_hash, &mut hash)
-        .map_err(|e| format!("row hash of key {key} is not 64 hex digits: {e}"))?;
-    Ok(KeyHash { key, hash })
+        .map_err(|e| format!("row hash of key {k} is not 64 hex digits: {e}"))?;
+    Ok(KeyHash { key: k, hash })
 }
 
-fn detail_row(r: &TextRow, columns: usize) -> std::result::Result<(i64, Vec<FieldDetail>), String> {
-    let key = int::<i64>(r.first().and_then(Option::as_ref))?;
-    if r.len() != 1 + 3 * columns {
-        return Err(format!(
-            "key {key}: {} values for {columns} columns",
-            r.len()
-        ));
+fn detail_row(
+    key: &KeyCols,
+    r: &TextRow,
+    columns: usize,
+) -> std::result::Result<(Key, Vec<FieldDetail>), String> {
+    let k = key.read(r)?;
+    let w = key.width();
+    if r.len() != w + 3 * columns {
+        return Err(format!("key {k}: {} values for {columns} columns", r.len()));
     }
-    let fields = r[1..]
+    let fields = r[w..]
         .chunks(3)
         .map(|f| match &f[0] {
             None => Ok(FieldDetail::Null),
@@ -261,11 +266,11 @@ fn detail_row(r: &TextRow, columns: usize) -> std::result::Result<(i64, Vec<Fiel
                 digest: utf8(digest)?.to_string(),
                 len: int::<u64>(f[1].as_ref())?,
                 head: hex::decode(f[2].as_deref().unwrap_or_default())
-                    .map_err(|e| format!("key {key}: preview is not hex: {e}"))?,
+                    .map_err(|e| format!("key {k}: preview is not hex: {e}"))?,
             }),
         })
         .collect::<std::result::Result<_, String>>()?;
-    Ok((key, fields))
+    Ok((k, fields))
 }
 
 #[cfg(test)]
@@ -278,17 +283,26 @@ mod tests {
 
     #[test]
     fn rows_parse_or_name_the_problem() {
+        let cols = [Column::new(
+            "id".into(),
+            "bigint",
+            "bigint(20)",
+            false,
+            None,
+        )];
+        let key = KeyCols::of("t", &cols, &["id"]).expect("key");
         let h = "ab".repeat(32);
-        let k = key_hash(&vec![v("-7"), v(&h)]).expect("valid");
-        assert_eq!((k.key, k.hash[0]), (-7, 0xab));
-        assert!(key_hash(&vec![v("x"), v(&h)]).is_err());
-        assert!(key_hash(&vec![v("1"), None]).is_err());
-        let (key, f) = detail_row(
+        let k = key_hash(&key, &vec![v("-7"), v(&h)]).expect("valid");
+        assert_eq!((k.key, k.hash[0]), (Key::of_i64(-7), 0xab));
+        assert!(key_hash(&key, &vec![v("x"), v(&h)]).is_err());
+        assert!(key_hash(&key, &vec![v("1"), None]).is_err());
+        let (k, f) = detail_row(
+            &key,
             &vec![v("3"), None, None, None, v("dd"), v("2"), v("6100")],
             2,
         )
         .expect("valid");
-        assert_eq!(key, 3);
+        assert_eq!(k, Key::of_i64(3));
         assert_eq!(f[0], FieldDetail::Null);
         assert_eq!(
             f[1],
@@ -298,6 +312,6 @@ mod tests {
                 head: vec![0x61, 0]
             }
         );
-        assert!(detail_row(&vec![v("3"), None], 2).is_err());
+        assert!(detail_row(&key, &vec![v("3"), None], 2).is_err());
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! [`Report`] serializes to JSON for `--format json` and prints as text with `Display`.
 use super::diff::FieldDetail;
-use kernel::codec::Versioned;
+use super::key::Key;
+use kernel::codec::{self, DecodeError, Versioned};
 use kernel::position::BinlogPos;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -111,7 +112,8 @@ impl fmt::Display for FieldValue {
 /// One differing field of a key present on both sides.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldDiff {
-    pub key: i64,
+    /// The source row's key.
+    pub key: Key,
     pub column: String,
     pub source: FieldValue,
     pub target: FieldValue,
@@ -128,9 +130,9 @@ pub struct Tally {
     /// Keys present on both sides (equal or not).
     pub rows_compared: u64,
     /// Keys in the source, not in the target.
-    pub missing: Examples<i64>,
+    pub missing: Examples<Key>,
     /// Keys in the target, not in the source.
-    pub extra: Examples<i64>,
+    pub extra: Examples<Key>,
     /// Keys on both sides with at least one differing field.
     pub differing_rows: u64,
     /// Every differing field (a row with two differing fields counts two).
@@ -142,11 +144,11 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn missing(&mut self, key: i64, max: usize) {
+    pub(crate) fn missing(&mut self, key: Key, max: usize) {
         self.missing.push(key, max);
     }
 
-    pub(crate) fn extra(&mut self, key: i64, max: usize) {
+    pub(crate) fn extra(&mut self, key: Key, max: usize) {
         self.extra.push(key, max);
     }
 
@@ -181,8 +183,9 @@ impl Tally {
 /// source position again); otherwise each part is exact for its own snapshot.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyCursor {
-    /// The last key compared; `None` before the first chunk.
-    pub last_key: Option<i64>,
+    /// The last key compared (the source's values and sort key); `None` before the first
+    /// chunk.
+    pub last_key: Option<Key>,
     /// The whole key space has been walked.
     pub finished: bool,
     pub tally: Tally,
@@ -193,12 +196,107 @@ impl VerifyCursor {
     pub fn start() -> VerifyCursor {
         VerifyCursor::default()
     }
+
+    /// The cursor's bytes: `VCUR` v2.
+    pub fn encode(&self) -> Vec<u8> {
+        codec::encode(self)
+    }
+
+    /// Decodes a stored cursor of any version written: v1 (a single signed integer key)
+    /// becomes the equivalent v2 cursor of that integer key.
+    pub fn decode(bytes: &[u8]) -> Result<VerifyCursor, DecodeError> {
+        let (version, body) = codec::split::<VerifyCursor>(bytes)?;
+        if version == 1 {
+            let v1: v1::Cursor = codec::decode_body(&Self::KIND, 1, body)?;
+            return Ok(v1.into());
+        }
+        codec::decode_body(&Self::KIND, version, body)
+    }
 }
 
-/// Persisted as `VCUR` v1 through [`kernel::codec::encode`] (golden bytes pinned below).
+/// Persisted as `VCUR` through [`kernel::codec`]; v2 holds keys as typed values with
+/// their sort keys, v1 held `i64` keys (golden bytes of both pinned below).
 impl Versioned for VerifyCursor {
     const KIND: [u8; 4] = *b"VCUR";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+}
+
+/// `VCUR` v1: the cursor of a walk by one signed integer column, decoded only.
+mod v1 {
+    use super::{Examples, FieldValue, Key};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct FieldDiff {
+        key: i64,
+        column: String,
+        source: FieldValue,
+        target: FieldValue,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct Tally {
+        chunks: u64,
+        source_rows: u64,
+        target_rows: u64,
+        rows_compared: u64,
+        missing: Examples<i64>,
+        extra: Examples<i64>,
+        differing_rows: u64,
+        differing_fields: Examples<FieldDiff>,
+        fields_by_column: BTreeMap<String, u64>,
+        elapsed_ms: u64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct Cursor {
+        last_key: Option<i64>,
+        finished: bool,
+        tally: Tally,
+    }
+
+    fn keys(e: Examples<i64>) -> Examples<Key> {
+        Examples {
+            count: e.count,
+            examples: e.examples.into_iter().map(Key::of_i64).collect(),
+        }
+    }
+
+    impl From<Cursor> for super::VerifyCursor {
+        fn from(c: Cursor) -> Self {
+            let t = c.tally;
+            super::VerifyCursor {
+                last_key: c.last_key.map(Key::of_i64),
+                finished: c.finished,
+                tally: super::Tally {
+                    chunks: t.chunks,
+                    source_rows: t.source_rows,
+                    target_rows: t.target_rows,
+                    rows_compared: t.rows_compared,
+                    missing: keys(t.missing),
+                    extra: keys(t.extra),
+                    differing_rows: t.differing_rows,
+                    differing_fields: Examples {
+                        count: t.differing_fields.count,
+                        examples: t
+                            .differing_fields
+                            .examples
+                            .into_iter()
+                            .map(|d| super::FieldDiff {
+                                key: Key::of_i64(d.key),
+                                column: d.column,
+                                source: d.source,
+                                target: d.target,
+                            })
+                            .collect(),
+                    },
+                    fields_by_column: t.fields_by_column,
+                    elapsed_ms: t.elapsed_ms,
+                },
+            }
+        }
+    }
 }
 
 /// The result of one `verify` run.
@@ -207,8 +305,8 @@ pub struct Report {
     /// `db`.`table` on the source and on the target.
     pub source: String,
     pub target: String,
-    /// The primary-key column.
-    pub key: String,
+    /// The key columns merged by, in index order.
+    pub key: Vec<String>,
     /// The columns compared (present on both sides), in source order.
     pub columns: Vec<String>,
     /// Definition differences (missing columns, other types): each is a difference.
@@ -250,11 +348,15 @@ impl fmt::Display for Report {
         writeln!(f, "  target snapshot: {}", pos(&self.target_snapshot))?;
         writeln!(
             f,
-            "  rows: {} source, {} target, {} compared by key `{}` over {} columns in {} chunks, {} ms",
+            "  rows: {} source, {} target, {} compared by key ({}) over {} columns in {} chunks, {} ms",
             t.source_rows,
             t.target_rows,
             t.rows_compared,
-            self.key,
+            self.key
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
             self.columns.len(),
             t.chunks,
             t.elapsed_ms
@@ -283,6 +385,7 @@ impl fmt::Display for Report {
             let at = self
                 .cursor
                 .last_key
+                .as_ref()
                 .map_or("the start".into(), |k| format!("key {k}"));
             writeln!(f, "  stopped after {at}: resume from the cursor")?;
         }
@@ -290,10 +393,10 @@ impl fmt::Display for Report {
     }
 }
 
-fn write_keys(f: &mut fmt::Formatter<'_>, what: &str, e: &Examples<i64>) -> fmt::Result {
+fn write_keys(f: &mut fmt::Formatter<'_>, what: &str, e: &Examples<Key>) -> fmt::Result {
     write!(f, "  {what}: {}", e.count)?;
     if !e.examples.is_empty() {
-        let keys: Vec<String> = e.examples.iter().map(i64::to_string).collect();
+        let keys: Vec<String> = e.examples.iter().map(Key::to_string).collect();
         write!(f, " (first: {})", keys.join(", "))?;
     }
     writeln!(f)
@@ -302,6 +405,7 @@ fn write_keys(f: &mut fmt::Formatter<'_>, what: &str, e: &Examples<i64>) -> fmt:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kernel::value::SqlValue;
 
     fn detail(bytes: &[u8], len: u64) -> FieldDetail {
         FieldDetail::Value {
@@ -332,16 +436,17 @@ mod tests {
     fn examples_are_bounded_but_counts_are_not() {
         let mut t = Tally::default();
         for k in 0..5 {
-            t.missing(k, 2);
+            t.missing(Key::of_i64(k), 2);
         }
         assert_eq!(t.missing.count, 5);
-        assert_eq!(t.missing.examples, vec![0, 1]);
+        assert_eq!(t.missing.examples, vec![Key::of_i64(0), Key::of_i64(1)]);
         assert!(!t.is_clean());
     }
 
-    fn sample_cursor() -> VerifyCursor {
+    /// The cursor of the v1 golden bytes, with `key` making each of its keys.
+    fn sample_cursor(key: impl Fn(i64) -> Key) -> VerifyCursor {
         let mut c = VerifyCursor {
-            last_key: Some(-2),
+            last_key: Some(key(-2)),
             finished: false,
             tally: Tally {
                 chunks: 3,
@@ -353,11 +458,11 @@ mod tests {
                 ..Tally::default()
             },
         };
-        c.tally.missing(-9, 20);
-        c.tally.extra(1, 20);
+        c.tally.missing(key(-9), 20);
+        c.tally.extra(key(1), 20);
         c.tally.field(
             FieldDiff {
-                key: -3,
+                key: key(-3),
                 column: "v".into(),
                 source: FieldValue::from_detail(&detail(b"a\0", 2)),
                 target: FieldValue::null(),
@@ -367,27 +472,76 @@ mod tests {
         c
     }
 
-    #[test]
-    fn cursor_bytes_are_pinned() {
-        let c = sample_cursor();
-        let bytes = kernel::codec::encode(&c);
-        // Golden: a stored cursor must keep decoding (STYLE §5).
-        assert_eq!(hex::encode(&bytes), GOLDEN_CURSOR);
-        assert_eq!(kernel::codec::decode::<VerifyCursor>(&bytes), Ok(c));
+    /// A composite key (INT, VARCHAR _ci, DATETIME) as a walk reads it.
+    fn composite(i: i64) -> Key {
+        let mut sort = Vec::new();
+        let mut col = Vec::new();
+        kernel::key::encode::signed(i, &mut col);
+        kernel::key::frame(&col, &mut sort);
+        kernel::key::frame(&[0, 0x41, 0, 0x42], &mut sort);
+        kernel::key::frame(b"2024-01-02 00:00:00", &mut sort);
+        Key {
+            values: vec![
+                SqlValue::Int(i),
+                SqlValue::Bytes(b"ab".to_vec()),
+                SqlValue::Bytes(b"2024-01-02 00:00:00".to_vec()),
+            ],
+            sort: kernel::key::SortKey(sort),
+        }
     }
 
-    const GOLDEN_CURSOR: &str =
+    #[test]
+    fn v1_cursor_bytes_still_decode_to_integer_keys() {
+        // Golden: written by the v1 build (one signed integer key); STYLE §5.
+        let bytes = hex::decode(GOLDEN_V1).expect("hex");
+        assert_eq!(VerifyCursor::decode(&bytes), Ok(sample_cursor(Key::of_i64)));
+        let c = VerifyCursor::decode(&bytes).expect("v1");
+        assert_eq!(c.last_key.expect("key").values, [SqlValue::Int(-2)]);
+    }
+
+    #[test]
+    fn v2_cursor_bytes_are_pinned() {
+        let c = sample_cursor(composite);
+        let bytes = c.encode();
+        assert_eq!(hex::encode(&bytes), GOLDEN_V2);
+        assert_eq!(VerifyCursor::decode(&bytes), Ok(c));
+        // A v1-shaped walk written today is v2 too, and decodes back the same.
+        let ints = sample_cursor(Key::of_i64);
+        assert_eq!(&ints.encode()[4..6], &[2, 0]);
+        assert_eq!(VerifyCursor::decode(&ints.encode()), Ok(ints));
+        let mut newer = bytes.clone();
+        newer[4] = 3;
+        assert!(matches!(
+            VerifyCursor::decode(&newer),
+            Err(DecodeError::Version { found: 3, .. })
+        ));
+    }
+
+    const GOLDEN_V1: &str =
         "564355520100010300030504040101110101020101010501760204363130300200000000000101760107";
+
+    /// Golden: `VCUR` v2 of [`sample_cursor`] with composite keys (STYLE §5).
+    const GOLDEN_V2: &str = concat!(
+        "56435552020001030203010261620113323032342d30312d30322030303a30303a3030277ffffffffffffffe",
+        "000100ff4100ff420001323032342d30312d30322030303a30303a3030000100030504040101030211010261",
+        "620113323032342d30312d30322030303a30303a3030277ffffffffffffff7000100ff4100ff420001323032",
+        "342d30312d30322030303a30303a303000010101030202010261620113323032342d30312d30322030303a30",
+        "303a30302d8000ff00ff00ff00ff00ff00ff01000100ff4100ff420001323032342d30312d30322030303a30",
+        "303a30300001010101030205010261620113323032342d30312d30322030303a30303a3030277fffffffffff",
+        "fffd000100ff4100ff420001323032342d30312d30322030303a30303a303000010176020436313030020000",
+        "0000000101760107"
+    );
 
     #[test]
     fn report_prints_and_serializes() {
         let mut cursor = VerifyCursor::start();
         cursor.finished = true;
-        cursor.tally.extra(7, 20);
+        cursor.tally.extra(Key::of_i64(7), 20);
+        cursor.tally.extra(composite(5), 20);
         cursor.tally.differing_rows = 1;
         cursor.tally.field(
             FieldDiff {
-                key: 3,
+                key: Key::of_i64(3),
                 column: "name".into(),
                 source: FieldValue::from_detail(&detail(b"x", 1)),
                 target: FieldValue::null(),
@@ -397,7 +551,7 @@ mod tests {
         let r = Report {
             source: "`a`.`t`".into(),
             target: "`b`.`t`".into(),
-            key: "id".into(),
+            key: vec!["id".into()],
             columns: vec!["id".into(), "name".into()],
             schema_differences: vec![],
             source_snapshot: Some(BinlogPos::new("mysql-bin.000001", 4)),
@@ -408,10 +562,15 @@ mod tests {
         };
         let text = r.to_string();
         assert!(text.contains("DIFFERENT"), "{text}");
-        assert!(text.contains("extra keys (in target, not in source): 1 (first: 7)"));
+        assert!(
+            text.contains(
+                "extra keys (in target, not in source): 2 (first: 7, (5, 'ab', '2024-01-02 00:00:00'))"
+            ),
+            "{text}"
+        );
         assert!(text.contains("key 3 `name`: source \"x\" (1 bytes) / target NULL"));
         let json = serde_json::to_value(&r).expect("json");
-        assert_eq!(json["cursor"]["tally"]["extra"]["count"], 1);
+        assert_eq!(json["cursor"]["tally"]["extra"]["count"], 2);
         assert_eq!(
             json["cursor"]["tally"]["differing_fields"]["examples"][0]["target"]["kind"],
             "null"

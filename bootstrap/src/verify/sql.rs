@@ -1,60 +1,9 @@
 //! Pure parts of the comparator's queries: which columns are compared, how each column
 //! is turned into exact bytes, and the SQL text. Every value leaves the server as HEX text
 //! or as a digest, so nothing here depends on how a client library decodes a type.
-use kernel::introspect::normalize_column_type;
+pub use super::column::Column;
+use super::key::{Key, KeyCols};
 use kernel::schema::{quote_ident, ColumnKind};
-
-/// One column as `information_schema.COLUMNS` describes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Column {
-    pub name: String,
-    /// `DATA_TYPE`, lowercase.
-    pub data_type: String,
-    /// `COLUMN_TYPE`, lowercase, integer display width removed (MySQL 8 prints none).
-    pub column_type: String,
-    pub nullable: bool,
-    pub collation: Option<String>,
-}
-
-impl Column {
-    /// Builds a column from the raw `information_schema` fields.
-    pub fn new(
-        name: String,
-        data_type: &str,
-        column_type: &str,
-        nullable: bool,
-        collation: Option<String>,
-    ) -> Column {
-        let data_type = data_type.to_ascii_lowercase();
-        let column_type = match ColumnKind::classify(&data_type) {
-            Some(kind) => normalize_column_type(kind, column_type),
-            None => column_type.to_ascii_lowercase(),
-        };
-        Column {
-            name,
-            data_type,
-            column_type,
-            nullable,
-            collation,
-        }
-    }
-
-    fn kind(&self) -> Option<ColumnKind> {
-        ColumnKind::classify(&self.data_type)
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "{}{}{}",
-            self.column_type,
-            if self.nullable { " NULL" } else { " NOT NULL" },
-            self.collation
-                .as_deref()
-                .map(|c| format!(" COLLATE {c}"))
-                .unwrap_or_default()
-        )
-    }
-}
 
 /// The columns both sides have, as (source index, target index) in source order, and every
 /// definition difference as a sentence.
@@ -119,26 +68,20 @@ pub fn value_expr(column: &Column) -> String {
     }
 }
 
-/// `WHERE key > last` (nothing before the first chunk).
-fn after(key: &str, last: Option<i64>) -> String {
-    match last {
-        Some(l) => format!(" WHERE {} > {l}", quote_ident(key)),
-        None => String::new(),
-    }
-}
-
-/// The next `limit` keys after `last` with the SHA-256 of their compared columns.
+/// The next `limit` keys after `last` with the SHA-256 of their compared columns: per
+/// row the key ([`KeyCols::select_exprs`]) then the hash, ordered by the key columns.
 ///
 /// Each column contributes `HEX(bytes)` or `NULL`, joined by 0x1f: HEX only emits
 /// `0-9A-F`, so the word `NULL` and the separator can never be confused with a value, and
-/// the empty string (empty HEX) differs from NULL.
+/// the empty string (empty HEX) differs from NULL. Key columns are hashed like every
+/// other column, so keys the server calls equal but whose bytes differ differ here.
 pub fn chunk_sql(
     qualified: &str,
-    key: &str,
+    key: &KeyCols,
     columns: &[&Column],
-    last: Option<i64>,
+    last: Option<&Key>,
     limit: usize,
-) -> String {
+) -> Result<String, String> {
     let parts: Vec<String> = columns
         .iter()
         .map(|c| {
@@ -149,23 +92,24 @@ pub fn chunk_sql(
             )
         })
         .collect();
-    let k = quote_ident(key);
-    format!(
-        "SELECT {k}, SHA2(CONCAT_WS(0x1f, {}), 256) FROM {qualified}{} ORDER BY {k} LIMIT {limit}",
+    Ok(format!(
+        "SELECT {}, SHA2(CONCAT_WS(0x1f, {}), 256) FROM {qualified}{} ORDER BY {} LIMIT {limit}",
+        key.select_exprs().join(", "),
         parts.join(", "),
-        after(key, last)
-    )
+        key.after(last)?,
+        kernel::key::sql::order_by(&key.quoted()),
+    ))
 }
 
-/// For each given key: per column the SHA-256 of its bytes, their length and the HEX of
-/// the first `preview` bytes (all NULL for NULL).
+/// For each given key: the key, then per column the SHA-256 of its bytes, their length and
+/// the HEX of the first `preview` bytes (all NULL for NULL), ordered by the key columns.
 pub fn detail_sql(
     qualified: &str,
-    key: &str,
+    key: &KeyCols,
     columns: &[&Column],
-    keys: &[i64],
+    keys: &[Key],
     preview: usize,
-) -> String {
+) -> Result<String, String> {
     let parts: Vec<String> = columns
         .iter()
         .map(|c| {
@@ -173,13 +117,13 @@ pub fn detail_sql(
             format!("SHA2({v}, 256), LENGTH({v}), HEX(LEFT({v}, {preview}))")
         })
         .collect();
-    let list: Vec<String> = keys.iter().map(i64::to_string).collect();
-    let k = quote_ident(key);
-    format!(
-        "SELECT {k}, {} FROM {qualified} WHERE {k} IN ({}) ORDER BY {k}",
+    Ok(format!(
+        "SELECT {}, {} FROM {qualified}{} ORDER BY {}",
+        key.select_exprs().join(", "),
         parts.join(", "),
-        list.join(", ")
-    )
+        key.any_of(keys)?,
+        kernel::key::sql::order_by(&key.quoted()),
+    ))
 }
 
 #[cfg(test)]
@@ -201,16 +145,63 @@ mod tests {
             "CAST(`a``b` AS BINARY)"
         );
         let c = col("v", "decimal", "decimal(5,2)");
-        let sql = chunk_sql("`d`.`t`", "id", &[&c], Some(-5), 7);
+        let key = KeyCols::of("t", &[col("id", "bigint", "bigint(20)")], &["id"]).expect("key");
+        let sql = chunk_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), 7).expect("sql");
         assert_eq!(
             sql,
-            "SELECT `id`, SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256) \
+            "SELECT CAST(`id` AS BINARY), SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256) \
              FROM `d`.`t` WHERE `id` > -5 ORDER BY `id` LIMIT 7"
         );
-        assert!(!chunk_sql("`d`.`t`", "id", &[&c], None, 7).contains("WHERE"));
-        let sql = detail_sql("`d`.`t`", "id", &[&c], &[1, 2], 8);
+        let first = chunk_sql("`d`.`t`", &key, &[&c], None, 7).expect("sql");
+        assert!(!first.contains("WHERE"));
+        let keys = [Key::of_i64(1), Key::of_i64(2)];
+        let sql = detail_sql("`d`.`t`", &key, &[&c], &keys, 8).expect("sql");
         assert!(sql.ends_with("WHERE `id` IN (1, 2) ORDER BY `id`"), "{sql}");
         assert!(sql.contains("HEX(LEFT(CAST(`v` AS BINARY), 8))"));
+    }
+
+    #[test]
+    fn composite_keys_seek_order_and_select_their_weights() {
+        let cols = [
+            Column::new("a".into(), "int", "int(11)", false, None),
+            Column::new(
+                "b".into(),
+                "varchar",
+                "varchar(20)",
+                false,
+                Some("utf8mb4_general_ci".into()),
+            ),
+        ];
+        let key = KeyCols::of("t", &cols, &["a", "b"]).expect("key");
+        let last = key
+            .read(&[
+                Some(b"5".to_vec()),
+                Some(b"ab".to_vec()),
+                Some(vec![0, 0x41]),
+            ])
+            .expect("key");
+        let v = col("v", "int", "int(11)");
+        let sql = chunk_sql("`d`.`t`", &key, &[&v], Some(&last), 3).expect("sql");
+        assert!(
+            sql.starts_with(
+                "SELECT CAST(`a` AS BINARY), CAST(`b` AS BINARY), WEIGHT_STRING(`b` AS CHAR(20)), SHA2("
+            ),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with(
+                "WHERE `a` >= 5 AND (`a` > 5 OR (`b` > CONVERT(X'6162' USING utf8mb4) \
+                 COLLATE utf8mb4_general_ci)) ORDER BY `a`, `b` LIMIT 3"
+            ),
+            "{sql}"
+        );
+        let sql = detail_sql("`d`.`t`", &key, &[&v], &[last], 4).expect("sql");
+        assert!(
+            sql.contains(
+                "WHERE (`a`, `b`) IN ((5, CONVERT(X'6162' USING utf8mb4) COLLATE utf8mb4_general_ci))"
+            ),
+            "{sql}"
+        );
     }
 
     #[test]

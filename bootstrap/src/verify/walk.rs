@@ -2,6 +2,7 @@
 //! cancellation. The cursor advances only after a whole step (chunks and details of both
 //! sides) succeeded, so a failed step leaves it at the last complete one.
 use super::diff::{field_diffs, plan_step, FieldDetail, KeyDiff, KeyHash};
+use super::key::{Key, KeyCols};
 use super::read::Session;
 use super::report::{FieldDiff, FieldValue, Tally, VerifyCursor};
 use super::sql::Column;
@@ -12,25 +13,42 @@ use std::time::Instant;
 pub(super) struct Side<'a> {
     pub(super) session: Session,
     pub(super) qualified: String,
-    pub(super) key: String,
+    pub(super) key: KeyCols,
     pub(super) columns: Vec<&'a Column>,
 }
 
 impl Side<'_> {
-    async fn chunk(&mut self, last: Option<i64>, limit: usize) -> Result<Vec<KeyHash>> {
+    async fn chunk(&mut self, last: Option<&Key>, limit: usize) -> Result<Vec<KeyHash>> {
         self.session
             .chunk(&self.qualified, &self.key, &self.columns, last, limit)
             .await
     }
 
-    async fn details(
-        &mut self,
-        keys: &[i64],
-        preview: usize,
-    ) -> Result<Vec<(i64, Vec<FieldDetail>)>> {
-        self.session
+    /// The details of the rows with `keys` (this side's own key values), checked to be
+    /// exactly those rows in that order.
+    async fn details(&mut self, keys: &[Key], preview: usize) -> Result<Vec<Vec<FieldDetail>>> {
+        let rows = self
+            .session
             .details(&self.qualified, &self.key, &self.columns, keys, preview)
-            .await
+            .await?;
+        if rows.len() != keys.len() {
+            return Err(Error::transient(format!(
+                "{} keys differed but {} rows of {} were found again in the same snapshot",
+                keys.len(),
+                rows.len(),
+                self.qualified
+            )));
+        }
+        rows.into_iter()
+            .zip(keys)
+            .map(|((got, fields), want)| match got.sort == want.sort {
+                true => Ok(fields),
+                false => Err(Error::transient(format!(
+                    "detail rows of {} out of step: key {got} where {want} was asked",
+                    self.qualified
+                ))),
+            })
+            .collect()
     }
 }
 
@@ -44,6 +62,7 @@ pub(super) struct Walk<'a> {
 impl Walk<'_> {
     /// Walks until the end of the key space (true), the chunk budget or a cancellation.
     pub(super) async fn run(&mut self, cursor: &mut VerifyCursor) -> Result<bool> {
+        self.rekey(cursor)?;
         let mut chunks = 0u64;
         while !cursor.finished {
             if self.options.cancel.is_cancelled()
@@ -53,7 +72,7 @@ impl Walk<'_> {
             }
             let started = Instant::now();
             let mut tally = cursor.tally.clone();
-            let bound = self.step(cursor.last_key, &mut tally).await?;
+            let bound = self.step(cursor.last_key.as_ref(), &mut tally).await?;
             tally.chunks += 1;
             tally.elapsed_ms = tally.elapsed_ms.saturating_add(millis(started.elapsed()));
             cursor.tally = tally;
@@ -66,8 +85,34 @@ impl Walk<'_> {
         Ok(true)
     }
 
+    /// A resumed cursor must be a key of this table's key; when every key column is
+    /// encoded here (no server weights) its sort key is recomputed from its values, so a
+    /// `VCUR` v1 cursor (signed integer sort keys) orders with an unsigned key's rows.
+    fn rekey(&self, cursor: &mut VerifyCursor) -> Result<()> {
+        let Some(last) = cursor.last_key.as_mut() else {
+            return Ok(());
+        };
+        let width = self.source.key.0.len();
+        if last.values.len() != width {
+            return Err(Error::definite(
+                DefiniteCode::Usage,
+                format!(
+                    "the cursor holds a key of {} values but {} is keyed by {} columns: \
+                     start the walk again without it",
+                    last.values.len(),
+                    self.source.qualified,
+                    width
+                ),
+            ));
+        }
+        if let Some(sort) = self.source.key.resort(&last.values) {
+            last.sort = sort;
+        }
+        Ok(())
+    }
+
     /// One chunk step into `tally`; returns the step's bound.
-    async fn step(&mut self, last: Option<i64>, tally: &mut Tally) -> Result<Option<i64>> {
+    async fn step(&mut self, last: Option<&Key>, tally: &mut Tally) -> Result<Option<Key>> {
         let n = self.options.chunk_size;
         let s = self.source.chunk(last, n).await?;
         let t = self.target.chunk(last, n).await?;
@@ -79,11 +124,11 @@ impl Walk<'_> {
         tally.rows_compared += step.merge.matched;
         let max = self.options.max_examples;
         let mut differing = Vec::new();
-        for d in &step.merge.diffs {
-            match *d {
+        for d in step.merge.diffs {
+            match d {
                 KeyDiff::Missing(k) => tally.missing(k, max),
                 KeyDiff::Extra(k) => tally.extra(k, max),
-                KeyDiff::Differs(k) => differing.push(k),
+                KeyDiff::Differs { source, target } => differing.push((source, target)),
             }
         }
         for batch in differing.chunks(DETAIL_BATCH) {
@@ -92,26 +137,15 @@ impl Walk<'_> {
         Ok(step.bound)
     }
 
-    /// Fetches the details of keys whose hashes differ and counts their differing fields.
-    async fn fields(&mut self, keys: &[i64], tally: &mut Tally) -> Result<()> {
+    /// Fetches the details of keys whose hashes differ (each side by its own key values)
+    /// and counts their differing fields.
+    async fn fields(&mut self, keys: &[(Key, Key)], tally: &mut Tally) -> Result<()> {
         let p = self.options.preview_bytes;
-        let s = self.source.details(keys, p).await?;
-        let t = self.target.details(keys, p).await?;
-        if s.len() != keys.len() || t.len() != keys.len() {
-            return Err(Error::transient(format!(
-                "{} keys differed but {} source and {} target rows were found again \
-                 in the same snapshots",
-                keys.len(),
-                s.len(),
-                t.len()
-            )));
-        }
-        for ((key, sf), (tkey, tf)) in s.iter().zip(&t) {
-            if key != tkey {
-                return Err(Error::transient(format!(
-                    "detail rows out of step: source key {key}, target key {tkey}"
-                )));
-            }
+        let skeys: Vec<Key> = keys.iter().map(|k| k.0.clone()).collect();
+        let tkeys: Vec<Key> = keys.iter().map(|k| k.1.clone()).collect();
+        let s = self.source.details(&skeys, p).await?;
+        let t = self.target.details(&tkeys, p).await?;
+        for ((key, sf), tf) in skeys.into_iter().zip(&s).zip(&t) {
             tally.differing_rows += 1;
             for i in field_diffs(sf, tf) {
                 let value = |f: &[FieldDetail]| {
@@ -119,7 +153,7 @@ impl Walk<'_> {
                         .map_or_else(FieldValue::null, FieldValue::from_detail)
                 };
                 let diff = FieldDiff {
-                    key: *key,
+                    key: key.clone(),
                     column: self.names.get(i).cloned().unwrap_or_default(),
                     source: value(sf),
                     target: value(tf),

@@ -22,25 +22,39 @@ pub fn upto(cols: &[String], values: &[SqlValue]) -> Pred {
     chain(cols, values, "<")
 }
 
+/// `key > exprs` with the values given as SQL expressions (typed literals) instead of
+/// parameters, for text-protocol statements; the same range-seek chain as [`after`].
+pub fn after_inline(cols: &[String], exprs: &[String]) -> String {
+    chain_sql(cols, exprs, ">")
+}
+
 /// `after` with `strict` = ">" builds `c > v` on the last column and `c >= v AND (c > v OR
 /// rest)` before it; `upto` with "<" builds `c <= v` last and `c <= v AND (c < v OR rest)`.
 fn chain(cols: &[String], values: &[SqlValue], strict: &str) -> Pred {
+    let marks = vec!["?".to_string(); cols.len()];
+    // Each column but the last is compared twice, the last once.
+    let mut params = Vec::with_capacity(2 * cols.len());
+    for (i, v) in values.iter().enumerate().take(cols.len()) {
+        params.push(v.clone());
+        if i + 1 < cols.len() {
+            params.push(v.clone());
+        }
+    }
+    Pred {
+        sql: chain_sql(cols, &marks, strict),
+        params,
+    }
+}
+
+fn chain_sql(cols: &[String], values: &[String], strict: &str) -> String {
     let (c, v) = (&cols[0], &values[0]);
     let weak = if strict == ">" { ">=" } else { "<=" };
     if cols.len() == 1 {
         let op = if strict == ">" { ">" } else { "<=" };
-        return Pred {
-            sql: format!("{c} {op} ?"),
-            params: vec![v.clone()],
-        };
+        return format!("{c} {op} {v}");
     }
-    let rest = chain(&cols[1..], &values[1..], strict);
-    let mut params = vec![v.clone(), v.clone()];
-    params.extend(rest.params);
-    Pred {
-        sql: format!("{c} {weak} ? AND ({c} {strict} ? OR ({}))", rest.sql),
-        params,
-    }
+    let rest = chain_sql(&cols[1..], &values[1..], strict);
+    format!("{c} {weak} {v} AND ({c} {strict} {v} OR ({rest}))")
 }
 
 /// `key = values`: `a = ? AND b = ?`.
@@ -90,5 +104,20 @@ mod tests {
         let u = upto(&cols(2), &v[..2]);
         assert_eq!(u.sql, "`a` <= ? AND (`a` < ? OR (`b` <= ?))");
         assert_eq!(equal(&cols(2), &v[..2]).sql, "`a` = ? AND `b` = ?");
+        assert_eq!(
+            p.params,
+            [1, 1, 2, 2, 3].map(SqlValue::Int).to_vec(),
+            "each column but the last is bound twice"
+        );
+    }
+
+    #[test]
+    fn inline_values_form_the_same_chain() {
+        let lits = ["1".to_string(), "'x'".to_string()];
+        assert_eq!(
+            after_inline(&cols(2), &lits),
+            "`a` >= 1 AND (`a` > 1 OR (`b` > 'x'))"
+        );
+        assert_eq!(after_inline(&cols(1), &lits[..1]), "`a` > 1");
     }
 }

@@ -305,40 +305,37 @@ async fn weights_that_would_be_wrong_are_refused_and_batches_are_counted() {
          COLLATE utf8mb4_unicode_ci NOT NULL)",
     );
     let mut conn = e.conn().await;
-    let mut k = keyer_of(&e, "u").await;
+    let k = keyer_of(&e, "u").await;
     // 'ß' weighs as 'ss': 'ßßß' has 6 weights, AS CHAR(3) keeps 3 (= 'ßsx', 'sss'...).
-    let err = weigh::weigh_values(&mut conn, &mut k, &[(0, "ßßß".as_bytes().to_vec())])
+    let err = weigh::weigh_values(&mut conn, &k, &[(0, "ßßß".as_bytes().to_vec())])
         .await
         .unwrap_err();
     assert!(err.to_string().contains("expands"), "{err}");
     assert!(
-        weigh::weigh_values(&mut conn, &mut k, &[(0, "ßß".as_bytes().to_vec())])
+        weigh::weigh_values(&mut conn, &k, &[(0, "ßß".as_bytes().to_vec())])
             .await
             .is_err()
     );
     // 'ß' + 'x' = 3 weights: fits.
-    weigh::weigh_values(&mut conn, &mut k, &[(0, "ßx".as_bytes().to_vec())])
+    weigh::weigh_values(&mut conn, &k, &[(0, "ßx".as_bytes().to_vec())])
         .await
         .unwrap();
     // Bytes that are no utf8mb4 text: the server would weigh '?'.
-    let err = weigh::weigh_values(&mut conn, &mut k, &[(0, vec![b'a', 0xFF])])
+    let err = weigh::weigh_values(&mut conn, &k, &[(0, vec![b'a', 0xFF])])
         .await
         .unwrap_err();
     assert!(err.to_string().contains("not valid utf8mb4"), "{err}");
     // 1 200 values: three statements (and the pad check asked once).
-    let mut k = keyer_of(&e, "u").await;
+    let k = keyer_of(&e, "u").await;
     let many: Vec<(usize, Vec<u8>)> = (0..1200)
         .map(|i| (0, format!("{i:x}").into_bytes()))
         .collect();
-    let n = weigh::weigh_values(&mut conn, &mut k, &many).await.unwrap();
+    let n = weigh::weigh_values(&mut conn, &k, &many).await.unwrap();
     assert_eq!(n, 1200);
     assert_eq!(k.weigh_stats().round_trips, 1 + 3);
     assert_eq!(k.weigh_stats().values, 1200);
     // Cached: nothing is asked again.
-    assert_eq!(
-        weigh::weigh_values(&mut conn, &mut k, &many).await.unwrap(),
-        0
-    );
+    assert_eq!(weigh::weigh_values(&mut conn, &k, &many).await.unwrap(), 0);
     assert_eq!(k.weigh_stats().round_trips, 4);
 }
 

@@ -3,7 +3,7 @@
 //! cursor in T (issue 6; DESIGN §3.5, §6, §9).
 //!
 //! Why it is safe:
-//! - The target has no unique key beyond the primary key, no trigger and no foreign key
+//! - The target has no unique key beyond the table's key, no trigger and no foreign key
 //!   (DESIGN §9: install refuses them), and replay writes by key and full image only (§6).
 //!   A key's final state therefore depends only on the ordered changes OF THAT KEY:
 //!   changes of different keys commute, and a partition of the keys can be replayed
@@ -50,7 +50,9 @@
 //! waits (in this process, invisible to InnoDB) for the others before its COMMIT. Under
 //! READ COMMITTED a part takes record locks only on its own keys and cursor row (no gap
 //! locks: a DELETE of an absent key locks nothing), so no part can wait for part 0 and
-//! part 0 runs its DML concurrently. A session whose binlog_format is STATEMENT refuses
+//! part 0 runs its DML concurrently. That needs every statement to read only its keys'
+//! rows: a DELETE of one composite key is written column by column, because the server
+//! scans the whole table for a lone row constructor (see `Dml::delete_sql`). A session whose binlog_format is STATEMENT refuses
 //! DML under READ COMMITTED; there the session default isolation is kept and part 0 starts
 //! only after the others committed, so no wait can cross the in-process one. Deadlocks
 //! (1213) and lock wait timeouts (1205) between parts are transient: nothing of that part

@@ -6,6 +6,7 @@
 use harness::Server;
 use kernel::change::{ChangeId, GroupEnd, Op};
 use kernel::ids::{Attempt, Digest, Generation, JobId, PageNo, WindowId};
+use kernel::key::Keyer;
 use kernel::position::{BinlogPos, Gtid};
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
@@ -87,6 +88,29 @@ pub fn col(name: &str, kind: ColumnKind) -> ColumnDef {
     }
 }
 
+/// A NOT NULL key column of `column_type` as information_schema spells it (`int(10)
+/// unsigned`, `varbinary(16)`); `len` is CHARACTER_MAXIMUM_LENGTH for binary types.
+pub fn key_col(name: &str, kind: ColumnKind, column_type: &str, len: Option<u64>) -> ColumnDef {
+    ColumnDef {
+        column_type: column_type.into(),
+        unsigned: column_type.contains("unsigned"),
+        nullable: false,
+        char_len: len,
+        ..col(name, kind)
+    }
+}
+
+/// A table `t` of `db` keyed (PRIMARY) by the columns at `key`.
+pub fn keyed(db: &str, columns: Vec<ColumnDef>, key: Vec<usize>) -> SealedSchema {
+    SealedSchema {
+        database: db.into(),
+        table: "t".into(),
+        columns,
+        key,
+        key_name: "PRIMARY".into(),
+    }
+}
+
 pub const DDL: &str = "CREATE TABLE t (
     id BIGINT NOT NULL PRIMARY KEY,
     name VARCHAR(100) NULL,
@@ -108,7 +132,8 @@ pub fn schema(db: &str) -> SealedSchema {
             col("ts", ColumnKind::Timestamp),
             col("bin", ColumnKind::Varbinary),
         ],
-        pk: 0,
+        key: vec![0],
+        key_name: "PRIMARY".into(),
     }
 }
 
@@ -167,10 +192,16 @@ pub fn page(job: u64, window: u32, page: u32, rows: Vec<Row>) -> FinalPage {
 }
 
 pub fn ctx(db: &str, job: u64, token: u64) -> TargetCtx {
+    ctx_of(schema(db), job, token)
+}
+
+/// The target context of job `job` for a table of `schema`, with its keyer.
+pub fn ctx_of(schema: SealedSchema, job: u64, token: u64) -> TargetCtx {
     TargetCtx {
         job: JobId(job),
         generation: Generation(1),
-        schema: schema(db),
+        keyer: Keyer::of(&schema).unwrap(),
+        schema,
         token,
     }
 }

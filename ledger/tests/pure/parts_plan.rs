@@ -1,8 +1,9 @@
 //! The pure planner of key-partitioned replay against a model table, with crashes after
 //! any subset of part commits, other P and txn_rows on every restart (issue 6). No server.
-use crate::common::{change_id, col, group_end};
+use crate::common::{change_id, col, group_end, key_col};
 use kernel::change::{Change, GroupEnd, Op};
 use kernel::ids::Digest;
+use kernel::key::Keyer;
 use kernel::schema::{ColumnKind, SealedSchema};
 use kernel::value::SqlValue;
 use ledger::apply::{fold_steps, ReplayGroup, Step};
@@ -30,25 +31,32 @@ fn partition_of_is_pinned() {
             GOLDEN_16.to_vec(),
         ]
     );
+    let k = keyer();
+    let part = |v: SqlValue, p: usize| {
+        let v = [v];
+        partition_of(&k, &k.sort_key_of_values(&v).unwrap(), &v, p)
+    };
     for p in [1, 2, 3, 4, 16] {
         // One key, whatever value type carries it.
-        assert_eq!(partition_of(&SqlValue::Int(42), p), partition_of_int(42, p));
+        assert_eq!(part(SqlValue::Int(42), p), partition_of_int(42, p));
+        assert_eq!(part(SqlValue::UInt(42), p), partition_of_int(42, p));
         assert_eq!(
-            partition_of(&SqlValue::UInt(42), p),
+            part(SqlValue::Bytes(b"42".to_vec()), p),
             partition_of_int(42, p)
         );
         assert_eq!(
-            partition_of(&SqlValue::Bytes(b"42".to_vec()), p),
-            partition_of_int(42, p)
-        );
-        assert_eq!(
-            partition_of(&SqlValue::Bytes(b"-7".to_vec()), p),
+            part(SqlValue::Bytes(b"-7".to_vec()), p),
             partition_of_int(-7, p)
         );
-        // No signed 64-bit integer: partition 0 (such keys are refused by replay).
-        assert_eq!(partition_of(&SqlValue::UInt(u64::MAX), p), 0);
-        assert_eq!(partition_of(&SqlValue::Bytes(b"12.5".to_vec()), p), 0);
-        assert_eq!(partition_of(&SqlValue::Null, p), 0);
+    }
+    // No signed 64-bit integer: no sort key in a signed key, so no step and no partition
+    // (replay refuses such changes as corrupt evidence).
+    for v in [
+        SqlValue::UInt(u64::MAX),
+        SqlValue::Bytes(b"12.5".to_vec()),
+        SqlValue::Null,
+    ] {
+        assert!(k.sort_key_of_values(&[v]).is_err());
     }
     assert!((-1000..1000).all(|k| partition_of_int(k, 1) == 0));
     // Consecutive keys spread evenly enough.
@@ -69,8 +77,13 @@ fn schema() -> SealedSchema {
         database: "d".into(),
         table: "t".into(),
         columns: vec![col("id", ColumnKind::BigInt), col("v", ColumnKind::BigInt)],
-        pk: 0,
+        key: vec![0],
+        key_name: "PRIMARY".into(),
     }
+}
+
+fn keyer() -> Keyer {
+    Keyer::of(&schema()).unwrap()
 }
 
 #[derive(Clone, Debug)]
@@ -90,8 +103,52 @@ fn m() -> impl Strategy<Value = M> {
     ]
 }
 
-fn change(g: usize, i: usize, m: &M) -> Change {
-    let r = |k: i64, v: i64| Some(vec![SqlValue::Int(k), SqlValue::Int(v)]);
+/// The key of the crash model's table: `id BIGINT` or the composite `(a INT UNSIGNED, b
+/// VARBINARY(16))` (model key k is `(k / 3 * 2e9, k % 3 zero bytes)`: keys above 2^31
+/// and keys that are prefixes of each other).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Shape {
+    Int,
+    Composite,
+}
+
+impl Shape {
+    fn schema(self) -> SealedSchema {
+        match self {
+            Shape::Int => schema(),
+            Shape::Composite => composite(),
+        }
+    }
+
+    fn keyer(self) -> Keyer {
+        Keyer::of(&self.schema()).unwrap()
+    }
+
+    fn row(self, k: i64, v: i64) -> kernel::value::Row {
+        match self {
+            Shape::Int => vec![SqlValue::Int(k), SqlValue::Int(v)],
+            Shape::Composite => vec![
+                SqlValue::UInt((k / 3) as u64 * 2_000_000_000),
+                SqlValue::Bytes(vec![0; (k % 3) as usize]),
+                SqlValue::Int(v),
+            ],
+        }
+    }
+
+    /// The model key of key values (in key order) or of a row (whose key columns lead).
+    fn id(self, key: &[SqlValue]) -> i64 {
+        match (self, key) {
+            (Shape::Int, [k, ..]) => k.as_key().unwrap(),
+            (Shape::Composite, [SqlValue::UInt(a), SqlValue::Bytes(b), ..]) => {
+                (a / 2_000_000_000) as i64 * 3 + b.len() as i64
+            }
+            _ => panic!("{key:?}"),
+        }
+    }
+}
+
+fn change(g: usize, i: usize, m: &M, shape: Shape) -> Change {
+    let r = |k: i64, v: i64| Some(shape.row(k, v));
     let (op, before, after) = match *m {
         M::Ins(k, v) => (Op::Insert, None, r(k, v)),
         M::Upd(a, b, v) => (Op::Update, r(a, -1), r(b, v)),
@@ -110,14 +167,34 @@ fn end(g: usize) -> GroupEnd {
 
 type Table = BTreeMap<i64, i64>;
 
-fn apply(t: &mut Table, steps: Vec<Step>) {
-    let f = fold_steps(0, steps).unwrap();
+fn apply(t: &mut Table, steps: Vec<Step>, shape: Shape) {
+    let f = fold_steps(steps);
     for k in f.deletes {
-        t.remove(&k.as_key().unwrap());
+        t.remove(&shape.id(&k));
     }
     for r in f.upserts {
-        t.insert(r[0].as_key().unwrap(), r[1].as_key().unwrap());
+        t.insert(shape.id(&r), r.last().unwrap().as_key().unwrap());
     }
+}
+
+/// The changes applied one by one to the model, without steps or folding.
+fn serial_model(gs: &[Vec<M>]) -> Table {
+    let mut t = Table::new();
+    for m in gs.iter().flatten() {
+        match *m {
+            M::Ins(k, v) => {
+                t.insert(k, v);
+            }
+            M::Upd(a, b, v) => {
+                t.remove(&a);
+                t.insert(b, v);
+            }
+            M::Del(k) => {
+                t.remove(&k);
+            }
+        }
+    }
+    t
 }
 
 /// A crash when main committed `c` transactions and each part p some more (`seed`).
@@ -152,6 +229,7 @@ struct World {
     table: Table,
     /// (group, change, is the delete of a key change) -> times committed.
     done: HashMap<(usize, usize, bool), u32>,
+    shape: Shape,
 }
 
 impl World {
@@ -170,7 +248,7 @@ impl World {
     }
 
     fn record(&mut self, batch0: usize, pieces: &[Piece], parts: usize, part: usize) {
-        let s = schema();
+        let s = self.shape.schema();
         for p in pieces {
             for i in p.from..p.to {
                 let one = [Piece {
@@ -179,8 +257,8 @@ impl World {
                     to: i + 1,
                 }];
                 let batch = &self.groups[batch0..];
-                for st in part_steps(&s, batch, &one, parts, part).unwrap() {
-                    let del = matches!(st, Step::Delete(_))
+                for st in part_steps(&s, &self.shape.keyer(), batch, &one, parts, part).unwrap() {
+                    let del = matches!(st, Step::Delete { .. })
                         && matches!(batch[p.group].changes[i].id.op, Op::Update);
                     let n = self.done.entry((batch0 + p.group, i, del)).or_default();
                     *n += 1;
@@ -197,15 +275,23 @@ impl World {
 
     fn commit(&mut self, batch0: usize, pieces: &[Piece], parts: usize, part: usize) {
         self.record(batch0, pieces, parts, part);
-        let steps = part_steps(&schema(), &self.groups[batch0..], pieces, parts, part).unwrap();
-        apply(&mut self.table, steps);
+        let steps = part_steps(
+            &self.shape.schema(),
+            &self.shape.keyer(),
+            &self.groups[batch0..],
+            pieces,
+            parts,
+            part,
+        )
+        .unwrap();
+        apply(&mut self.table, steps, self.shape);
     }
 
     /// Main >= X implies every step of every change through X committed.
     fn check_main_covers(&self) {
         let Some(c) = &self.main else { return };
         let (g, r) = self.point(c);
-        let s = schema();
+        let s = self.shape.schema();
         for (gi, grp) in self.groups.iter().enumerate().take(g + 1) {
             let upto = if gi == g { r } else { grp.changes.len() };
             for i in 0..upto {
@@ -214,8 +300,9 @@ impl World {
                     from: i,
                     to: i + 1,
                 }];
-                for st in part_steps(&s, &self.groups, &one, 1, 0).unwrap() {
-                    let del = matches!(st, Step::Delete(_)) && grp.changes[i].id.op == Op::Update;
+                for st in part_steps(&s, &self.shape.keyer(), &self.groups, &one, 1, 0).unwrap() {
+                    let del =
+                        matches!(st, Step::Delete { .. }) && grp.changes[i].id.op == Op::Update;
                     assert_eq!(
                         self.done.get(&(gi, i, del)),
                         Some(&1),
@@ -245,7 +332,7 @@ impl World {
         let batch: Vec<ReplayGroup> = self.groups[b0..].to_vec();
         let summaries: Vec<GroupSummary> = batch.iter().map(ReplayGroup::summary).collect();
         let rows: Vec<PartRow> = self.rows.values().cloned().collect();
-        let s = schema();
+        let k = self.shape.keyer();
         let plan = plan_parts(
             PartsInput {
                 main: self.main.as_ref(),
@@ -255,7 +342,7 @@ impl World {
                 groups: &summaries,
                 txn_rows: a.txn_rows,
             },
-            |g, i, p| change_parts(&s, &batch[g].changes[i], p),
+            |g, i, p| change_parts(&k, &batch[g].changes[i], p),
         )
         .unwrap();
         let PartsPlan::Apply(txns) = plan else {
@@ -328,36 +415,43 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     /// Whatever P, txn_rows and batch start each run uses, and whichever parts committed
     /// before a crash: no step runs twice, main never moves back and covers every
-    /// partition, and the final table equals the serial replay.
+    /// partition, and the final table equals the serial replay (the changes applied one
+    /// by one), for an integer and a composite key.
     #[test]
     fn crashes_and_scheme_changes_converge_to_the_serial_replay(
         gs in proptest::collection::vec(proptest::collection::vec(m(), 0..8), 1..7),
         attempts in proptest::collection::vec(attempt(), 0..6),
         last in attempt(),
     ) {
-        let groups: Vec<ReplayGroup> = gs
-            .iter()
-            .enumerate()
-            .map(|(g, ms)| ReplayGroup {
-                end: end(g),
-                changes: ms.iter().enumerate().map(|(i, m)| change(g, i, m)).collect(),
-            })
-            .collect();
-        let mut serial = Table::new();
-        for g in &groups {
-            let mut steps = Vec::new();
-            let one = [Piece { group: 0, from: 0, to: g.changes.len() }];
-            steps.extend(part_steps(&schema(), std::slice::from_ref(g), &one, 1, 0).unwrap());
-            apply(&mut serial, steps);
+        // The same changes with either key: the plan and the partitions differ, the
+        // table they leave does not.
+        let serial = serial_model(&gs);
+        for shape in [Shape::Int, Shape::Composite] {
+            let groups: Vec<ReplayGroup> = gs
+                .iter()
+                .enumerate()
+                .map(|(g, ms)| ReplayGroup {
+                    end: end(g),
+                    changes: ms.iter().enumerate().map(|(i, m)| change(g, i, m, shape)).collect(),
+                })
+                .collect();
+            // One transaction over one partition is the serial replay as well.
+            let mut one_txn = Table::new();
+            for g in &groups {
+                let one = [Piece { group: 0, from: 0, to: g.changes.len() }];
+                let steps = part_steps(&shape.schema(), &shape.keyer(), std::slice::from_ref(g), &one, 1, 0).unwrap();
+                apply(&mut one_txn, steps, shape);
+            }
+            prop_assert_eq!(&one_txn, &serial, "{:?}", shape);
+            let mut w = World { groups, main: None, rows: BTreeMap::new(), table: Table::new(), done: HashMap::new(), shape };
+            for a in &attempts {
+                w.run(a);
+            }
+            w.run(&Attempt { crash: None, ..last });
+            prop_assert_eq!(&w.table, &serial, "{:?}", shape);
+            let (g, r) = w.point(w.main.as_ref().unwrap());
+            prop_assert_eq!((g, r), (w.groups.len() - 1, w.groups.last().unwrap().changes.len()));
         }
-        let mut w = World { groups, main: None, rows: BTreeMap::new(), table: Table::new(), done: HashMap::new() };
-        for a in &attempts {
-            w.run(a);
-        }
-        w.run(&Attempt { crash: None, ..last });
-        prop_assert_eq!(&w.table, &serial);
-        let (g, r) = w.point(w.main.as_ref().unwrap());
-        prop_assert_eq!((g, r), (w.groups.len() - 1, w.groups.last().unwrap().changes.len()));
     }
 }
 
@@ -465,4 +559,223 @@ fn an_ahead_scheme_is_finished_before_the_configured_one() {
     )
     .unwrap_err();
     assert_eq!(e.code, kernel::error::DefiniteCode::EvidenceConflict);
+}
+
+/// Keys that are no single signed integer: (INT UNSIGNED, VARBINARY(16)), (INT, INT),
+/// BIGINT UNSIGNED and BINARY(16), each with its column values.
+fn other_keys() -> Vec<(SealedSchema, Vec<Vec<SqlValue>>)> {
+    let b = |x: &[u8]| SqlValue::Bytes(x.to_vec());
+    let t = |columns, key| SealedSchema {
+        database: "d".into(),
+        table: "t".into(),
+        columns,
+        key,
+        key_name: "PRIMARY".into(),
+    };
+    vec![
+        (
+            t(
+                vec![
+                    key_col("a", ColumnKind::Int, "int(10) unsigned", None),
+                    key_col("b", ColumnKind::Varbinary, "varbinary(16)", Some(16)),
+                ],
+                vec![0, 1],
+            ),
+            vec![
+                vec![SqlValue::UInt(0), b(b"")],
+                vec![SqlValue::UInt(1), b(b"a")],
+                vec![SqlValue::UInt(1), b(b"a\0")],
+                vec![SqlValue::UInt(7), b(b"k\0z")],
+                vec![SqlValue::UInt(u64::from(u32::MAX)), b(&[0xFF; 16])],
+            ],
+        ),
+        (
+            t(
+                vec![
+                    key_col("a", ColumnKind::Int, "int(11)", None),
+                    key_col("b", ColumnKind::Int, "int(11)", None),
+                ],
+                vec![0, 1],
+            ),
+            vec![
+                vec![SqlValue::Int(0), SqlValue::Int(0)],
+                vec![SqlValue::Int(1), SqlValue::Int(-1)],
+                vec![SqlValue::Int(-1), SqlValue::Int(1)],
+                vec![SqlValue::Int(42), SqlValue::Int(7)],
+                vec![
+                    SqlValue::Int(i64::from(i32::MIN)),
+                    SqlValue::Int(i64::from(i32::MAX)),
+                ],
+            ],
+        ),
+        (
+            t(
+                vec![key_col(
+                    "id",
+                    ColumnKind::BigInt,
+                    "bigint(20) unsigned",
+                    None,
+                )],
+                vec![0],
+            ),
+            vec![
+                vec![SqlValue::UInt(0)],
+                vec![SqlValue::UInt(42)],
+                vec![SqlValue::UInt(1 << 63)],
+                vec![SqlValue::UInt((1 << 63) + 1)],
+                vec![SqlValue::UInt(u64::MAX)],
+            ],
+        ),
+        (
+            t(
+                vec![key_col("id", ColumnKind::Binary, "binary(16)", Some(16))],
+                vec![0],
+            ),
+            vec![
+                vec![b(&[0; 16])],
+                vec![b(b"0123456789abcde")],
+                vec![b(b"0123456789abcdef")],
+                vec![b(&[0xFF; 16])],
+                vec![b(&[1])],
+            ],
+        ),
+    ]
+}
+
+#[test]
+fn partition_of_a_non_integer_key_is_pinned() {
+    // Persisted in meaning by part rows like the integer function: these never change.
+    let mut got = Vec::new();
+    for (s, keys) in other_keys() {
+        let k = Keyer::of(&s).unwrap();
+        for p in [2usize, 3, 4, 16] {
+            got.push(
+                keys.iter()
+                    .map(|v| partition_of(&k, &k.sort_key_of_values(v).unwrap(), v, p))
+                    .collect::<Vec<usize>>(),
+            );
+        }
+        for v in &keys {
+            assert_eq!(partition_of(&k, &k.sort_key_of_values(v).unwrap(), v, 1), 0);
+        }
+    }
+    assert_eq!(got, GOLDEN_OTHER);
+    // An unsigned key is not read as the signed integer it may equal: it is hashed.
+    let (s, _) = other_keys().swap_remove(2);
+    let k = Keyer::of(&s).unwrap();
+    let v = [SqlValue::UInt(42)];
+    let sk = k.sort_key_of_values(&v).unwrap();
+    assert!((2..=16).any(|p| partition_of(&k, &sk, &v, p) != partition_of_int(42, p)));
+    // BINARY(16): a value the binlog gave without its trailing 0x00 is the key of its
+    // padded form, in the same partition.
+    let (s, _) = other_keys().swap_remove(3);
+    let k = Keyer::of(&s).unwrap();
+    let short = [SqlValue::Bytes(b"0123456789abcde".to_vec())];
+    let padded = [SqlValue::Bytes(b"0123456789abcde\0".to_vec())];
+    let (a, b) = (
+        k.sort_key_of_values(&short).unwrap(),
+        k.sort_key_of_values(&padded).unwrap(),
+    );
+    assert_eq!(a, b);
+    for p in 1..=MAX_PARTS {
+        assert_eq!(
+            partition_of(&k, &a, &short, p),
+            partition_of(&k, &b, &padded, p)
+        );
+    }
+    // Composite keys spread evenly enough.
+    let (s, _) = other_keys().swap_remove(0);
+    let k = Keyer::of(&s).unwrap();
+    let mut n = [0usize; 4];
+    for i in 0..4000u64 {
+        let v = [
+            SqlValue::UInt(i / 40),
+            SqlValue::Bytes(vec![(i % 40) as u8]),
+        ];
+        n[partition_of(&k, &k.sort_key_of_values(&v).unwrap(), &v, 4)] += 1;
+    }
+    assert!(n.iter().all(|&c| (800..1200).contains(&c)), "{n:?}");
+}
+
+/// Per key of [`other_keys`] (4 keys, each for P = 2, 3, 4, 16), the partitions of its 5
+/// values.
+const GOLDEN_OTHER: [[usize; 5]; 16] = [
+    [0, 1, 1, 1, 1],
+    [1, 1, 2, 2, 2],
+    [0, 3, 3, 3, 3],
+    [8, 3, 7, 11, 7],
+    [1, 1, 1, 0, 0],
+    [2, 2, 0, 0, 0],
+    [1, 1, 3, 2, 0],
+    [13, 13, 7, 14, 12],
+    [0, 1, 0, 0, 0],
+    [2, 1, 2, 2, 1],
+    [0, 1, 2, 0, 2],
+    [12, 13, 2, 8, 6],
+    [0, 1, 1, 0, 1],
+    [0, 1, 0, 2, 0],
+    [2, 3, 3, 0, 3],
+    [2, 11, 15, 4, 3],
+];
+
+/// `t (a INT UNSIGNED, b VARBINARY(16), v BIGINT, PRIMARY KEY (a, b))`.
+fn composite() -> SealedSchema {
+    let (mut s, _) = other_keys().swap_remove(0);
+    s.columns.push(col("v", ColumnKind::BigInt));
+    s
+}
+
+fn crow(a: u64, b: &[u8], v: i64) -> Option<kernel::value::Row> {
+    Some(vec![
+        SqlValue::UInt(a),
+        SqlValue::Bytes(b.to_vec()),
+        SqlValue::Int(v),
+    ])
+}
+
+proptest! {
+    /// A key-changing update touches the partitions of both its keys (and only those),
+    /// and each partition's steps hold exactly its part: the delete of the old key in the
+    /// old key's partition, the upsert of the new key in the new key's.
+    #[test]
+    fn a_composite_key_change_touches_both_partitions(
+        a in (0u64..50, proptest::collection::vec(0u8..3, 0..3)),
+        b in (0u64..50, proptest::collection::vec(0u8..3, 0..3)),
+        parts in 1usize..=MAX_PARTS,
+    ) {
+        let s = composite();
+        let k = Keyer::of(&s).unwrap();
+        let part_of = |x: &(u64, Vec<u8>)| {
+            let v = [SqlValue::UInt(x.0), SqlValue::Bytes(x.1.clone())];
+            partition_of(&k, &k.sort_key_of_values(&v).unwrap(), &v, parts)
+        };
+        let (pa, pb) = (part_of(&a), part_of(&b));
+        let ch = Change {
+            id: change_id(1, "s", "mysql-bin.000001", 4, 0, Op::Update),
+            before: crow(a.0, &a.1, 1),
+            after: crow(b.0, &b.1, 2),
+        };
+        prop_assert_eq!(change_parts(&k, &ch, parts), (1u32 << pa) | (1u32 << pb));
+        let g = [ReplayGroup { end: end(0), changes: vec![ch] }];
+        let one = [Piece { group: 0, from: 0, to: 1 }];
+        let mut deletes = Vec::new();
+        let mut upserts = Vec::new();
+        for p in 0..parts {
+            for st in part_steps(&s, &k, &g, &one, parts, p).unwrap() {
+                match st {
+                    Step::Delete { values, .. } => deletes.push((p, values)),
+                    Step::Upsert { row, .. } => upserts.push((p, row)),
+                }
+            }
+        }
+        prop_assert_eq!(upserts, vec![(pb, crow(b.0, &b.1, 2).unwrap())]);
+        if a == b {
+            prop_assert!(deletes.is_empty());
+        } else {
+            prop_assert_eq!(
+                deletes,
+                vec![(pa, vec![SqlValue::UInt(a.0), SqlValue::Bytes(a.1.clone())])]
+            );
+        }
+    }
 }

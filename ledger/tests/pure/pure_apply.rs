@@ -213,7 +213,8 @@ fn binlog_timestamps_become_utc_calendar_values() {
             nullable("ts", ColumnKind::Timestamp),
             nullable("dt", ColumnKind::Datetime),
         ],
-        pk: 0,
+        key: vec![0],
+        key_name: "PRIMARY".into(),
     };
     let b = |x: &str| SqlValue::Bytes(x.as_bytes().to_vec());
     let r = normalize_row(

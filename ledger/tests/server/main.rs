@@ -1,12 +1,14 @@
 //! The ledger against a real MariaDB target and state store: page and replay apply
 //! (target_apply), text literals (literal_apply), the state store's journal, chain,
 //! registry and materials (state_store), one window end to end (window_flow) and the
-//! key-partitioned replay (parts_apply).
+//! key-partitioned replay (parts_apply), tables keyed by composite, unsigned and binary
+//! keys (keyed_apply).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod keyed_apply;
 mod literal_apply;
 mod parts_apply;
 mod state_store;

@@ -107,12 +107,15 @@ async fn journal_cas_window_completion_and_tamper_detection() {
     bad.phase = Phase::Streaming;
     assert!(j.append(&l, &h, bad).await.is_err());
     for (w, r) in plan.iter().enumerate() {
-        let e = entry(w as u32, *r);
+        let e = entry(w as u32, r.clone());
         let mut n = h.record.clone();
         n.completed += 1;
         n.chain_root = chain::extend(n.chain_root, &e);
         let again = h.clone();
-        h = j.complete_window(&l, &h, e, n.clone()).await.unwrap();
+        h = j
+            .complete_window(&l, &h, e.clone(), n.clone())
+            .await
+            .unwrap();
         // A retry after a lost commit finds its own write: same head, nothing doubled.
         assert_eq!(j.complete_window(&l, &again, e, n).await.unwrap(), h);
     }
@@ -172,7 +175,7 @@ async fn range_chain_tampering_and_j_root_mismatch_are_detected() {
         .await
         .unwrap();
     for (w, r) in plan.iter().enumerate().take(2) {
-        let e = entry(w as u32, *r);
+        let e = entry(w as u32, r.clone());
         let mut n = h.record.clone();
         n.completed += 1;
         n.chain_root = chain::extend(n.chain_root, &e);
@@ -201,12 +204,12 @@ async fn range_chain_tampering_and_j_root_mismatch_are_detected() {
         .unwrap()
         .is_empty());
     // Out of order completion is refused.
-    let e = entry(2, plan[2]);
+    let e = entry(2, plan[2].clone());
     let mut n = h.record.clone();
     n.completed += 2;
     assert!(j.complete_window(&l, &h, e, n).await.is_err());
     // Alter a manifest hash in the chain (entry and column together): root mismatch.
-    let mut t = entry(1, plan[1]);
+    let mut t = entry(1, plan[1].clone());
     t.manifest_hash = Digest([0xEE; 32]);
     let hexed = hex::encode(t.encode());
     s.sql_in(

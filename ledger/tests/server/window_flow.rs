@@ -89,6 +89,7 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
         job,
         generation: g,
         schema: sch.clone(),
+        keyer: kernel::key::Keyer::of(&sch).unwrap(),
         token: lease.token,
     };
     let mut c = claimed(s, &tdb, &ctx).await;
@@ -123,7 +124,9 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
     let mut next = h.record.clone();
     next.completed = 1;
     next.chain_root = chain::extend(next.chain_root, &e);
-    j.complete_window(&lease, &h, e, next).await.unwrap();
+    j.complete_window(&lease, &h, e.clone(), next)
+        .await
+        .unwrap();
     // The audit's checks all pass.
     let plan = [KeyRange::ALL];
     assert_eq!(

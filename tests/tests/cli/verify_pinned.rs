@@ -54,7 +54,7 @@ fn keys(v: &serde_json::Value, what: &str) -> Vec<i64> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|k| k.as_i64().unwrap())
+        .map(|k| k["values"][0]["Int"].as_i64().unwrap())
         .collect()
 }
 
@@ -119,7 +119,7 @@ async fn pinned_verify_finds_tampering_while_the_source_writes() {
     assert_eq!(t["differing_fields"]["count"], 1, "{msg}");
     let f = &t["differing_fields"]["examples"][0];
     assert_eq!(
-        (f["key"].as_i64(), f["column"].as_str()),
+        (f["key"]["values"][0]["Int"].as_i64(), f["column"].as_str()),
         (Some(7), Some("v")),
         "{msg}"
     );

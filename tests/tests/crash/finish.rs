@@ -154,7 +154,7 @@ async fn verify_clean(w: &World) -> verify::Report {
     let src = Endpoint::from_url(&w.src_url(), &w.db, "t").unwrap();
     let tgt = Endpoint::from_url(&w.tgt_url_db(&w.tdb), &w.tdb, "t").unwrap();
     let mut cur = VerifyCursor::start();
-    verify::verify(&src, &tgt, "id", &VerifyOptions::default(), &mut cur)
+    verify::verify(&src, &tgt, &["id"], &VerifyOptions::default(), &mut cur)
         .await
         .unwrap()
 }
@@ -267,7 +267,7 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
     let tep = Endpoint::from_url(&w.tgt_url_db(&w.tdb), &w.tdb, "t").unwrap();
     let opts = VerifyOptions::default();
     let pinned =
-        backfill_tests::bf::verify::pinned::verify_finish(&f, a.b.seq, &sep, &tep, "id", &opts)
+        backfill_tests::bf::verify::pinned::verify_finish(&f, a.b.seq, &sep, &tep, &["id"], &opts)
             .await
             .unwrap();
     stop2.cancel();
@@ -344,8 +344,12 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
         (1, 1, 1),
         "{report:?}"
     );
-    assert_eq!(t.missing.examples, vec![some[0].parse::<i64>().unwrap()]);
-    assert_eq!(t.extra.examples, vec![-999_999]);
+    let key = backfill_tests::bf::verify::Key::of_i64;
+    assert_eq!(
+        t.missing.examples,
+        vec![key(some[0].parse::<i64>().unwrap())]
+    );
+    assert_eq!(t.extra.examples, vec![key(-999_999)]);
     assert_eq!(t.differing_fields.examples[0].column, "v");
     tc.disconnect().await.unwrap();
     reader.stop().await.unwrap();

@@ -242,7 +242,7 @@ async fn forty_tables_stream_with_at_most_two_read_views_and_two_page_writes_at_
         let src = Endpoint::from_url(&w.source.url(), &w.sdb, table).unwrap();
         let tgt = Endpoint::from_url(&w.target.url_db(&w.tdb), &w.tdb, table).unwrap();
         let mut cur = VerifyCursor::start();
-        let report = verify::verify(&src, &tgt, "id", &VerifyOptions::default(), &mut cur)
+        let report = verify::verify(&src, &tgt, &["id"], &VerifyOptions::default(), &mut cur)
             .await
             .unwrap();
         assert!(report.is_clean(), "{table}: {report:?}");

@@ -243,7 +243,7 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     failpoint::hit(fp::AFTER_HIGH);
     seal::check_capture_pause(ctx, high.seq).await?;
     seal::check_snapshot(&low, &high, &view)?;
-    let sealed = seal::seal(ctx, w, a, &range, &keyer, &low, &high, view).await?;
+    let sealed = seal::seal(ctx, w, a, (&range, &keyer), &low, &high, view).await?;
     let fin = sealed.manifest.final_rows();
     tracing::info!(%w, %a, final_rows = fin, folded = sealed.manifest.folded_changes, ms = t0.elapsed().as_millis() as u64, manifest = %sealed.manifest_hash, "window sealed");
     let rows = (rows_read, fin, 0);
