@@ -318,6 +318,20 @@ fn explain_deletes(c: &Case) {
     );
 }
 
+/// `backfill verify JOB --format json` (the product's own comparison) exits 0 with
+/// 0 missing, 0 extra, 0 differing fields.
+pub fn assert_verify_clean(c: &Case) {
+    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let (code, out, err) =
+        crate::backfill(&["verify", "--state", &state, &job, "--format", "json"]).parts();
+    assert_eq!(code, 0, "verify: {out} {err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let t = &v["cursor"]["tally"];
+    for k in ["missing", "extra", "differing_fields"] {
+        assert_eq!(t[k]["count"], 0, "verify {k}: {out}");
+    }
+}
+
 /// `backfill status JOB` (text and JSON) of a keyed table: exit 0, STREAMING.
 pub fn assert_status_shows(c: &Case) {
     let (state, job) = (c.state_url(), c.job.0.to_string());
@@ -390,6 +404,7 @@ pub async fn end_to_end(prefix: &str, shape: Shape) -> Seen {
         explain_deletes(&c);
     }
     assert_status_shows(&c);
+    assert_verify_clean(&c);
     assert_comparator_sees_a_change(&c, shape);
     Seen {
         windows,
