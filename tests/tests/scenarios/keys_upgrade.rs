@@ -9,7 +9,7 @@
 //! source (independent comparison, and `backfill verify`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::faults::window;
-use backfill_tests::case::{serve_cmd, wait, writer, Case};
+use backfill_tests::case::{wait, writer, Case};
 use backfill_tests::keyed;
 use kernel::schema::{SealedSchema, SealedSchemaV1};
 use ledger::material::{LocalDirStore, MaterialStore};
@@ -109,18 +109,22 @@ async fn assert_v1_records(c: &Case, schm: &[u8], windows: usize) {
 
 /// Serve, windows only, until it exits at the 3rd `window.after_j`: some windows done.
 fn some_windows(c: &Case) {
-    let code = wait(
-        serve_cmd(c, 40, 2, &format!("{}@3", window::AFTER_J), ""),
-        None,
-    );
+    let t0 = std::time::Instant::now();
+    // The same lease owner as the next serve: it takes over at once.
+    let args = ["--exit-when-idle", "--windows-only", "--page-rows", "40"];
+    let fp = format!("{}@3", window::AFTER_J);
+    let code = wait(keyed::serve_child(c, &args, &fp), None);
     assert_eq!(code, Some(kernel::failpoint::EXIT_CODE));
+    eprintln!("some windows: {:?}", t0.elapsed());
 }
 
 /// Serve (everything) until idle; asserts exit 0 and STREAMING.
 async fn to_streaming(c: &Case, page_rows: &str) {
+    let t0 = std::time::Instant::now();
     let child = keyed::serve_child(c, &["--exit-when-idle", "--page-rows", page_rows], "");
     assert_eq!(wait(child, None), Some(0));
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
+    eprintln!("to streaming: {:?}", t0.elapsed());
 }
 
 fn verify_clean(c: &Case) {
