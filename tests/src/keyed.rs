@@ -2,7 +2,7 @@
 //! names a table `t` by its key columns and the SQL literals of its i-th key, a
 //! [`writer`] changes it the way applications do (inserts, updates, deletes, a delete and
 //! a reinsert of one key in one transaction, key changes across windows, case-only and
-//! trailing-space-only key changes under a `_ci` PAD SPACE collation), and [`Run`] drives
+//! trailing-space-only key changes under a `_ci` PAD SPACE collation), and [`end_to_end`] drives
 //! the real `backfill serve` program to STREAMING and checks the audit and the
 //! independent comparison ([`crate::compare`]).
 //!
@@ -33,6 +33,8 @@ pub struct Shape {
     pub key_clause: &'static str,
     /// The key columns, in key order.
     pub key: &'static [&'static str],
+    /// Keys i in 0..space (the even ones are filled before install).
+    pub space: u32,
     /// SQL literals of the key columns of key i, in key order; distinct keys under the
     /// columns' collations for distinct i.
     pub lits: fn(u32) -> Vec<String>,
@@ -87,17 +89,21 @@ impl Shape {
         format!("({}, -1, 're{n}')", lits.join(", "))
     }
 
-    /// The fill: every even key, in one statement.
+    /// The fill: every even key, 500 rows a statement (each one argument of the client).
     pub fn fill(&self) -> Vec<String> {
-        let rows: Vec<String> = (0..SPACE)
+        let rows: Vec<String> = (0..self.space)
             .step_by(2)
             .map(|i| self.values(i, i64::from(i), &format!("f{i}")))
             .collect();
-        vec![format!(
-            "INSERT INTO t ({}, n, v) VALUES {}",
-            self.cols(),
-            rows.join(", ")
-        )]
+        rows.chunks(500)
+            .map(|c| {
+                format!(
+                    "INSERT INTO t ({}, n, v) VALUES {}",
+                    self.cols(),
+                    c.join(", ")
+                )
+            })
+            .collect()
     }
 
     /// The statements of one writer step (op chosen by `op`, keys `a` and `b`).
@@ -124,7 +130,7 @@ impl Shape {
             // Key changes far away: across windows.
             4 => vec![format!(
                 "UPDATE IGNORE t SET {} WHERE {wa}",
-                self.pairs((a + SPACE / 2 + b % 16) % SPACE, ", ")
+                self.pairs((a + self.space / 2 + b % 16) % self.space, ", ")
             )],
             _ => match self.case_col {
                 Some((c, varchar)) if varchar && n % 2 == 0 => vec![format!(
@@ -153,8 +159,8 @@ pub async fn writer(url: String, shape: Shape, stop: Arc<AtomicBool>) -> u64 {
             let mut r = rand::rng();
             (
                 r.random_range(0..6),
-                r.random_range(0..SPACE),
-                r.random_range(0..SPACE),
+                r.random_range(0..shape.space),
+                r.random_range(0..shape.space),
             )
         };
         for sql in shape.step(op, a, b, n) {
@@ -377,25 +383,43 @@ pub struct Seen {
 /// writer; serve to STREAMING; writer stopped: the target catches up, 0/0/0, audit PASS;
 /// a writer while STREAMING; stopped: caught up and 0/0/0 again.
 pub async fn end_to_end(prefix: &str, shape: Shape) -> Seen {
+    let serve = ["--replay-batch-rows", "40", "--apply-streams", "2"];
+    end_to_end_sized(prefix, shape, 50, 10, &serve, &[]).await
+}
+
+/// [`end_to_end`] with these window and page sizes and serve flags; `bulk` statements run
+/// on the source once while the windows run and once while STREAMING (large
+/// transactions).
+pub async fn end_to_end_sized(
+    prefix: &str,
+    shape: Shape,
+    window_rows: u64,
+    page_rows: u64,
+    serve_args: &[&str],
+    bulk: &[&str],
+) -> Seen {
     let t0 = Instant::now();
-    let c = Case::of_table(prefix, &shape.ddl(), &shape.fill(), 50, 10).await;
+    let fill = shape.fill();
+    let c = Case::of_table(prefix, &shape.ddl(), &fill, window_rows, page_rows).await;
     if std::env::var("KEYS_EXPLAIN").is_ok() {
         c.target
             .sql("SET GLOBAL log_output = 'TABLE'; SET GLOBAL general_log = 1");
     }
     let windows = c.plan().await.len();
-    assert!(windows >= 6, "{}: {windows} windows", shape.name);
+    assert!(windows >= 3, "{}: {windows} windows", shape.name);
     let w = Writing::start(&c, shape);
-    let mut serve = Serving(serve_child(
-        &c,
-        &["--replay-batch-rows", "40", "--apply-streams", "2"],
-        "",
-    ));
+    let mut serve = Serving(serve_child(&c, serve_args, ""));
+    for sql in bulk {
+        c.source.sql_in(&c.sdb, sql);
+    }
     wait_streaming(&c, &mut serve.0).await;
     let mut writes = w.stop().await;
     wait_clean(&c, shape.key, Duration::from_secs(60)).await;
     assert_audit_passes(&c);
     let w = Writing::start(&c, shape);
+    for sql in bulk {
+        c.source.sql_in(&c.sdb, sql);
+    }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     writes += w.stop().await;
     let d = wait_clean(&c, shape.key, Duration::from_secs(60)).await;
@@ -460,6 +484,7 @@ pub mod shapes {
         columns: "id SMALLINT UNSIGNED NOT NULL",
         key_clause: "PRIMARY KEY (id)",
         key: &["id"],
+        space: SPACE,
         lits: |i| vec![if i == SPACE - 1 { 65535 } else { i * 80 }.to_string()],
         case_col: None,
     };
@@ -470,6 +495,7 @@ pub mod shapes {
         columns: "id BIGINT UNSIGNED NOT NULL",
         key_clause: "PRIMARY KEY (id)",
         key: &["id"],
+        space: SPACE,
         lits: |i| {
             vec![if i == SPACE - 1 {
                 u64::MAX
@@ -486,6 +512,7 @@ pub mod shapes {
         columns: "a INT NOT NULL, b INT NOT NULL",
         key_clause: "PRIMARY KEY (a, b)",
         key: &["a", "b"],
+        space: SPACE,
         lits: |i| {
             vec![
                 (i as i64 % 10 - 5).to_string(),
@@ -500,6 +527,7 @@ pub mod shapes {
         columns: "a INT NOT NULL, b CHAR(4) NOT NULL",
         key_clause: "PRIMARY KEY (a, b)",
         key: &["a", "b"],
+        space: SPACE,
         lits: |i| {
             let s = ["a", "Bb", "cC", "DdD", "e", "Ff", "gG", "HhH"][(i % 8) as usize];
             vec![(i / 16).to_string(), q(&format!("{s}{}", i % 16 / 8))]
@@ -512,6 +540,7 @@ pub mod shapes {
         columns: "a INT NOT NULL, b VARCHAR(50) NOT NULL, c DATE NOT NULL",
         key_clause: "PRIMARY KEY (a, b, c)",
         key: &["a", "b", "c"],
+        space: SPACE,
         lits: |i| {
             let names = [
                 "alpha", "Beta", "GAMMA", "délta", "ÉPSILON", "zeta ", "eta", "Théta", "iota", "",
@@ -530,6 +559,7 @@ pub mod shapes {
         columns: "a CHAR(3) NOT NULL, b CHAR(30) NOT NULL",
         key_clause: "PRIMARY KEY (a, b)",
         key: &["a", "b"],
+        space: SPACE,
         lits: |i| {
             let n = i / 10;
             let code = format!(
@@ -560,6 +590,7 @@ pub mod shapes {
         columns: "a INT NOT NULL, b DATETIME NOT NULL, c DATE NOT NULL, d TIME NOT NULL",
         key_clause: "PRIMARY KEY (a, b, c, d)",
         key: &["a", "b", "c", "d"],
+        space: SPACE,
         lits: |i| {
             let (b, c, d) = [
                 ("0000-00-00 00:00:00", "0000-00-00", "00:00:00"),
@@ -578,6 +609,7 @@ pub mod shapes {
         columns: "a INT NOT NULL, e ENUM('small','MEDIUM','large','x-large') NOT NULL",
         key_clause: "PRIMARY KEY (a, e)",
         key: &["a", "e"],
+        space: SPACE,
         lits: |i| {
             let e = ["small", "MEDIUM", "large", "x-large"][(i % 4) as usize];
             vec![(i / 4).to_string(), q(e)]
@@ -590,6 +622,7 @@ pub mod shapes {
         columns: "code CHAR(3) NOT NULL",
         key_clause: "PRIMARY KEY (code)",
         key: &["code"],
+        space: SPACE,
         lits: |i| {
             let s = match i {
                 0 => "a".to_string(),
@@ -614,6 +647,7 @@ pub mod shapes {
         columns: "name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL",
         key_clause: "PRIMARY KEY (name)",
         key: &["name"],
+        space: SPACE,
         lits: |i| {
             let s = match i % 4 {
                 0 => format!("key-{i}"),
@@ -632,6 +666,7 @@ pub mod shapes {
         columns: "id BINARY(16) NOT NULL",
         key_clause: "PRIMARY KEY (id)",
         key: &["id"],
+        space: SPACE,
         lits: |i| {
             vec![if i == 8 {
                 "X'0102030405060708090A0B0C0D0E0F'".to_string()
@@ -642,12 +677,42 @@ pub mod shapes {
         case_col: None,
     };
 
+    /// The benchmark's key, (BIGINT UNSIGNED, VARCHAR(36) utf8mb4_general_ci), over 8 000
+    /// keys: pages, replay batches and weight look-ups of more than 500 values.
+    pub const BIGINT_UNSIGNED_UUID: Shape = Shape {
+        name: "bigint_unsigned_uuid",
+        columns: "a BIGINT UNSIGNED NOT NULL, \
+                  u VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL",
+        key_clause: "PRIMARY KEY (a, u)",
+        key: &["a", "u"],
+        space: 8_000,
+        lits: |i| {
+            let a = u64::from(i % 3) * 9_000_000_000_000_000_000;
+            let h = format!(
+                "{:032x}",
+                u128::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)
+            );
+            let u = format!(
+                "{}-{}-{}-{}-{}",
+                &h[..8],
+                &h[8..12],
+                &h[12..16],
+                &h[16..20],
+                &h[20..]
+            );
+            let u = if i % 5 == 0 { u.to_uppercase() } else { u };
+            vec![a.to_string(), q(&u)]
+        },
+        case_col: Some(("u", false)),
+    };
+
     /// No primary key: the only key is a NOT NULL UNIQUE (VARCHAR, INT).
     pub const UNIQUE_VARCHAR_INT: Shape = Shape {
         name: "unique_varchar_int",
         columns: "name VARCHAR(40) NOT NULL, num INT NOT NULL",
         key_clause: "UNIQUE KEY uk (name, num)",
         key: &["name", "num"],
+        space: SPACE,
         lits: |i| {
             let s = ["Ann", "bob", "CÉCILE", "dave "][(i % 4) as usize];
             vec![q(s), (i as i64 / 4 - 100).to_string()]
