@@ -706,6 +706,50 @@ pub mod shapes {
         case_col: Some(("u", false)),
     };
 
+    /// Key columns after a non-key column and in another order than in the table:
+    /// PRIMARY KEY (a, b) over columns (x, b, a).
+    pub const REORDERED: Shape = Shape {
+        name: "reordered",
+        columns: "x INT NULL, b VARCHAR(10) NOT NULL, a INT NOT NULL",
+        key_clause: "PRIMARY KEY (a, b)",
+        key: &["a", "b"],
+        space: SPACE,
+        lits: |i| {
+            let b = ["p", "Q", "r ", "S"][(i % 4) as usize];
+            vec![(i as i64 / 4 - 50).to_string(), q(b)]
+        },
+        case_col: Some(("b", true)),
+    };
+
+    /// The other key types of DESIGN §14: DECIMAL (negative, fractions), TIMESTAMP(6)
+    /// (zero, fractions, both ends of its range), YEAR and SET.
+    pub const DECIMAL_TIMESTAMP_YEAR_SET: Shape = Shape {
+        name: "decimal_timestamp_year_set",
+        columns: "d DECIMAL(10,3) NOT NULL, ts TIMESTAMP(6) NOT NULL, y YEAR NOT NULL, \
+                  s SET('x','Y','z') NOT NULL",
+        key_clause: "PRIMARY KEY (d, ts, y, s)",
+        key: &["d", "ts", "y", "s"],
+        space: SPACE,
+        lits: |i| {
+            let m = (i as i64 / 4 - 100) * 125;
+            let d = format!(
+                "{}{}.{:03}",
+                if m < 0 { "-" } else { "" },
+                m.abs() / 1000,
+                m.abs() % 1000
+            );
+            let ts = [
+                "1970-01-01 00:00:01.000000",
+                "2038-01-19 03:14:07.999999",
+                "0000-00-00 00:00:00",
+                "2024-02-29 12:00:00.5",
+            ][(i % 4) as usize];
+            let s = ["", "x", "Y,z", "x,Y,z"][(i % 4) as usize];
+            vec![d, q(ts), (1901 + i % 5).to_string(), q(s)]
+        },
+        case_col: None,
+    };
+
     /// No primary key: the only key is a NOT NULL UNIQUE (VARCHAR, INT).
     pub const UNIQUE_VARCHAR_INT: Shape = Shape {
         name: "unique_varchar_int",

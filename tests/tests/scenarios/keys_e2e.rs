@@ -21,7 +21,8 @@ async fn keys_of_integers_and_binary_converge_end_to_end() {
 }
 
 /// Keys with character columns, weighed by the server (CHAR, VARCHAR, `_ci`, PAD SPACE),
-/// and a table whose only key is a NOT NULL UNIQUE (VARCHAR, INT).
+/// a table whose only key is a NOT NULL UNIQUE (VARCHAR, INT), and key columns that
+/// are neither first nor in table order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_of_strings_converge_end_to_end() {
     each_shape(
@@ -32,17 +33,24 @@ async fn keys_of_strings_converge_end_to_end() {
             CHAR3,
             VARCHAR255_GENERAL_CI,
             UNIQUE_VARCHAR_INT,
+            REORDERED,
         ],
     )
     .await;
 }
 
-/// Keys with temporal columns (zero dates, negative TIME) and ENUM (by index).
+/// Keys with temporal columns (zero dates, negative TIME, TIMESTAMP(6)), ENUM (by index),
+/// DECIMAL, YEAR and SET.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_of_dates_and_enums_converge_end_to_end() {
     each_shape(
         "tmp",
-        &[INT_VARCHAR50_DATE, INT_DATETIME_DATE_TIME, INT_ENUM],
+        &[
+            INT_VARCHAR50_DATE,
+            INT_DATETIME_DATE_TIME,
+            INT_ENUM,
+            DECIMAL_TIMESTAMP_YEAR_SET,
+        ],
     )
     .await;
 }
