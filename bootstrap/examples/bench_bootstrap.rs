@@ -10,7 +10,8 @@
 //!
 //! `BENCH_KEY=composite` keys the table by `(uid BIGINT UNSIGNED, uuid VARCHAR(36)
 //! utf8mb4_general_ci)` instead of `id BIGINT` (issue 14: character keys are ordered by the
-//! server's weights, fetched with every page); `BENCH_STREAMING=1` runs serve to STREAMING
+//! server's weights, fetched with every page); `BENCH_KEY=wide` is the same table (same
+//! columns and values) keyed by `id BIGINT`, the integer-key run to compare it with; `BENCH_STREAMING=1` runs serve to STREAMING
 //! (the fence, replay and activation audit) instead of `--windows-only`.
 //!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
@@ -25,20 +26,25 @@ const DDL: &str = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(
     amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL, ts TIMESTAMP(6) NOT NULL,
     bin VARBINARY(16) NOT NULL) ENGINE=InnoDB";
 
-const DDL_COMPOSITE: &str = "CREATE TABLE t (uid BIGINT UNSIGNED NOT NULL,
+const DDL_WIDE: &str = "CREATE TABLE t (id BIGINT NOT NULL, uid BIGINT UNSIGNED NOT NULL,
     uuid VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL,
     name VARCHAR(64) NOT NULL, amount DECIMAL(12,3) NOT NULL, at DATETIME(6) NOT NULL,
-    ts TIMESTAMP(6) NOT NULL, bin VARBINARY(16) NOT NULL, PRIMARY KEY (uid, uuid)) ENGINE=InnoDB";
+    ts TIMESTAMP(6) NOT NULL, bin VARBINARY(16) NOT NULL, PRIMARY KEY (KEYCOLS)) ENGINE=InnoDB";
 
-fn composite() -> bool {
-    std::env::var("BENCH_KEY").is_ok_and(|v| v == "composite")
+fn key_mode() -> String {
+    std::env::var("BENCH_KEY").unwrap_or_default()
 }
 
-fn ddl() -> &'static str {
-    if composite() {
-        DDL_COMPOSITE
-    } else {
-        DDL
+/// The table has the uid and uuid columns (keyed by them, or by id).
+fn wide() -> bool {
+    matches!(key_mode().as_str(), "composite" | "wide")
+}
+
+fn ddl() -> String {
+    match key_mode().as_str() {
+        "composite" => DDL_WIDE.replace("KEYCOLS", "uid, uuid"),
+        "wide" => DDL_WIDE.replace("KEYCOLS", "id"),
+        _ => DDL.to_string(),
     }
 }
 
@@ -56,8 +62,8 @@ fn fill(s: &Server, db: &str, rows: i64) {
     let mut from = 1;
     // Composite: uid repeats every 4 rows (so the VARCHAR part decides order inside a uid),
     // uuid is a v4-looking text derived from seq (never random: runs are comparable).
-    let key = if composite() {
-        "(seq DIV 4) + 9223372036854775808, LOWER(CONCAT(LPAD(HEX(seq * 2654435761 % 4294967296), 8, '0'), \
+    let key = if wide() {
+        "seq, (seq DIV 4) + 9223372036854775808, LOWER(CONCAT(LPAD(HEX(seq * 2654435761 % 4294967296), 8, '0'), \
          '-4d2c-8a1b-', LPAD(HEX(seq), 12, '0'))),"
     } else {
         "seq,"
@@ -125,12 +131,12 @@ async fn main() {
     let src = Server::start(opts(ServerOpts::source()));
     let tgt = Server::start(opts(ServerOpts::target()));
     src.sql("CREATE DATABASE bench");
-    src.sql_in("bench", ddl());
+    src.sql_in("bench", &ddl());
     let t0 = Instant::now();
     fill(&src, "bench", rows);
     eprintln!("filled {rows} rows in {:.1} s", t0.elapsed().as_secs_f64());
     tgt.sql("CREATE DATABASE bench_t; CREATE DATABASE bench_d");
-    tgt.sql_in("bench_t", ddl());
+    tgt.sql_in("bench_t", &ddl());
     let state = tgt.url_db("bench_state");
     let mut req = InstallRequest::new(
         state.clone(),

@@ -262,7 +262,10 @@ pub fn chars_encoding(c: &ColumnDef) -> Result<Encoding, String> {
 /// Server weights of character key values, per key column and value bytes.
 #[derive(Clone, Debug, Default)]
 pub struct WeightCache {
-    map: HashMap<(usize, Vec<u8>), Vec<u8>>,
+    /// Per key column (by ordinal), value bytes to weight: looked up by `&[u8]` without
+    /// copying the value (a lookup per key column of every row the fold orders).
+    map: Vec<HashMap<Vec<u8>, Vec<u8>>>,
+    len: usize,
     /// Per collation: true when it pads with spaces (asked of the server).
     pad: HashMap<String, bool>,
     stats: weigh::WeighStats,
@@ -271,24 +274,30 @@ pub struct WeightCache {
 impl WeightCache {
     /// The weight of `value` in key column `col`, if asked.
     pub fn get(&self, col: usize, value: &[u8]) -> Option<&[u8]> {
-        self.map.get(&(col, value.to_vec())).map(Vec::as_slice)
+        self.map.get(col)?.get(value).map(Vec::as_slice)
     }
 
     pub fn insert(&mut self, col: usize, value: Vec<u8>, weight: Vec<u8>) {
-        self.map.insert((col, value), weight);
+        if self.map.len() <= col {
+            self.map.resize_with(col + 1, HashMap::new);
+        }
+        if self.map[col].insert(value, weight).is_none() {
+            self.len += 1;
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len == 0
     }
 
     /// Forgets every weight (the cache is bounded by its owner between uses).
     pub fn clear(&mut self) {
         self.map.clear();
+        self.len = 0;
     }
 
     /// What weighing has cost so far (round trips and values asked).
@@ -357,6 +366,12 @@ impl Keyer {
     /// What weighing has cost this keyer so far.
     pub fn weigh_stats(&self) -> weigh::WeighStats {
         self.read_weights().stats()
+    }
+
+    /// Forgets the cached weights (not what was learnt of collations, nor the counts): a
+    /// reader that turned its rows into sort keys needs them no more.
+    pub fn forget_weights(&self) {
+        self.write_weights().clear();
     }
 
     /// Weights cached now.

@@ -14,7 +14,7 @@ use crate::table::window::{fp, progress};
 use kernel::error::{from_mysql, DefiniteCode};
 use kernel::failpoint;
 use kernel::ids::{Attempt, PageNo, WindowId};
-use kernel::key::{sql as key_sql, weigh, Keyer};
+use kernel::key::{sql as key_sql, weigh, Keyer, SortKey};
 use kernel::position::BinlogPos;
 use kernel::range::{Bound, KeyRange};
 use kernel::schema::quote_ident;
@@ -34,6 +34,9 @@ pub struct ReadView {
     pub raw_pages: Vec<PageRef>,
     /// Every RAW row, in key order (bounded by the window's size).
     pub rows: Vec<Row>,
+    /// The sort key of each RAW row (same order), computed as its page arrived so the
+    /// page's weights need not be kept for the fold.
+    pub keys: Vec<SortKey>,
 }
 
 /// Steps 2-4 under a read permit: open the view, read pages, close and confirm.
@@ -107,6 +110,7 @@ async fn in_view(
         snapshot,
         raw_pages: Vec::new(),
         rows: Vec::new(),
+        keys: Vec::new(),
     };
     let mut after: Option<Vec<SqlValue>> = range.lower.as_ref().map(|b| b.values.clone());
     let weighed = weigh::inline(conn, keyer).await?;
@@ -118,6 +122,7 @@ async fn in_view(
             upper: range.upper.as_ref(),
         };
         let rows = read_page(ctx, conn, page).await?;
+        view.keys.extend(sort_keys(ctx, keyer, &rows)?);
         ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
@@ -266,6 +271,26 @@ fn int_of(v: &SqlValue) -> Option<i64> {
         SqlValue::Bytes(b) => std::str::from_utf8(b).ok().and_then(|t| t.parse().ok()),
         _ => None,
     }
+}
+
+/// The sort keys of a page's rows; then the page's weights are forgotten (a window holds
+/// sort keys, not a weight per row, DESIGN §14).
+fn sort_keys(ctx: &JobCtx, keyer: &Keyer, rows: &[Row]) -> Result<Vec<SortKey>> {
+    let keys = rows
+        .iter()
+        .map(|r| keyer.sort_key(r))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            Error::definite(
+                DefiniteCode::Uncapturable,
+                format!(
+                    "{}: a read row has no sort key: {e}",
+                    ctx.schema.qualified()
+                ),
+            )
+        });
+    keyer.forget_weights();
+    keys
 }
 
 /// The key values of a read row (the keyset cursor of the next page).

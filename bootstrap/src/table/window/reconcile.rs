@@ -34,8 +34,6 @@ pub struct Folded {
 /// A change the fold cannot place: never skipped, always a definite error.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum FoldError {
-    #[error("RAW row has no key: {why}")]
-    RawKey { why: String },
     #[error("change at {file}:{pos} row {row} ({op:?}) lacks the {image} image or its key{why}")]
     ChangeKey {
         file: String,
@@ -49,19 +47,17 @@ pub enum FoldError {
     OutOfRange { key: SortKey, range: KeyRange },
 }
 
-/// Folds `changes` (in binlog order) over `raw` for the window `range`; `keyer` gives
-/// every row's sort key (the weights of character keys asked before).
+/// Folds `changes` (in binlog order) over `raw` (RAW rows with their sort keys) for the
+/// window `range`; `keyer` gives the sort keys of the changes' images (the weights of
+/// character keys asked before).
 pub fn fold(
     range: &KeyRange,
     keyer: &Keyer,
-    raw: impl IntoIterator<Item = Row>,
+    raw: impl IntoIterator<Item = (SortKey, Row)>,
     changes: &[Change],
 ) -> Result<Folded, FoldError> {
     let mut rows = BTreeMap::new();
-    for row in raw {
-        let key = keyer
-            .sort_key(&row)
-            .map_err(|e| FoldError::RawKey { why: e.to_string() })?;
+    for (key, row) in raw {
         if !range.contains(&key) {
             return Err(FoldError::OutOfRange {
                 key,
@@ -199,6 +195,14 @@ mod tests {
         }
     }
 
+    /// RAW rows with their sort keys, as the read gives them.
+    fn keyed(rows: Vec<Row>) -> Vec<(SortKey, Row)> {
+        let k = keyer();
+        rows.into_iter()
+            .map(|r| (k.sort_key(&r).unwrap(), r))
+            .collect()
+    }
+
     fn range() -> KeyRange {
         r(Some(10), Some(20))
     }
@@ -213,7 +217,7 @@ mod tests {
             change(3, Op::Delete, Some(row(12, 2)), None),
             change(4, Op::Insert, None, Some(row(30, 3))),
         ];
-        let f = fold(&range(), &keyer(), raw, &changes).unwrap();
+        let f = fold(&range(), &keyer(), keyed(raw), &changes).unwrap();
         assert_eq!(
             f.rows.into_iter().collect::<Vec<_>>(),
             vec![(k(15), row(15, 9))]
@@ -228,7 +232,7 @@ mod tests {
             change(2, Op::Update, Some(row(13, 1)), Some(row(13, 2))),
             change(3, Op::Delete, Some(row(14, 0)), None),
         ];
-        let f = fold(&range(), &keyer(), vec![row(13, 2)], &changes).unwrap();
+        let f = fold(&range(), &keyer(), keyed(vec![row(13, 2)]), &changes).unwrap();
         assert_eq!(f.rows.get(&k(13)), Some(&row(13, 2)));
         assert_eq!(f.rows.len(), 1);
     }
@@ -244,12 +248,13 @@ mod tests {
             })
         ));
         assert!(matches!(
-            fold(&range(), &keyer(), vec![row(99, 0)], &[]),
+            fold(&range(), &keyer(), keyed(vec![row(99, 0)]), &[]),
             Err(FoldError::OutOfRange { key, .. }) if key == k(99)
         ));
+        // A RAW row without a key never reaches the fold: the read refuses it.
         assert!(matches!(
-            fold(&range(), &keyer(), vec![vec![SqlValue::Null]], &[]),
-            Err(FoldError::RawKey { .. })
+            keyer().sort_key(&vec![SqlValue::Null]),
+            Err(kernel::key::KeyError::Null { .. })
         ));
     }
 
@@ -333,7 +338,7 @@ mod tests {
                 .filter(|(key, _)| range.contains(&k(**key)))
                 .map(|(key, v)| (k(*key), row(*key, *v)))
                 .collect();
-            let f = fold(&range, &keyer(), raw, &changes).unwrap();
+            let f = fold(&range, &keyer(), keyed(raw), &changes).unwrap();
             prop_assert_eq!(f.rows, expected);
         }
     }

@@ -123,7 +123,8 @@ pub async fn seal(
 ) -> Result<SealedWindow> {
     let changes = changes_between(ctx, low.seq, high.seq).await?;
     weigh_changes(ctx, keyer, &changes).await?;
-    let folded = reconcile::fold(range, keyer, view.rows, &changes).map_err(|e| {
+    let raw = view.keys.into_iter().zip(view.rows);
+    let folded = reconcile::fold(range, keyer, raw, &changes).map_err(|e| {
         Error::definite(
             DefiniteCode::Uncapturable,
             format!(
