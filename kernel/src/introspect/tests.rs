@@ -1,6 +1,6 @@
 use super::*;
-use crate::schema::ColumnKind;
 use crate::position::{BinlogPos, Flavor, Lineage};
+use crate::schema::ColumnKind;
 use std::collections::BTreeMap;
 
 fn raw(name: &str, data_type: &str, column_type: &str) -> RawColumn {
