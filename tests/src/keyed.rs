@@ -27,7 +27,7 @@ pub const SPACE: u32 = 800;
 #[derive(Clone, Copy)]
 pub struct Shape {
     pub name: &'static str,
-    /// Definitions of the key columns.
+    /// Definitions of the key columns (and of any other column put before them).
     pub columns: &'static str,
     /// The key clause, e.g. `PRIMARY KEY (a, b)`.
     pub key_clause: &'static str,
