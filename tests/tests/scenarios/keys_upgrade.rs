@@ -135,6 +135,7 @@ fn verify_clean(c: &Case) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_upgrade_an_integer_key_job_with_v1_records_keeps_them_and_streams() {
+    let _serial = backfill_tests::in_process().await;
     let c = Case::unstarted("kupg", 3_000, 300, 50).await;
     // The job as installed before: its sealed schema stored as SCHM v1.
     let schema = backfill_tests::bf::store::jobs::load_schema(&c.pool, c.job)
@@ -173,6 +174,7 @@ async fn keys_upgrade_an_integer_key_job_with_v1_records_keeps_them_and_streams(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_upgrade_a_job_whose_schema_is_the_golden_v1_bytes_still_runs() {
+    let _serial = backfill_tests::in_process().await;
     let fill = vec!["INSERT INTO t SELECT seq FROM seq_1_to_1000".to_string()];
     let ddl = "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB";
     // The fixture names its table `d`.`t`; the sealed name is the one capture matches.
