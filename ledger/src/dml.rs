@@ -56,8 +56,11 @@ pub(crate) struct Dml {
     update: String,
     /// The key's quoted columns: `k` for one column, `(k1, k2)` for several.
     key: String,
-    /// The key's quoted columns one by one.
+    /// The key's quoted columns one by one (a single tuple is deleted by `k1 = ? AND ..`).
     key_cols: Vec<String>,
+    /// Per key column: an unsigned integer, whose values are written `CAST(v AS UNSIGNED)`
+    /// in a key predicate (see [`Dml::delete_sql`]).
+    key_unsigned: Vec<bool>,
     key_len: usize,
     ncols: usize,
     kinds: Vec<ColumnKind>,
@@ -96,6 +99,11 @@ impl Dml {
             },
             key_len: key_cols.len(),
             key_cols,
+            key_unsigned: schema
+                .key
+                .iter()
+                .map(|&i| schema.columns[i].kind.is_integer() && schema.columns[i].unsigned)
+                .collect(),
             ncols: q.len(),
             kinds: schema.columns.iter().map(|c| c.kind).collect(),
             key_kinds: schema.key.iter().map(|&i| schema.columns[i].kind).collect(),
@@ -179,28 +187,27 @@ impl Dml {
         Some(out)
     }
 
+    /// Text DELETEs of `keys`; one tuple of a composite key by `k1 = x AND ..` (see
+    /// [`Dml::delete_sql`]).
     fn delete_texts(&self, keys: &[Vec<SqlValue>], lit: &Literals) -> Option<Vec<String>> {
         let mut out = Vec::new();
         for chunk in keys.chunks(self.limits.stmt_rows.max(1)) {
-            if let ([k], true) = (chunk, self.key_len > 1) {
-                let mut s = format!("DELETE FROM {} WHERE ", self.table);
-                for (j, ((v, kind), c)) in k
-                    .iter()
-                    .zip(&self.key_kinds)
-                    .zip(&self.key_cols)
-                    .enumerate()
-                {
-                    if j > 0 {
-                        s.push_str(" AND ");
+            if let [one] = chunk {
+                if self.key_len > 1 {
+                    let mut s = format!("DELETE FROM {} WHERE ", self.table);
+                    for (j, (v, c)) in one.iter().zip(&self.key_cols).enumerate() {
+                        if j > 0 {
+                            s.push_str(" AND ");
+                        }
+                        s.push_str(c);
+                        s.push_str(" = ");
+                        if !self.push_key_value(&mut s, j, v, lit) {
+                            return None;
+                        }
                     }
-                    s.push_str(c);
-                    s.push_str(" = ");
-                    if !lit.push(&mut s, v, *kind) {
-                        return None;
-                    }
+                    out.push(s);
+                    continue;
                 }
-                out.push(s);
-                continue;
             }
             let mut s = format!("DELETE FROM {} WHERE {} IN (", self.table, self.key);
             for (i, k) in chunk.iter().enumerate() {
@@ -210,11 +217,11 @@ impl Dml {
                 if self.key_len > 1 {
                     s.push('(');
                 }
-                for (j, (v, kind)) in k.iter().zip(&self.key_kinds).enumerate() {
+                for (j, v) in k.iter().enumerate() {
                     if j > 0 {
                         s.push(',');
                     }
-                    if !lit.push(&mut s, v, *kind) {
+                    if !self.push_key_value(&mut s, j, v, lit) {
                         return None;
                     }
                 }
@@ -226,6 +233,26 @@ impl Dml {
             out.push(s);
         }
         Some(out)
+    }
+
+    /// The literal of key column `j`'s value, `CAST(.. AS UNSIGNED)` for an unsigned one.
+    fn push_key_value(&self, s: &mut String, j: usize, v: &SqlValue, lit: &Literals) -> bool {
+        if !self.key_unsigned[j] {
+            return lit.push(s, v, self.key_kinds[j]);
+        }
+        s.push_str("CAST(");
+        let ok = lit.push(s, v, self.key_kinds[j]);
+        s.push_str(" AS UNSIGNED)");
+        ok
+    }
+
+    /// The placeholder of key column `j` (see [`Dml::push_key_value`]).
+    fn key_mark(&self, j: usize) -> &'static str {
+        if self.key_unsigned[j] {
+            "CAST(? AS UNSIGNED)"
+        } else {
+            "?"
+        }
     }
 
     async fn run_texts(&self, tx: &mut Transaction<'_>, texts: Vec<String>) -> Result<()> {
@@ -264,15 +291,25 @@ impl Dml {
     /// range), and the scan locks every row it reads: slow on a large table, and in
     /// key-partitioned replay it waits for rows another part holds until
     /// innodb_lock_wait_timeout. `a = ? AND b = ?` is a range of one key.
+    /// An IN list whose values of an UNSIGNED BIGINT lie on both sides of 2^63 (three or
+    /// more: literals or parameters of signed and unsigned type) is not range-read either
+    /// (EXPLAIN: type ALL, also in a SELECT); every unsigned value is therefore written
+    /// `CAST(? AS UNSIGNED)`, one type for all.
     fn delete_sql(&self, n: usize) -> String {
+        let marks: Vec<&str> = (0..self.key_len).map(|j| self.key_mark(j)).collect();
         if n == 1 && self.key_len > 1 {
-            let eq: Vec<String> = self.key_cols.iter().map(|c| format!("{c} = ?")).collect();
+            let eq: Vec<String> = self
+                .key_cols
+                .iter()
+                .zip(&marks)
+                .map(|(c, m)| format!("{c} = {m}"))
+                .collect();
             return format!("DELETE FROM {} WHERE {}", self.table, eq.join(" AND "));
         }
         let one = if self.key_len > 1 {
-            format!("({})", vec!["?"; self.key_len].join(","))
+            format!("({})", marks.join(","))
         } else {
-            "?".to_string()
+            marks[0].to_string()
         };
         format!(
             "DELETE FROM {} WHERE {} IN ({})",
@@ -428,6 +465,25 @@ mod tests {
         assert_eq!(
             two.delete_sql(2),
             "DELETE FROM `d`.`t` WHERE (`a`, `b`) IN ((?,?),(?,?))"
+        );
+    }
+
+    #[test]
+    fn unsigned_key_values_are_written_as_one_type() {
+        let mut t = table(vec![2]);
+        t.columns[2].unsigned = true;
+        t.columns[2].kind = ColumnKind::BigInt;
+        t.columns[2].column_type = "bigint unsigned".into();
+        let d = Dml::new(&t, Limits::default());
+        assert_eq!(
+            d.delete_sql(2),
+            "DELETE FROM `d`.`t` WHERE `a` IN (CAST(? AS UNSIGNED),CAST(? AS UNSIGNED))"
+        );
+        t.key = vec![2, 1];
+        let d = Dml::new(&t, Limits::default());
+        assert_eq!(
+            d.delete_sql(1),
+            "DELETE FROM `d`.`t` WHERE `a` = CAST(? AS UNSIGNED) AND `b` = ?"
         );
     }
 

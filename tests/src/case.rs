@@ -84,14 +84,73 @@ impl Case {
         window_rows: u64,
         page_rows: u64,
     ) -> Case {
+        let fill_rows = |s: &Server, db: &str| fill(s, db, rows);
+        let c = Case::install_on(source, prefix, DDL, fill_rows, window_rows, page_rows).await;
+        // The audit counter is created after install (install refuses a target with triggers).
+        add_audit_triggers(c.target, &c.tdb);
+        c
+    }
+
+    /// A case of any table: `ddl` creates `t` on the shared source and on the target,
+    /// `fill` runs on the source, then install with these sizes and start. No audit
+    /// triggers (those name the column `id` of [`DDL`]). A prefix `=name` makes the source
+    /// database exactly `name` (for fixtures that carry it).
+    pub async fn of_table(
+        prefix: &str,
+        ddl: &str,
+        fill: &[String],
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
+        let c = Case::of_table_unstarted(prefix, ddl, fill, window_rows, page_rows).await;
+        crate::bf::store::commands::start(&c.pool, c.job)
+            .await
+            .unwrap();
+        c
+    }
+
+    /// Like [`Case::of_table`] without the start command.
+    pub async fn of_table_unstarted(
+        prefix: &str,
+        ddl: &str,
+        fill: &[String],
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
+        let fill = |s: &Server, db: &str| {
+            for sql in fill {
+                s.sql_in(db, sql);
+            }
+        };
+        let source = harness::shared_source();
+        Case::install_on(source, prefix, ddl, fill, window_rows, page_rows).await
+    }
+
+    /// Fresh databases, `t` from `ddl` on both sides, `fill` on the source, install.
+    async fn install_on(
+        source: &'static Server,
+        prefix: &str,
+        ddl: &str,
+        fill: impl FnOnce(&Server, &str),
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
         init_tracing();
         let target = harness::shared_target();
-        let sdb = source.fresh_db(&format!("{prefix}_s"));
+        // A prefix `=name` names the source database itself (fixtures that carry it).
+        let sdb = match prefix.strip_prefix('=') {
+            Some(name) => {
+                source.sql(&format!("CREATE DATABASE `{name}`"));
+                name.to_string()
+            }
+            None => source.fresh_db(&format!("{prefix}_s")),
+        };
+        let prefix = prefix.trim_start_matches('=');
         let ctl = source.fresh_db(&format!("{prefix}_c"));
         let tdb = target.fresh_db(&format!("{prefix}_t"));
-        source.sql_in(&sdb, DDL);
-        target.sql_in(&tdb, DDL);
-        fill(source, &sdb, rows);
+        source.sql_in(&sdb, ddl);
+        target.sql_in(&tdb, ddl);
+        fill(source, &sdb);
         let state_db = format!("{tdb}_state");
         let mut req = InstallRequest::new(
             target.url_db(&state_db),
@@ -106,8 +165,6 @@ impl Case {
         let done = install(&req)
             .await
             .unwrap_or_else(|e| panic!("install: {e}"));
-        // The audit counter is created after install (install refuses a target with triggers).
-        add_audit_triggers(target, &tdb);
         let pool = kernel::state::open(&target.url_db(&state_db), &Default::default())
             .await
             .unwrap();

@@ -3,15 +3,18 @@
 //! comparisons ([`checksum`], [`table_digest`]), the window/serve test world
 //! ([`case::Case`]), the install test tables ([`install::Tables`]), the ledger-built finish
 //! world ([`world::World`]), captured log events ([`logs`]) and the lock every test that
-//! runs `serve` in this process holds ([`in_process`]).
+//! runs `serve` in this process holds ([`in_process`]); tables of every key shape driven
+//! through the real program ([`keyed`]) and their independent comparison ([`compare`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 pub use harness;
 
 pub mod bf;
 pub mod bin;
 pub mod case;
+pub mod compare;
 pub mod demo;
 pub mod install;
+pub mod keyed;
 pub mod logs;
 pub mod serving;
 pub mod world;

@@ -269,7 +269,7 @@ pub enum ValueProblem {
 
 /// Converts one binlog value to the server value kept in L: fixed-length binary is padded
 /// back to its declared length (the binlog drops trailing 0x00), JSON binary becomes its
-/// text; everything else is kept exactly as decoded (DATETIME as a calendar value,
+/// text, a SET's bitmask its bit value (`UInt`); everything else is kept exactly as decoded (DATETIME as a calendar value,
 /// TIMESTAMP as epoch text, DECIMAL as its exact digits).
 pub fn to_sql_value(
     v: BinlogValue<'static>,
@@ -288,6 +288,17 @@ pub fn to_sql_value(
     if let (ColumnKind::MediumInt, false, SqlValue::Int(v)) = (col.kind, col.unsigned, &mut out) {
         if (0x80_0000..=0xFF_FFFF).contains(v) {
             *v -= 0x100_0000;
+        }
+    }
+    // A SET arrives as its bitmask (little-endian, 1-8 bytes). Kept as bytes it would be
+    // written to the target as a string, which is no member list (strict mode refuses it
+    // with 1265, another mode stores ''): it is kept as its bit value, which the target
+    // takes as written and the key encoding reads as the same SET.
+    if let (ColumnKind::Set, SqlValue::Bytes(b)) = (col.kind, &out) {
+        if (1..=8).contains(&b.len()) {
+            let mut le = [0u8; 8];
+            le[..b.len()].copy_from_slice(b);
+            out = SqlValue::UInt(u64::from_le_bytes(le));
         }
     }
     if let (Some(n), SqlValue::Bytes(b)) = (col.fixed_binary_len(), &mut out) {

@@ -101,8 +101,23 @@ pub fn supported_list() -> String {
 
 /// Removes an integer display width (`int(11) unsigned` -> `int unsigned`): MariaDB and
 /// MySQL < 8.0.19 print one, MySQL 8.0.19+ does not, and it changes nothing physical.
+/// Lower-cases the type's words but not its quoted text: ENUM and SET members are data
+/// (`enum('small','MEDIUM')`: a key's ENUM index is found by the member's exact name).
 pub fn normalize_column_type(kind: ColumnKind, column_type: &str) -> String {
-    let t = column_type.to_ascii_lowercase();
+    let mut quoted = false;
+    let t: String = column_type
+        .chars()
+        .map(|c| {
+            if c == '\'' {
+                quoted = !quoted;
+            }
+            if quoted {
+                c
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect();
     if !kind.is_integer() {
         return t;
     }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::position::{BinlogPos, Flavor, Lineage};
+use crate::schema::ColumnKind;
 use std::collections::BTreeMap;
 
 fn raw(name: &str, data_type: &str, column_type: &str) -> RawColumn {
@@ -39,6 +40,17 @@ fn table(columns: Vec<RawColumn>, pk: &[&str]) -> TableFacts {
         triggers: vec![],
         foreign_keys: vec![],
     }
+}
+
+#[test]
+fn enum_and_set_members_keep_their_case() {
+    let c = |kind, t| normalize_column_type(kind, t);
+    assert_eq!(
+        c(ColumnKind::Enum, "ENUM('small','MEDIUM','It''s')"),
+        "enum('small','MEDIUM','It''s')"
+    );
+    assert_eq!(c(ColumnKind::Set, "set('A','b')"), "set('A','b')");
+    assert_eq!(c(ColumnKind::Int, "INT(11) UNSIGNED"), "int unsigned");
 }
 
 #[test]

@@ -193,7 +193,7 @@ async fn every_supported_kind_passes_the_table_map_check() {
     assert_eq!(text(&row[10]), "2155");
     assert_eq!(text(&row[11]), "ab");
     assert_eq!(row[20], SqlValue::Int(3), "ENUM as its index");
-    assert_eq!(row[21], SqlValue::Bytes(vec![0b101]), "SET as its bitmask");
+    assert_eq!(row[21], SqlValue::UInt(0b101), "SET as its bit value");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

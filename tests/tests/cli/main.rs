@@ -4,6 +4,7 @@ mod config;
 mod demo;
 mod install;
 mod install_server;
+mod keys_refusals;
 mod metrics;
 mod runbooks;
 mod secrets;

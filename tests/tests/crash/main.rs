@@ -2,6 +2,7 @@
 //! SIGKILLed, lost commit answers, killed statements; every run converges afterwards.
 mod cancel_crash;
 mod finish;
+mod keys_crash;
 mod lost_commit;
 mod replay_parts_crash;
 mod serve_finish;

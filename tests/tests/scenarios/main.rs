@@ -7,6 +7,8 @@ mod cancel_paused;
 mod cancel_replay;
 mod cancel_streams;
 mod hang;
+mod keys_e2e;
+mod keys_upgrade;
 mod many_tables;
 mod parts_permits;
 mod pause;

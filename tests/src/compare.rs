@@ -1,0 +1,155 @@
+//! An independent comparison of a source table with its target (DESIGN §11 I1), for tables
+//! of any key: each server renders every row itself as the hex of each column's bytes
+//! (`HEX(CAST(col AS BINARY))`: the stored bytes of strings, BINARY(n) with its trailing
+//! 0x00, the text of numbers, DECIMALs, dates with every fractional digit, ENUM/SET labels;
+//! plain `HEX()` of a DECIMAL would be the value rounded to an integer), NULL apart from any
+//! value, through the `mariadb` client's text output. Rows are keyed by the hex of the
+//! key columns the test names (not the pipeline's key choice), so a key whose bytes
+//! changed but whose collation key did not (a case-only change under `_ci`) shows as one
+//! missing and one extra row. Nothing here decodes a value, uses the sealed schema,
+//! the pages, the sort keys or `backfill verify`.
+use harness::Server;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What the comparison found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Diff {
+    /// Rows of the source.
+    pub rows: usize,
+    /// Keys in the source, not in the target.
+    pub missing: usize,
+    /// Keys in the target, not in the source.
+    pub extra: usize,
+    /// Keys in both whose columns differ.
+    pub differing: usize,
+    /// Column lists (name, COLUMN_TYPE, collation) differ between the two sides.
+    pub definition_differs: bool,
+    /// A few of the keys that differ, as (what, key hex, source row, target row).
+    pub examples: Vec<String>,
+}
+
+impl Diff {
+    /// 0 missing, 0 extra, 0 differing and the same definition.
+    pub fn is_clean(&self) -> bool {
+        self.missing == 0 && self.extra == 0 && self.differing == 0 && !self.definition_differs
+    }
+}
+
+impl fmt::Display for Diff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} source rows: {} missing, {} extra, {} differing{}",
+            self.rows,
+            self.missing,
+            self.extra,
+            self.differing,
+            if self.definition_differs {
+                ", definitions differ"
+            } else {
+                ""
+            }
+        )?;
+        for e in &self.examples {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Compares `sdb.table` on `source` with `tdb.table` on `target`, rows keyed by `key`.
+pub fn compare(
+    source: &Server,
+    sdb: &str,
+    target: &Server,
+    tdb: &str,
+    table: &str,
+    key: &[&str],
+) -> Diff {
+    let (sdef, tdef) = (columns(source, sdb, table), columns(target, tdb, table));
+    let names: Vec<String> = sdef.iter().map(|c| c.0.clone()).collect();
+    let a = rows(source, sdb, table, key, &names);
+    let b = rows(target, tdb, table, key, &names);
+    let mut d = Diff {
+        rows: a.len(),
+        definition_differs: sdef != tdef,
+        ..Diff::default()
+    };
+    let note = |d: &mut Diff, what: &str, k: &str| {
+        if d.examples.len() < 10 {
+            d.examples.push(format!(
+                "{what} key {k}: source {:?} target {:?}",
+                a.get(k),
+                b.get(k)
+            ));
+        }
+    };
+    for (k, row) in &a {
+        match b.get(k) {
+            None => {
+                d.missing += 1;
+                note(&mut d, "missing", k);
+            }
+            Some(r) if r != row => {
+                d.differing += 1;
+                note(&mut d, "differing", k);
+            }
+            Some(_) => {}
+        }
+    }
+    for k in b.keys().filter(|k| !a.contains_key(*k)) {
+        d.extra += 1;
+        note(&mut d, "extra", k);
+    }
+    d
+}
+
+/// (name, COLUMN_TYPE, IS_NULLABLE, collation) of each column, in ordinal order.
+fn columns(server: &Server, db: &str, table: &str) -> Vec<(String, String, String, String)> {
+    let out = server.sql(&format!(
+        "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLLATION_NAME, '-') \
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
+         ORDER BY ORDINAL_POSITION"
+    ));
+    out.lines()
+        .map(|l| {
+            let v: Vec<&str> = l.split('\t').collect();
+            (v[0].into(), v[1].into(), v[2].into(), v[3].into())
+        })
+        .collect()
+}
+
+/// One column's bytes as hex, rendered by the server; `N` for NULL (hex never has it).
+fn hex_expr(c: &str) -> String {
+    format!("IFNULL(HEX(CAST(`{c}` AS BINARY)), 'N')")
+}
+
+/// key hex -> row hex, every row of `db.table`.
+fn rows(
+    server: &Server,
+    db: &str,
+    table: &str,
+    key: &[&str],
+    columns: &[String],
+) -> BTreeMap<String, String> {
+    let k: Vec<String> = key.iter().map(|c| hex_expr(c)).collect();
+    let r: Vec<String> = columns.iter().map(|c| hex_expr(c)).collect();
+    let out = server.sql_in(
+        db,
+        &format!(
+            "SET time_zone = '+00:00'; SELECT CONCAT_WS('.', {}), CONCAT_WS('.', {}) FROM `{table}`",
+            k.join(", "),
+            r.join(", ")
+        ),
+    );
+    let mut map = BTreeMap::new();
+    for l in out.lines().filter(|l| !l.is_empty()) {
+        let (k, v) = l.split_once('\t').expect("key and row");
+        assert!(
+            map.insert(k.to_string(), v.to_string()).is_none(),
+            "two rows of {db}.{table} with key bytes {k}"
+        );
+    }
+    map
+}
