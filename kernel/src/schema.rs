@@ -125,6 +125,24 @@ pub struct ColumnDef {
 }
 
 impl ColumnDef {
+    /// A NOT NULL column of `kind` with no lengths, charset or collation (tests, benches
+    /// and examples build definitions this way; install reads them from the server).
+    pub fn plain(name: &str, kind: ColumnKind, column_type: &str) -> ColumnDef {
+        ColumnDef {
+            name: name.into(),
+            kind,
+            column_type: column_type.into(),
+            unsigned: column_type.contains("unsigned"),
+            nullable: false,
+            char_len: None,
+            numeric_precision: None,
+            numeric_scale: None,
+            datetime_precision: None,
+            charset: None,
+            collation: None,
+        }
+    }
+
     /// Declared length of a fixed-length binary column, for padding binlog values back.
     pub fn fixed_binary_len(&self) -> Option<usize> {
         match self.kind {
@@ -315,19 +333,7 @@ mod tests {
     use super::*;
 
     pub(crate) fn col(name: &str, kind: ColumnKind, column_type: &str) -> ColumnDef {
-        ColumnDef {
-            name: name.into(),
-            kind,
-            column_type: column_type.into(),
-            unsigned: column_type.contains("unsigned"),
-            nullable: false,
-            char_len: None,
-            numeric_precision: None,
-            numeric_scale: None,
-            datetime_precision: None,
-            charset: None,
-            collation: None,
-        }
+        ColumnDef::plain(name, kind, column_type)
     }
 
     fn schema(db: &str) -> SealedSchema {

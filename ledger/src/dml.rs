@@ -429,19 +429,7 @@ mod tests {
     use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 
     fn table(key: Vec<usize>) -> SealedSchema {
-        let col = |name: &str| ColumnDef {
-            name: name.into(),
-            kind: ColumnKind::Int,
-            column_type: "int(11)".into(),
-            unsigned: false,
-            nullable: false,
-            char_len: None,
-            numeric_precision: None,
-            numeric_scale: None,
-            datetime_precision: None,
-            charset: None,
-            collation: None,
-        };
+        let col = |name: &str| ColumnDef::plain(name, ColumnKind::Int, "int(11)");
         SealedSchema {
             database: "d".into(),
             table: "t".into(),

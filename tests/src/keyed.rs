@@ -133,7 +133,7 @@ impl Shape {
                 self.pairs((a + self.space / 2 + b % 16) % self.space, ", ")
             )],
             _ => match self.case_col {
-                Some((c, varchar)) if varchar && n % 2 == 0 => vec![format!(
+                Some((c, varchar)) if varchar && n.is_multiple_of(2) => vec![format!(
                     "UPDATE t SET `{c}` = IF(`{c}` LIKE '% ', RTRIM(`{c}`), CONCAT(`{c}`, ' ')) \
                      WHERE {wa}"
                 )],

@@ -406,6 +406,7 @@ impl Keyer {
             self.column_bytes(ci, c, v, &mut col)?;
             frame(&col, &mut out);
         }
+        out.shrink_to_fit();
         Ok(SortKey(out))
     }
 
@@ -438,6 +439,7 @@ impl Keyer {
                 needed: self.def.columns.len(),
             });
         }
+        out.shrink_to_fit();
         Ok(SortKey(out))
     }
 

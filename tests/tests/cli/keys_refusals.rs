@@ -33,7 +33,7 @@ fn refused_without_a_trace(prefix: &str, ddl: &str, needles: &[&str]) {
     case.source
         .sql_in(&case.sdb, "INSERT INTO t VALUES ('a-1', 1), ('b-2', 2)");
     let ctl = format!("{}_ctl", case.sdb);
-    let before_target = tables(&case.target, &case.tdb);
+    let before_target = tables(case.target, &case.tdb);
     let out = install(&case, &ctl);
     assert_eq!(out.code, 3, "{}", out.all());
     assert!(out.stdout.is_empty(), "{}", out.stdout);
@@ -67,7 +67,7 @@ fn refused_without_a_trace(prefix: &str, ddl: &str, needles: &[&str]) {
         "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '{ctl}'"
     ));
     assert_eq!(ctl_exists, "0", "install created the control schema {ctl}");
-    assert_eq!(tables(&case.target, &case.tdb), before_target);
+    assert_eq!(tables(case.target, &case.tdb), before_target);
     assert_eq!(case.target.sql_in(&case.tdb, "SELECT COUNT(*) FROM t"), "0");
     eprintln!("{err}");
 }

@@ -61,13 +61,14 @@ async fn assert_v1_records(c: &Case, schm: &[u8], windows: usize) {
         schm,
         "the stored SCHM record was rewritten"
     );
-    let plan: Vec<(
+    type WindowRow = (
         u32,
         Option<i64>,
         Option<i64>,
         Option<Vec<u8>>,
         Option<Vec<u8>>,
-    )> = sqlx::query_as(
+    );
+    let plan: Vec<WindowRow> = sqlx::query_as(
         "SELECT window_id, lower_key, upper_key, lower_bound, upper_bound FROM plan_windows \
              WHERE job_id = ? ORDER BY window_id",
     )

@@ -144,19 +144,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn keyer() -> Keyer {
-        let col = |name: &str| ColumnDef {
-            name: name.into(),
-            kind: ColumnKind::BigInt,
-            column_type: "bigint".into(),
-            unsigned: false,
-            nullable: false,
-            char_len: None,
-            numeric_precision: None,
-            numeric_scale: None,
-            datetime_precision: None,
-            charset: None,
-            collation: None,
-        };
+        let col = |name: &str| ColumnDef::plain(name, ColumnKind::BigInt, "bigint");
         Keyer::of(&SealedSchema {
             database: "d".into(),
             table: "t".into(),
