@@ -228,11 +228,13 @@ pub const BIGINT_UNSIGNED_UUID: Shape = Shape {
     case_col: Some(("u", false)),
 };
 
-/// Key columns after a non-key column and in another order than in the table:
-/// PRIMARY KEY (a, b) over columns (x, b, a).
+/// Key columns after non-key columns and in another order than in the table:
+/// PRIMARY KEY (a, b) over columns (x, st, en, b, a); `st` and `en` are a non-key SET
+/// and ENUM that every change's row image carries.
 pub const REORDERED: Shape = Shape {
     name: "reordered",
-    columns: "x INT NULL, b VARCHAR(10) NOT NULL, a INT NOT NULL",
+    columns: "x INT NULL, st SET('a','B','c') NULL DEFAULT 'B,c', \
+              en ENUM('Lo','HI') NULL DEFAULT 'HI', b VARCHAR(10) NOT NULL, a INT NOT NULL",
     key_clause: "PRIMARY KEY (a, b)",
     key: &["a", "b"],
     space: SPACE,
