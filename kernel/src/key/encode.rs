@@ -15,7 +15,7 @@
 //! | TIME | `Time` | `[-]h:mm:ss[.f]` text | `Time` |
 //! | YEAR | `Int` (0 for 0000) | text | text, 0000 as `"1900"` |
 //! | ENUM | member name | member name | `Int` index |
-//! | SET | member list `a,c` | member list | bitmask bytes, little-endian |
+//! | SET | member list `a,c` | member list | `UInt` bits (the capture decodes the binlog's little-endian bitmask; L records written before hold the bytes, still read) |
 //!
 //! A value is refused (an `Err` naming why) rather than guessed whenever its
 //! representation does not say exactly one value: an ENUM `''` when a member is `''`, a
