@@ -119,3 +119,27 @@ async fn keys_int_varchar_date_serve_killed_in_windows_and_replay_converges() {
 async fn keys_int_char_serve_killed_in_windows_and_replay_converges() {
     killed_everywhere_converges("kcic", shapes::INT_CHAR4).await;
 }
+
+/// Every other key shape of issue 14 under the same kills and restarts, one after another
+/// (a failure names its shape): SMALLINT UNSIGNED, (INT, INT), (CHAR(3), CHAR(30)),
+/// (INT, DATETIME, DATE, TIME) with zero dates, (INT, ENUM), CHAR(3), VARCHAR(255)
+/// utf8mb4_general_ci, BINARY(16) with a 15-byte value, the NOT NULL UNIQUE (VARCHAR,
+/// INT) key and (DECIMAL, TIMESTAMP, YEAR, SET).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_every_other_shape_serve_killed_in_windows_and_replay_converge() {
+    let others = [
+        shapes::SMALLINT_UNSIGNED,
+        shapes::INT_INT,
+        shapes::CHAR3_CHAR30,
+        shapes::INT_DATETIME_DATE_TIME,
+        shapes::INT_ENUM,
+        shapes::CHAR3,
+        shapes::VARCHAR255_GENERAL_CI,
+        shapes::BINARY16,
+        shapes::UNIQUE_VARCHAR_INT,
+        shapes::DECIMAL_TIMESTAMP_YEAR_SET,
+    ];
+    for (i, shape) in others.into_iter().enumerate() {
+        killed_everywhere_converges(&format!("kco{i}"), shape).await;
+    }
+}
