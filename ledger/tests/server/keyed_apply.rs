@@ -705,12 +705,13 @@ async fn killed_after_a_part_commit_composite_keys_converge_with_another_p() {
             s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor"),
             "0"
         );
-        assert_eq!(
-            s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor_parts"),
-            "1",
-            "{}",
-            sh.name
-        );
+        // At least the part that hit the fault point committed; the parts run at once, so
+        // another may have committed before the process died (never main: checked above).
+        let parts: u64 = s
+            .sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor_parts")
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&parts), "{}: {parts} part rows", sh.name);
         // Restarted with P = 2 and one change per transaction.
         let ctx = sh.ctx(&db, job);
         let mut cs = Vec::new();
