@@ -43,6 +43,13 @@ pub struct Change {
     pub after: Option<Row>,
 }
 
+impl Change {
+    /// The row images the change carries (before, then after).
+    pub fn images(&self) -> impl Iterator<Item = &Row> {
+        self.before.iter().chain(self.after.iter())
+    }
+}
+
 /// Where a complete group ends: the resume position after it, and its GTID.
 /// D and T's replay cursor are both of this type, and only ever point at group ends.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -126,21 +126,19 @@ impl BatchWriter<'_> {
         if !keyer.def.needs_weights() {
             return Ok(());
         }
-        let images = groups
-            .iter()
-            .flat_map(|g| g.changes.iter())
-            .flat_map(|c| c.before.iter().chain(c.after.iter()));
-        let missing = keyer.unweighed(images);
+        let images = || {
+            groups
+                .iter()
+                .flat_map(|g| g.changes.iter())
+                .flat_map(kernel::change::Change::images)
+        };
+        let missing = keyer.unweighed(images());
         if missing.is_empty() {
             return Ok(());
         }
         keyer.make_room(missing.len());
         // Emptied: every value of this batch is asked again.
-        let images = groups
-            .iter()
-            .flat_map(|g| g.changes.iter())
-            .flat_map(|c| c.before.iter().chain(c.after.iter()));
-        let missing = keyer.unweighed(images);
+        let missing = keyer.unweighed(images());
         let mut conn =
             crate::io::connect::connect(self.source.clone(), "source", "(key weights)").await?;
         let n = missing.len();

@@ -95,10 +95,7 @@ pub async fn changes_between(ctx: &JobCtx, after: LSeq, upto: LSeq) -> Result<Ve
 /// Asks the source for the weights of the character keys of `changes` the read did not
 /// bring (DESIGN §14): one connection, batches of `weigh::BATCH` values.
 async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Result<()> {
-    let images = changes
-        .iter()
-        .flat_map(|c| c.before.iter().chain(c.after.iter()));
-    let missing = keyer.unweighed(images);
+    let missing = keyer.unweighed(changes.iter().flat_map(Change::images));
     if missing.is_empty() {
         return Ok(());
     }
