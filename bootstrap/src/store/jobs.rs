@@ -8,14 +8,14 @@
 //! target and re-adding a table after cancellation needs a new, empty target (DESIGN §2).
 //! Everything read back is verified: schema bytes against their fingerprint, the plan
 //! against its digest and contiguity, so a damaged row is an error, never a silent default.
-use crate::store::plan::RangePlan;
+use crate::store::plan::{BoundColumns, RangePlan};
 use crate::store::refusal::Refusal;
 use admission::{retry, CancellationToken, RetryPolicy};
 use kernel::codec;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Digest, Generation, JobId};
 use kernel::introspect::InstallLineage;
-use kernel::range::{Bound, KeyRange};
+use kernel::range::KeyRange;
 use kernel::schema::{quote_ident, SealedSchema};
 use kernel::{Error, Result};
 use sqlx::{MySqlPool, Row};
@@ -401,48 +401,6 @@ async fn insert_plan(tx: &mut Tx<'_>, job_id: JobId, g: Generation, job: &NewJob
             .map_err(|e| from_sqlx("recording the plan windows", &e))?;
     }
     Ok(())
-}
-
-/// How one window bound is stored (migration 0072): a single signed integer in the BIGINT
-/// column, as every plan before composite keys; any other bound as its `KBND` bytes.
-struct BoundColumns {
-    int: Option<i64>,
-    bytes: Option<Vec<u8>>,
-}
-
-impl BoundColumns {
-    fn of(b: &Option<Bound>) -> BoundColumns {
-        match b {
-            None => BoundColumns {
-                int: None,
-                bytes: None,
-            },
-            Some(b) => match b.as_i64() {
-                Some(v) => BoundColumns {
-                    int: Some(v),
-                    bytes: None,
-                },
-                None => BoundColumns {
-                    int: None,
-                    bytes: Some(codec::encode(b)),
-                },
-            },
-        }
-    }
-
-    fn bound(
-        int: Option<i64>,
-        bytes: Option<Vec<u8>>,
-    ) -> std::result::Result<Option<Bound>, String> {
-        match (int, bytes) {
-            (None, None) => Ok(None),
-            (Some(v), None) => Ok(Some(Bound::of_i64(v))),
-            (None, Some(b)) => codec::decode::<Bound>(&b)
-                .map(Some)
-                .map_err(|e| e.to_string()),
-            (Some(_), Some(_)) => Err("a window bound is stored twice".into()),
-        }
-    }
 }
 
 fn corrupt(job: JobId, what: impl std::fmt::Display) -> Error {

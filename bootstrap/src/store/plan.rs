@@ -77,6 +77,48 @@ impl RangePlan {
     }
 }
 
+/// How one window bound is stored (migration 0072): a single signed integer in the BIGINT
+/// column, as every plan before composite keys; any other bound as its `KBND` bytes.
+pub(crate) struct BoundColumns {
+    pub(crate) int: Option<i64>,
+    pub(crate) bytes: Option<Vec<u8>>,
+}
+
+impl BoundColumns {
+    pub(crate) fn of(b: &Option<Bound>) -> BoundColumns {
+        match b {
+            None => BoundColumns {
+                int: None,
+                bytes: None,
+            },
+            Some(b) => match b.as_i64() {
+                Some(v) => BoundColumns {
+                    int: Some(v),
+                    bytes: None,
+                },
+                None => BoundColumns {
+                    int: None,
+                    bytes: Some(kernel::codec::encode(b)),
+                },
+            },
+        }
+    }
+
+    pub(crate) fn bound(
+        int: Option<i64>,
+        bytes: Option<Vec<u8>>,
+    ) -> std::result::Result<Option<Bound>, String> {
+        match (int, bytes) {
+            (None, None) => Ok(None),
+            (Some(v), None) => Ok(Some(Bound::of_i64(v))),
+            (None, Some(b)) => kernel::codec::decode::<Bound>(&b)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            (Some(_), Some(_)) => Err("a window bound is stored twice".into()),
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
