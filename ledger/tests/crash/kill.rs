@@ -81,6 +81,31 @@ async fn wait_in_commit(s: &Server, id: u32) {
     }
 }
 
+/// Waits until another connection than `id` (the retry) writes the page's credential, so
+/// it is known to meet the in-flight COMMIT's row, not to run after it.
+async fn wait_behind_commit(s: &Server, id: u32) {
+    let mut c = root(s).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n: Option<i64> = c
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> ? \
+                 AND INFO LIKE 'INSERT INTO %_backfill_ledger_pages%'",
+                (id,),
+            )
+            .await
+            .unwrap();
+        if n.unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the retry never wrote the credential behind connection {id}'s COMMIT"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn setup(s: &Server, prefix: &str, job: u64) -> (String, ledger::target::TargetCtx) {
     let db = fresh_target(s, prefix);
     let ctx = ctx(&db, job, 1);
@@ -175,7 +200,7 @@ async fn commit_lost_on_the_wire_lands_later_and_the_retry_is_already_committed(
         let (o, ctx, bytes) = (opts(s, &db), ctx.clone(), bytes.clone());
         async move { apply::apply_page_resolved(&o, &ctx, &bytes, Limits::default()).await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_behind_commit(s, id).await;
     release(b).await;
     assert_eq!(retry.await.unwrap().unwrap(), Applied::AlreadyCommitted);
     let res = exactly_once(s, &db, &ctx, &bytes).await;
