@@ -15,7 +15,8 @@
 //!   decimal arithmetic (negative values shifted by 10^(p-s), after a leading `0`; TIME as
 //!   its number `HHMMSS.f`), checked for its width when read.
 //!
-//! Each column is framed by [`kernel::key::frame`], so tuple order is lexicographic. No
+//! Each column but the last is framed by [`kernel::key::frame`] (the last needs no end),
+//! so tuple order is lexicographic. No
 //! collation or type order is re-implemented here, and a sort key that disagreed with the
 //! server's `ORDER BY` would be caught: the merge refuses a chunk whose sort keys are not
 //! strictly increasing.
@@ -23,7 +24,7 @@
 //!   them), 16 digits; seeks compare with that number, never with the text.
 use super::column::Column;
 use kernel::error::{DefiniteCode, Error, Result};
-use kernel::key::{encode, frame, show_values, SortKey};
+use kernel::key::{encode, join, show_values, SortKey};
 use kernel::schema::quote_ident;
 use kernel::value::SqlValue;
 use serde::{Deserialize, Serialize};
@@ -217,7 +218,8 @@ impl KeyCols {
         let mut sort = Vec::with_capacity(16 * self.0.len());
         let mut cells = row.iter();
         let mut col = Vec::with_capacity(16);
-        for c in &self.0 {
+        let last = self.0.len().saturating_sub(1);
+        for (ci, c) in self.0.iter().enumerate() {
             let mut next = || {
                 cells
                     .next()
@@ -278,7 +280,9 @@ impl KeyCols {
                     SqlValue::Bytes(bytes.clone())
                 }
             };
-            frame(&col, &mut sort);
+            // Every column but the last is framed (fixed-width ones too: this walk's keys
+            // order only among themselves).
+            join(&col, ci < last, &mut sort);
             values.push(value);
         }
         Ok(Key {
@@ -296,7 +300,8 @@ impl KeyCols {
         }
         let mut sort = Vec::new();
         let mut col = Vec::new();
-        for (c, v) in self.0.iter().zip(values) {
+        let last = self.0.len().saturating_sub(1);
+        for (ci, (c, v)) in self.0.iter().zip(values).enumerate() {
             col.clear();
             let enc = match c.kind {
                 KeyKind::Signed => kernel::key::Encoding::Signed,
@@ -304,7 +309,7 @@ impl KeyCols {
                 _ => return None,
             };
             encode::encode(&enc, v, &mut col).ok()?;
-            frame(&col, &mut sort);
+            join(&col, ci < last, &mut sort);
         }
         Some(SortKey(sort))
     }

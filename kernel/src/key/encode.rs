@@ -83,9 +83,14 @@ fn binary(v: &SqlValue, pad: Option<usize>, out: &mut Vec<u8>) -> Result<(), Str
     let SqlValue::Bytes(b) = v else {
         return Err(format!("not a binary string: {v:?}"));
     };
+    if let Some(n) = pad {
+        if b.len() > n {
+            return Err(format!("{} bytes in a BINARY({n}) column", b.len()));
+        }
+    }
     out.extend_from_slice(b);
     if let Some(n) = pad {
-        out.resize(out.len() + n.saturating_sub(b.len()), 0);
+        out.resize(out.len() + n - b.len(), 0);
     }
     Ok(())
 }

@@ -9,11 +9,17 @@
 //! are encoded here ([`encode`]) with encodings pinned by golden bytes and checked against
 //! a real server's `ORDER BY` and `=`.
 //!
-//! A composite key concatenates its columns' encodings, each framed by [`frame`]: every
-//! 0x00 becomes 0x00 0xFF and the column ends with 0x00 0x01. The framing is
-//! self-delimiting and order-preserving, so tuple order is lexicographic (a shorter column
-//! value that is a prefix of a longer one ends with 0x00 0x01 < 0x00 0xFF or any byte
-//! following a non-zero byte).
+//! A composite key concatenates its columns' encodings ([`join`]). A column whose encoding
+//! has one width for every value (integers, temporal types, YEAR, ENUM, SET, BINARY(n)),
+//! and the last column, are appended as they are; any other column is framed by [`frame`]:
+//! every 0x00 becomes 0x00 0xFF and the column ends with 0x00 0x01, which is
+//! self-delimiting and order-preserving (a shorter value that is a prefix of a longer one
+//! ends with 0x00 0x01 < 0x00 0xFF or any byte following a non-zero byte). Tuple order is
+//! then lexicographic: at the first column whose bytes differ, a fixed-width column
+//! decides within its width, a framed one within its frame, and the last column's bytes
+//! are all that is left; equal tuples have equal bytes. Unframed columns keep a window's
+//! sort keys about half the size (an integer's eight bytes are mostly 0x00, which framing
+//! doubles).
 use crate::schema::{ColumnDef, ColumnKind, SealedSchema};
 use crate::value::{Row, SqlValue};
 use serde::{Deserialize, Serialize};
@@ -47,19 +53,27 @@ impl fmt::Debug for SortKey {
 }
 
 impl SortKey {
-    /// The sort key of a single signed integer key column: the format of every key
-    /// persisted before composite keys (an old `i64` bound decodes to this).
+    /// The sort key of a single signed integer key column (an old `i64` bound, persisted
+    /// before composite keys, decodes to this).
     pub fn of_i64(v: i64) -> SortKey {
-        let mut col = Vec::with_capacity(8);
-        encode::signed(v, &mut col);
-        let mut out = Vec::with_capacity(12);
-        frame(&col, &mut out);
+        let mut out = Vec::with_capacity(8);
+        encode::signed(v, &mut out);
         SortKey(out)
     }
 }
 
 fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Appends one key column's encoding to a sort key: as it is when `framed` is false (a
+/// fixed-width encoding, or the key's last column), else framed (see the module note).
+pub fn join(col: &[u8], framed: bool, out: &mut Vec<u8>) {
+    if framed {
+        frame(col, out);
+    } else {
+        out.extend_from_slice(col);
+    }
 }
 
 /// Appends one column's encoding, framed (see the module note).
@@ -138,7 +152,34 @@ pub struct KeyDef {
     pub columns: Vec<KeyColumn>,
 }
 
+impl Encoding {
+    /// True when every value's encoding has the same length (so a composite key needs no
+    /// frame around it): BINARY(n) is padded to n (a longer value is refused by
+    /// [`encode::encode`]), the others are numbers of one width.
+    pub fn fixed_width(&self) -> bool {
+        match self {
+            Encoding::Signed
+            | Encoding::Unsigned
+            | Encoding::Date
+            | Encoding::Datetime
+            | Encoding::Timestamp
+            | Encoding::Time
+            | Encoding::Year
+            | Encoding::Enum(_)
+            | Encoding::Set(_) => true,
+            Encoding::Binary { pad } => pad.is_some(),
+            Encoding::Decimal { .. } | Encoding::Chars { .. } => false,
+        }
+    }
+}
+
 impl KeyDef {
+    /// True when column `ci`'s bytes are framed in a sort key: neither fixed-width nor
+    /// the last column (see the module note).
+    pub fn framed(&self, ci: usize) -> bool {
+        ci + 1 < self.columns.len() && !self.columns[ci].encoding.fixed_width()
+    }
+
     /// The key of `schema` (its sealed key columns), or why a column cannot be a key.
     pub fn of(schema: &SealedSchema) -> Result<KeyDef, String> {
         let columns = schema
@@ -404,7 +445,7 @@ impl Keyer {
             })?;
             col.clear();
             self.column_bytes(ci, c, v, &mut col)?;
-            frame(&col, &mut out);
+            join(&col, self.def.framed(ci), &mut out);
         }
         out.shrink_to_fit();
         Ok(SortKey(out))
@@ -431,7 +472,7 @@ impl Keyer {
         for (ci, (c, v)) in self.def.columns.iter().zip(values).enumerate() {
             col.clear();
             self.column_bytes(ci, c, v, &mut col)?;
-            frame(&col, &mut out);
+            join(&col, self.def.framed(ci), &mut out);
         }
         if values.len() != self.def.columns.len() {
             return Err(KeyError::Short {
