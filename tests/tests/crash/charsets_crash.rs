@@ -2,8 +2,10 @@
 //! §15, §10, issue 15): four tables of seven (or six) charsets each, every charset with a
 //! VARCHAR key column, a CHAR and a TEXT column of non-ASCII text, copied while a writer
 //! inserts, deletes, reinserts, changes the CHAR and TEXT columns, flips the case of every
-//! key column and moves rows across windows ([`backfill_tests::charsets`]); serve exits
-//! hard mid pages, in the replay of (B, F] and while STREAMING, each time restarted. The
+//! key column and moves rows across windows ([`backfill_tests::charsets`]); serve is
+//! SIGKILLed at an arbitrary instant of the first windows, exits hard mid pages, in the
+//! replay of (B, F] and while STREAMING, and is SIGKILLed once STREAMING, each time
+//! restarted. The
 //! last serve catches up: STREAMING, the audit passes, `backfill verify` and the
 //! independent comparison (server-side HEX of each column's bytes) find 0 missing, 0 extra,
 //! 0 differing. Before issue 15 a latin1/cp1251/gbk... value read by a snapshot came as
@@ -15,7 +17,7 @@ use backfill_tests::case::Case;
 use backfill_tests::charsets::{self, Group, Writing};
 use backfill_tests::keyed;
 use kernel::failpoint::EXIT_CODE;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn run_to_end(c: &Case, args: &[&str], failpoint: &str) -> Option<i32> {
     let mut a = vec!["--exit-when-idle"];
@@ -31,6 +33,9 @@ async fn group_converges(g: Group) {
     let key = g.key();
     let key: Vec<&str> = key.iter().map(String::as_str).collect();
     let w = Writing::start(&c, g);
+    // A SIGKILL at an arbitrary instant of the first windows.
+    let child = keyed::serve_child(&c, &["--exit-when-idle", "--page-rows", "2"], "");
+    let _ = backfill_tests::case::wait(child, Some(Duration::from_millis(700)));
     for (fp, args) in [
         (format!("{}@2", window::MID_PAGES), vec!["--page-rows", "3"]),
         (
@@ -57,6 +62,10 @@ async fn group_converges(g: Group) {
             g.name
         );
     }
+    // STREAMING under the writer, then a SIGKILL.
+    let mut serve = keyed::Serving(keyed::serve_child(&c, &["--replay-batch-rows", "9"], ""));
+    keyed::wait_streaming(&c, &mut serve.0).await;
+    drop(serve);
     let writes = w.stop().await;
     let code = run_to_end(&c, &["--replay-batch-rows", "1000"], "");
     assert_eq!(code, Some(0), "{}: the last serve", g.name);
