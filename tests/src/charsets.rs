@@ -36,12 +36,14 @@ pub fn groups() -> Vec<Group> {
         .collect()
 }
 
-/// Every charset issue 15 names, with texts of non-ASCII characters where it has them.
+/// Every charset issue 15 names, with texts of non-ASCII characters where it has them
+/// (a few with a trailing space: kept in VARCHAR and TEXT, stripped from CHAR alike by
+/// the snapshot and the binlog).
 /// cp1251 holds 'тйов' (F2E9EEE2) and 'твой' (F2E2EEE9): the pair the issue found
 /// swapped between source and target while STREAMING.
 pub const ALL: &[Charset] = &[
     cs("ascii", &["Plain ~txt", "Zebra", "a_b-c"]),
-    cs("latin1", &["Åsa é ß", "Öl ÿ", "Ça"]),
+    cs("latin1", &["Åsa é ß", "Öl ÿ", "Ça "]),
     cs("latin2", &["Łódź ř", "Ő ű ą", "Žal"]),
     cs("cp1250", &["Łódź Šť", "Ő č", "Ďas"]),
     cs("cp1251", &["тйов", "твой", "Жё Щука"]),
@@ -62,10 +64,10 @@ pub const ALL: &[Charset] = &[
     cs("euckr", &["한국어", "서울", "부산"]),
     cs("utf8mb3", &["Ünïcödé ж", "Ωx 中", "ǅ"]),
     cs("utf8mb4", &["emoji 😀 ж", "🎉 ok", "ß"]),
-    cs("ucs2", &["ж é 中", "Ωmega", "ǆ"]),
+    cs("ucs2", &["ж é 中", "Ωmega", "ǆ "]),
     cs("utf16", &["😀 ж", "Ärger", "𝄞"]),
     cs("utf16le", &["😀 é", "Ünï", "Ω"]),
-    cs("utf32", &["😀 中", "Ωω", "Ä"]),
+    cs("utf32", &["😀 中", "Ωω", "Ä "]),
     cs("binary", &["bytes é", "ÿ z", "x"]),
 ];
 
@@ -101,7 +103,9 @@ impl Group {
         for c in self.charsets {
             let n = c.name;
             defs.push(format!("k_{n} VARCHAR(14) CHARACTER SET {n} NOT NULL"));
-            defs.push(format!("c_{n} CHAR(10) CHARACTER SET {n} NULL"));
+            // CHAR(70): more than 255 bytes in utf8mb4/utf16/utf32, which the binlog encodes
+            // with a two-byte length.
+            defs.push(format!("c_{n} CHAR(70) CHARACTER SET {n} NULL"));
             defs.push(format!("x_{n} TEXT CHARACTER SET {n} NULL"));
         }
         defs.push("n INT NOT NULL".into());
