@@ -264,19 +264,29 @@ pub fn from_sqlx(what: &str, e: &sqlx::Error) -> Error {
 
 /// Classifies a mysql_async error of a write into the target table: a server error that is
 /// neither transient nor a missing privilege means the target refused the rows
-/// ([`DefiniteCode::TargetRejected`], naming the server's error number), never a generic
-/// preparation failure.
+/// ([`DefiniteCode::TargetRejected`]), never a generic preparation failure and never a
+/// skip: the message carries the server's error number, SQLSTATE and message as the
+/// server sent them (e.g. `server error 1406 (22001): Data too long for column 'v' at row
+/// 2`, a target column narrowed by hand) and the fix. The caller's transaction is rolled
+/// back, so nothing of it and nothing after it is applied.
 pub fn from_target_write(what: &str, e: &mysql_async::Error) -> Error {
     let code = mysql_server_code(e);
     let text = crate::redact::redact_text(&e.to_string());
-    match code.map(classify_server_code) {
-        Some(ServerClass::Other | ServerClass::Duplicate) => Error::definite(
-            DefiniteCode::TargetRejected,
-            format!(
-                "{what}: the target server refused the write (server error {}): {text}",
-                code.unwrap_or_default()
-            ),
-        ),
+    match (e, code.map(classify_server_code)) {
+        (mysql_async::Error::Server(s), Some(ServerClass::Other | ServerClass::Duplicate)) => {
+            Error::definite(
+                DefiniteCode::TargetRejected,
+                format!(
+                    "{what}: the target server refused the write (server error {} ({}): {}); \
+                 fix: make the target table's definition the source's again (`backfill \
+                 verify` names differing columns; runbooks/target-tampered.md), then \
+                 `backfill resume`",
+                    s.code,
+                    s.state,
+                    crate::redact::redact_text(&s.message)
+                ),
+            )
+        }
         _ => from_code(code, what, text),
     }
 }
@@ -329,7 +339,13 @@ mod tests {
         let e = from_target_write("writing rows into t.x", &server(1366));
         let d = e.as_definite().expect("definite");
         assert_eq!(d.code, DefiniteCode::TargetRejected);
-        assert!(d.message.contains("server error 1366"), "{}", d.message);
+        assert_eq!(
+            d.message,
+            "writing rows into t.x: the target server refused the write (server error 1366 \
+             (HY000): Incorrect string value); fix: make the target table's definition the \
+             source's again (`backfill verify` names differing columns; \
+             runbooks/target-tampered.md), then `backfill resume`"
+        );
         assert!(from_target_write("w", &server(1213)).is_transient());
         let p = from_target_write("w", &server(1142));
         assert_eq!(

@@ -13,6 +13,8 @@
 //! * [`capture`], [`log`] and [`lineage`]: the shared binlog reader, the raw log L with its
 //!   restart position D (one state-store transaction), and the lineage checks that refuse a
 //!   purged, reset or swapped source.
+//! * [`names`]: `SET NAMES binary` on every data-plane session, so strings keep their
+//!   column's charset end to end.
 pub mod capture;
 pub mod change;
 pub mod codec;
@@ -24,6 +26,7 @@ pub mod introspect;
 pub mod key;
 pub mod lineage;
 pub mod log;
+pub mod names;
 pub mod position;
 pub mod range;
 pub mod redact;

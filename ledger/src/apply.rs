@@ -254,7 +254,8 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// Opens a target connection with the ledger's session settings, within
 /// [`CONNECT_TIMEOUT`] (a timeout is transient).
 pub async fn connect(opts: &Opts) -> Result<Conn> {
-    let o = mysql_async::OptsBuilder::from_opts(opts.clone()).init(target::session_init());
+    let o = mysql_async::OptsBuilder::from_opts(kernel::names::binary_names(opts.clone()))
+        .init(target::session_init());
     tokio::time::timeout(CONNECT_TIMEOUT, Conn::new(o))
         .await
         .map_err(|_| Error::transient("connecting to the target: timed out"))?

@@ -11,7 +11,7 @@
 use crate::literal::{needs_mode, Backslash, Literals};
 use crate::util::{my, my_is_dup};
 use kernel::error::DefiniteCode;
-use kernel::schema::{quote_ident, ColumnKind, SealedSchema};
+use kernel::schema::{quote_ident, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
@@ -63,8 +63,6 @@ pub(crate) struct Dml {
     key_unsigned: Vec<bool>,
     key_len: usize,
     ncols: usize,
-    kinds: Vec<ColumnKind>,
-    key_kinds: Vec<ColumnKind>,
     limits: Limits,
     /// The session's backslash mode once asked (0 unknown, 1 escape, 2 literal).
     mode: AtomicU8,
@@ -105,8 +103,6 @@ impl Dml {
                 .map(|&i| schema.columns[i].kind.is_integer() && schema.columns[i].unsigned)
                 .collect(),
             ncols: q.len(),
-            kinds: schema.columns.iter().map(|c| c.kind).collect(),
-            key_kinds: schema.key.iter().map(|&i| schema.columns[i].kind).collect(),
             limits,
             mode: AtomicU8::new(0),
         }
@@ -164,11 +160,11 @@ impl Dml {
                 s.push(',');
             }
             s.push('(');
-            for (i, (v, k)) in r.iter().zip(&self.kinds).enumerate() {
+            for (i, v) in r.iter().enumerate() {
                 if i > 0 {
                     s.push(',');
                 }
-                if !lit.push(&mut s, v, *k) {
+                if !lit.push(&mut s, v) {
                     return None;
                 }
             }
@@ -238,10 +234,10 @@ impl Dml {
     /// The literal of key column `j`'s value, `CAST(.. AS UNSIGNED)` for an unsigned one.
     fn push_key_value(&self, s: &mut String, j: usize, v: &SqlValue, lit: &Literals) -> bool {
         if !self.key_unsigned[j] {
-            return lit.push(s, v, self.key_kinds[j]);
+            return lit.push(s, v);
         }
         s.push_str("CAST(");
-        let ok = lit.push(s, v, self.key_kinds[j]);
+        let ok = lit.push(s, v);
         s.push_str(" AS UNSIGNED)");
         ok
     }

@@ -6,16 +6,18 @@
 //! * integers and dates are printed in full; a FLOAT is printed through its exact f64
 //!   widening (the server parses that double and stores the same f32); a DOUBLE is printed
 //!   with Rust's shortest round-trip form, which the server parses back bit for bit.
-//! * bytes that are valid UTF-8 become a quoted string in the connection character set,
-//!   which is what a bound string parameter is: `'` is doubled (valid in every sql_mode),
-//!   `\` and NUL are escaped only when the session does NOT run with
-//!   `NO_BACKSLASH_ESCAPES`, and a value holding either is refused when the session's mode
-//!   is unknown. Bytes that are not UTF-8 become a hex literal only for binary columns
-//!   (stored as-is, like a bound value); for other columns they are refused.
+//! * a string is written as its column's own bytes, never re-encoded: every target session
+//!   runs `SET NAMES binary` ([`kernel::names`]), so a literal is a binary string that the
+//!   server relabels as the column's charset byte for byte (a bound parameter is the same
+//!   binary string). Bytes that are valid UTF-8 become a quoted string (the statement text
+//!   is a Rust `str`): `'` is doubled (valid in every sql_mode), `\` and NUL are escaped
+//!   only when the session does NOT run with `NO_BACKSLASH_ESCAPES`, and a value holding
+//!   either is refused when the session's mode is unknown. Any other bytes (latin1 'é' is
+//!   `E9`, cp1251 'т' `F2`, ucs2 'é' `00E9` is UTF-8 but `D8 00` is not) become a hex
+//!   literal `X'..'`, for character and binary columns alike.
 //!
 //! Nothing here builds SQL from anything but the sealed schema's quoted identifiers and
 //! these literals, so no value can change a statement's shape.
-use kernel::schema::ColumnKind;
 use kernel::value::SqlValue;
 use std::fmt::Write as _;
 
@@ -35,29 +37,15 @@ pub(crate) struct Literals {
     pub(crate) backslash: Backslash,
 }
 
-/// True for columns that store bytes without a character set.
-pub(crate) fn is_binary(kind: ColumnKind) -> bool {
-    matches!(
-        kind,
-        ColumnKind::Binary
-            | ColumnKind::Varbinary
-            | ColumnKind::TinyBlob
-            | ColumnKind::Blob
-            | ColumnKind::MediumBlob
-            | ColumnKind::LongBlob
-            | ColumnKind::Bit
-    )
-}
-
 /// True when some value of `rows` holds a byte whose escaping depends on the sql_mode.
 pub(crate) fn needs_mode<'a>(mut values: impl Iterator<Item = &'a SqlValue>) -> bool {
     values.any(|v| matches!(v, SqlValue::Bytes(b) if b.iter().any(|&c| c == b'\\' || c == 0)))
 }
 
 impl Literals {
-    /// Appends the literal of `v` for a column of `kind`; false (and `out` possibly
-    /// partly written: the caller discards it) when the value has no exact literal.
-    pub(crate) fn push(&self, out: &mut String, v: &SqlValue, kind: ColumnKind) -> bool {
+    /// Appends the literal of `v`; false (and `out` possibly partly written: the caller
+    /// discards it) when the value has no exact literal.
+    pub(crate) fn push(&self, out: &mut String, v: &SqlValue) -> bool {
         match v {
             SqlValue::Null => out.push_str("NULL"),
             SqlValue::Int(i) => {
@@ -84,22 +72,14 @@ impl Literals {
                 let sign = if *neg { "-" } else { "" };
                 let _ = write!(out, "'{sign}{hours:02}:{mi:02}:{s:02}.{us:06}'");
             }
-            SqlValue::Bytes(b) => return self.bytes(out, b, kind),
+            SqlValue::Bytes(b) => return self.bytes(out, b),
         }
         true
     }
 
-    fn bytes(&self, out: &mut String, b: &[u8], kind: ColumnKind) -> bool {
+    fn bytes(&self, out: &mut String, b: &[u8]) -> bool {
         let Ok(s) = std::str::from_utf8(b) else {
-            if !is_binary(kind) {
-                return false;
-            }
-            out.reserve(3 + 2 * b.len());
-            out.push_str("X'");
-            for c in b {
-                let _ = write!(out, "{c:02X}");
-            }
-            out.push('\'');
+            hex(out, b);
             return true;
         };
         out.reserve(s.len() + 2);
@@ -122,62 +102,100 @@ impl Literals {
     }
 }
 
+/// Appends `X'..'` of `b`: a binary string, relabelled as the column's charset.
+fn hex(out: &mut String, b: &[u8]) {
+    out.reserve(3 + 2 * b.len());
+    out.push_str("X'");
+    for c in b {
+        let _ = write!(out, "{c:02X}");
+    }
+    out.push('\'');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn lit(v: SqlValue, kind: ColumnKind, backslash: Backslash) -> Option<String> {
+    fn lit(v: SqlValue, backslash: Backslash) -> Option<String> {
         let mut s = String::new();
-        Literals { backslash }.push(&mut s, &v, kind).then_some(s)
+        Literals { backslash }.push(&mut s, &v).then_some(s)
+    }
+
+    fn b(s: &[u8]) -> SqlValue {
+        SqlValue::Bytes(s.to_vec())
     }
 
     #[test]
     fn literals_are_exact_or_refused() {
         use Backslash::*;
-        use ColumnKind as K;
-        let b = |s: &[u8]| SqlValue::Bytes(s.to_vec());
-        assert_eq!(lit(b(b"it's"), K::Varchar, Unknown).unwrap(), "'it''s'");
-        assert_eq!(lit(b(b"a\\b"), K::Varchar, Unknown), None);
+        assert_eq!(lit(b(b"it's"), Unknown).unwrap(), "'it''s'");
+        assert_eq!(lit(b(b"a\\b"), Unknown), None);
+        assert_eq!(lit(b(b"a\\b\0"), Escape).unwrap(), "'a\\\\b\\0'");
+        assert_eq!(lit(b(b"a\\b"), Literal).unwrap(), "'a\\b'");
+        assert_eq!(lit(b(&[0xff, 0]), Unknown).unwrap(), "X'FF00'");
+        assert_eq!(lit(SqlValue::Int(-5), Unknown).unwrap(), "-5");
         assert_eq!(
-            lit(b(b"a\\b\0"), K::Varchar, Escape).unwrap(),
-            "'a\\\\b\\0'"
-        );
-        assert_eq!(lit(b(b"a\\b"), K::Varchar, Literal).unwrap(), "'a\\b'");
-        assert_eq!(
-            lit(b(&[0xff, 0]), K::Varbinary, Unknown).unwrap(),
-            "X'FF00'"
-        );
-        assert_eq!(lit(b(&[0xff]), K::Varchar, Escape), None);
-        assert_eq!(lit(SqlValue::Int(-5), K::BigInt, Unknown).unwrap(), "-5");
-        assert_eq!(
-            lit(SqlValue::UInt(u64::MAX), K::BigInt, Unknown).unwrap(),
+            lit(SqlValue::UInt(u64::MAX), Unknown).unwrap(),
             "18446744073709551615"
         );
         assert_eq!(
-            lit(
-                SqlValue::Date(2024, 2, 29, 1, 2, 3, 45),
-                K::Datetime,
-                Unknown
-            )
-            .unwrap(),
+            lit(SqlValue::Date(2024, 2, 29, 1, 2, 3, 45), Unknown).unwrap(),
             "'2024-02-29 01:02:03.000045'"
         );
         assert_eq!(
-            lit(SqlValue::Time(true, 1, 2, 3, 4, 5), K::Time, Unknown).unwrap(),
+            lit(SqlValue::Time(true, 1, 2, 3, 4, 5), Unknown).unwrap(),
             "'-26:03:04.000005'"
         );
-        assert_eq!(lit(SqlValue::Double(f64::NAN), K::Double, Unknown), None);
+        assert_eq!(lit(SqlValue::Double(f64::NAN), Unknown), None);
         // A FLOAT goes through its exact widening: parsing the text gives the same f32.
-        let f = lit(SqlValue::Float(0.1), K::Float, Unknown).unwrap();
+        let f = lit(SqlValue::Float(0.1), Unknown).unwrap();
         assert_eq!(f.parse::<f64>().unwrap() as f32, 0.1f32);
-        let d = lit(SqlValue::Double(0.1), K::Double, Unknown).unwrap();
+        let d = lit(SqlValue::Double(0.1), Unknown).unwrap();
         assert_eq!(d.parse::<f64>().unwrap(), 0.1);
-        assert_eq!(lit(SqlValue::Null, K::Int, Unknown).unwrap(), "NULL");
+        assert_eq!(lit(SqlValue::Null, Unknown).unwrap(), "NULL");
         assert_eq!(
-            lit(SqlValue::Date(2024, 2, 29, 0, 0, 0, 0), K::Date, Unknown).unwrap(),
+            lit(SqlValue::Date(2024, 2, 29, 0, 0, 0, 0), Unknown).unwrap(),
             "'2024-02-29'"
         );
         assert!(needs_mode([b(b"x\\")].iter()));
         assert!(!needs_mode([b(b"x'")].iter()));
+    }
+
+    /// Golden literals of character values in their own charsets (issue 15): bytes that
+    /// are not UTF-8 are written as hex, every byte kept in its place, whatever the
+    /// column; UTF-8 bytes are quoted as they are (relabelled by the binary session).
+    #[test]
+    fn strings_keep_their_own_bytes() {
+        use Backslash::*;
+        // cp1251 'тиов' (source) and its permutation 'твои': the silent difference of
+        // issue 15 (source F2E9EEE2, target F2E2EEE9) cannot come from a literal.
+        assert_eq!(
+            lit(b(&[0xf2, 0xe9, 0xee, 0xe2]), Unknown).unwrap(),
+            "X'F2E9EEE2'"
+        );
+        assert_eq!(
+            lit(b(&[0xf2, 0xe2, 0xee, 0xe9]), Unknown).unwrap(),
+            "X'F2E2EEE9'"
+        );
+        // latin1 'Å', 'é'; gbk '中'; big5 '中'; sjis 'ア'; euckr '한'.
+        assert_eq!(lit(b(&[0xc5]), Unknown).unwrap(), "X'C5'");
+        assert_eq!(lit(b(&[0xe9]), Unknown).unwrap(), "X'E9'");
+        assert_eq!(lit(b(&[0xd6, 0xd0]), Unknown).unwrap(), "X'D6D0'");
+        assert_eq!(lit(b(&[0xa4, 0xa4]), Unknown).unwrap(), "X'A4A4'");
+        assert_eq!(lit(b(&[0x83, 0x41]), Unknown).unwrap(), "X'8341'");
+        assert_eq!(lit(b(&[0xc7, 0xd1]), Unknown).unwrap(), "X'C7D1'");
+        // A latin1 value whose bytes are also UTF-8 ('Ã©' is C3 A9): quoted, same bytes.
+        assert_eq!(lit(b(&[0xc3, 0xa9]), Unknown).unwrap(), "'é'");
+        // ucs2/utf16 'é' (00 E9) is not UTF-8; utf32 'A' (00 00 00 41) is, with NULs.
+        assert_eq!(lit(b(&[0x00, 0xe9]), Unknown).unwrap(), "X'00E9'");
+        assert_eq!(lit(b(&[0, 0, 0, 0x41]), Unknown), None);
+        assert_eq!(lit(b(&[0, 0, 0, 0x41]), Escape).unwrap(), "'\\0\\0\\0A'");
+        assert_eq!(
+            lit(b(&[0, 0, 0, 0x41]), Literal).unwrap(),
+            "'\u{0}\u{0}\u{0}A'"
+        );
+        // A value of bytes only partly UTF-8 is hex as a whole.
+        assert_eq!(lit(b(b"ab\xe9'"), Unknown).unwrap(), "X'6162E927'");
+        assert_eq!(lit(b(b""), Unknown).unwrap(), "''");
     }
 }

@@ -35,7 +35,8 @@ pub fn session_init() -> Vec<String> {
     vec!["SET time_zone = '+00:00'".into()]
 }
 
-/// Connection options for the target: `url` plus [`session_init`].
+/// Connection options for the target: `url` plus [`session_init`], and `SET NAMES binary`
+/// on every session ([`kernel::names`]): values are written as their columns' own bytes.
 pub fn target_opts(url: &str) -> Result<Opts> {
     let o = kernel::tls::mysql_opts(url).map_err(|e| {
         Error::definite(
@@ -46,7 +47,7 @@ pub fn target_opts(url: &str) -> Result<Opts> {
             ),
         )
     })?;
-    Ok(OptsBuilder::from_opts(o)
+    Ok(OptsBuilder::from_opts(kernel::names::binary_names(o))
         .init(session_init())
         .stmt_cache_size(64)
         .into())

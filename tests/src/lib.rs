@@ -4,13 +4,15 @@
 //! ([`case::Case`]), the install test tables ([`install::Tables`]), the ledger-built finish
 //! world ([`world::World`]), captured log events ([`logs`]) and the lock every test that
 //! runs `serve` in this process holds ([`in_process`]); tables of every key shape driven
-//! through the real program ([`keyed`]) and their independent comparison ([`compare`]).
+//! through the real program ([`keyed`]), tables of every charset ([`charsets`]) and their
+//! independent comparison ([`compare`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 pub use harness;
 
 pub mod bf;
 pub mod bin;
 pub mod case;
+pub mod charsets;
 pub mod compare;
 pub mod demo;
 pub mod install;

@@ -10,18 +10,22 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one statement of install may run on the server before the server stops it.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Parses a `mysql://` URL given by `flag`.
+/// Parses a `mysql://` URL given by `flag`; its sessions run `SET NAMES binary`
+/// ([`kernel::names`]): read views, bound sampling, weighing and install's introspection
+/// see each string as its column's own bytes, the bytes the binlog carries.
 pub fn opts(url: &str, flag: &str) -> Result<mysql_async::Opts> {
-    kernel::tls::mysql_opts(url).map_err(|e| {
-        Error::definite(
-            DefiniteCode::Usage,
-            format!(
-                "{flag} {} is not a valid mysql:// URL: {}",
-                redact_url(url),
-                kernel::redact::redact_text(&e.to_string())
-            ),
-        )
-    })
+    kernel::tls::mysql_opts(url)
+        .map(kernel::names::binary_names)
+        .map_err(|e| {
+            Error::definite(
+                DefiniteCode::Usage,
+                format!(
+                    "{flag} {} is not a valid mysql:// URL: {}",
+                    redact_url(url),
+                    kernel::redact::redact_text(&e.to_string())
+                ),
+            )
+        })
 }
 
 /// Connects to `url` (for messages: `what` is "source" or "target").

@@ -249,28 +249,19 @@ pub fn encoding_of(c: &ColumnDef) -> Result<Encoding, String> {
     })
 }
 
-/// Charsets whose text a snapshot read (utf8mb4 results) returns as the same bytes as
-/// the binlog: a key column of another charset would have two byte forms of one value.
-pub const KEY_CHARSETS: &[&str] = &["utf8mb4", "utf8mb3", "utf8", "ascii"];
-
-/// The encoding of a CHAR/VARCHAR key column, or why it cannot be one yet.
+/// The encoding of a CHAR/VARCHAR key column, or why it cannot be one yet. Any charset:
+/// every data-plane session reads and writes a string as its column's own bytes
+/// ([`crate::names`]), the bytes the binlog carries, so one key has one byte form (before
+/// issue 15 a snapshot read returned utf8mb4 text and only utf8mb4/utf8mb3/ascii keys were
+/// accepted).
 fn chars(c: &ColumnDef) -> Result<Encoding, String> {
-    let charset = c
-        .charset
-        .clone()
+    c.charset
+        .as_ref()
         .ok_or("a character column without a charset")?;
     let collation = c
         .collation
         .clone()
         .ok_or("a character column without a collation")?;
-    if !KEY_CHARSETS.contains(&charset.as_str()) {
-        return Err(format!(
-            "a {charset} key column is not supported yet (a snapshot read returns its text \
-             re-encoded as utf8mb4, the binlog as {charset} bytes, so one key would have two \
-             byte forms); fix: convert the key column to utf8mb4 (ALTER TABLE ... MODIFY \
-             ... CHARACTER SET utf8mb4)"
-        ));
-    }
     let no_pad = collation.contains("_nopad_") || collation.contains("_0900_");
     if c.kind == ColumnKind::Char && no_pad {
         return Err(format!(

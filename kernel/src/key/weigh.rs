@@ -25,8 +25,11 @@
 //! - a NULL weight (larger than max_allowed_packet) is an error.
 //!
 //! The value's bytes must be the column's own: the binlog gives them so, and a SELECT
-//! does only under `character_set_results = NULL` (with the default utf8mb4 results a
-//! latin1 'á' arrives as UTF-8 and would be weighed as two latin1 characters). Under a
+//! does under `SET NAMES binary` ([`crate::names`], every data-plane session; with the
+//! default utf8mb4 results a latin1 'á' arrives as UTF-8 and would be weighed as two
+//! latin1 characters). The pad probes and pad characters name their charset
+//! (`_utf8mb4' '`): under a binary session a bare `' '` is one byte, which ucs2 would read
+//! as `0020` only by its padding rule and `'a '` as the one character U+6120. Under a
 //! NO PAD collation a CHAR column's index order (the key order used here) is not what `<`
 //! says of its values: `'' < '\0'`, yet the index, which holds them padded, puts '\0'
 //! first.
@@ -143,7 +146,8 @@ async fn pad_space(conn: &mut Conn, keyer: &Keyer, col: &Column) -> crate::Resul
     }
     let (cs, co) = (&col.charset, &col.collation);
     let sql = format!(
-        "SELECT CONVERT('a' USING {cs}) COLLATE {co} = CONVERT('a ' USING {cs}) COLLATE {co}"
+        "SELECT CONVERT(_utf8mb4'a' USING {cs}) COLLATE {co} = \
+         CONVERT(_utf8mb4'a ' USING {cs}) COLLATE {co}"
     );
     let r: Option<i64> = conn
         .query_first(sql)
@@ -163,10 +167,10 @@ fn exprs(c: &str, len: u64, fixed: bool, pad: bool) -> String {
     if pad {
         format!(
             "WEIGHT_STRING({c} AS CHAR({len})), \
-             LENGTH(WEIGHT_STRING(TRIM(TRAILING ' ' FROM {c}))) <= LENGTH(WEIGHT_STRING({c} AS CHAR({len})))"
+             LENGTH(WEIGHT_STRING(TRIM(TRAILING _utf8mb4' ' FROM {c}))) <= LENGTH(WEIGHT_STRING({c} AS CHAR({len})))"
         )
     } else if fixed {
-        format!("WEIGHT_STRING(RPAD({c}, {len}, ' ')), CHAR_LENGTH({c}) <= {len}")
+        format!("WEIGHT_STRING(RPAD({c}, {len}, _utf8mb4' ')), CHAR_LENGTH({c}) <= {len}")
     } else {
         format!("WEIGHT_STRING({c}), 1")
     }

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod charset_apply;
 mod keyed_apply;
 mod literal_apply;
 mod parts_apply;

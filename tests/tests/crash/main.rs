@@ -1,6 +1,7 @@
 //! Processes that die: `backfill serve` (or the finish child) exiting at fault points or
 //! SIGKILLed, lost commit answers, killed statements; every run converges afterwards.
 mod cancel_crash;
+mod charsets_crash;
 mod finish;
 mod keys_crash;
 mod lost_commit;
