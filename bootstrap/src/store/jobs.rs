@@ -608,3 +608,28 @@ pub fn stream_name(source_identity: &str) -> String {
     let d = kernel::ids::Digest::of(source_identity.as_bytes());
     format!("src-{}", &d.to_hex()[..24])
 }
+
+/// `jobs.page_text` of a job whose pages hold each column's stored bytes (migration 0073).
+pub const PAGE_TEXT_STORED: &str = "stored";
+
+/// How the job's sealed pages hold text: [`PAGE_TEXT_STORED`], or `utf8mb4` for a job
+/// installed by a build that read strings re-encoded as utf8mb4.
+pub async fn page_text(pool: &MySqlPool, job: JobId) -> Result<String> {
+    let v: Option<(String,)> = sqlx::query_as("SELECT page_text FROM jobs WHERE job_id = ?")
+        .bind(job.0)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| from_sqlx("reading how a job's pages hold text", &e))?;
+    v.map(|(t,)| t).ok_or_else(|| unknown_job(job))
+}
+
+/// Records that every page the job will seal holds stored bytes (it has sealed none yet).
+pub async fn mark_page_text_stored(pool: &MySqlPool, job: JobId) -> Result<()> {
+    sqlx::query("UPDATE jobs SET page_text = ? WHERE job_id = ?")
+        .bind(PAGE_TEXT_STORED)
+        .bind(job.0)
+        .execute(pool)
+        .await
+        .map_err(|e| from_sqlx("recording how a job's pages hold text", &e))?;
+    Ok(())
+}

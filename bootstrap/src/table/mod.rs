@@ -16,6 +16,7 @@ pub mod ctx;
 pub mod faults;
 pub mod fence;
 pub mod hooks;
+pub mod legacy;
 pub mod markers;
 pub mod pause;
 pub mod replay;
@@ -67,6 +68,11 @@ pub fn next(record: &JournalRecord, cancel_recorded: bool) -> Step {
 /// a phase beyond the windows).
 pub async fn run(ctx: &JobCtx) -> Result<Reached> {
     let mut head = ensure_journal(ctx).await?;
+    if head.record.paused.is_none() {
+        if let Some(d) = legacy::check(ctx, head.record.phase).await? {
+            return Ok(Reached::Paused(pause::pause(ctx, &head, d).await?));
+        }
+    }
     loop {
         head = match next(&head.record, false) {
             Step::Paused(d) => return Ok(Reached::Paused(d)),

@@ -9,6 +9,7 @@ mod cancel_streams;
 mod hang;
 mod keys_e2e;
 mod keys_upgrade;
+mod legacy_pages;
 mod many_tables;
 mod parts_permits;
 mod pause;
