@@ -393,6 +393,7 @@ mod tests {
             charset: None,
             collation: None,
             extra: String::new(),
+            generation: None,
         }
     }
 
