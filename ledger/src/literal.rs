@@ -11,7 +11,9 @@
 //!   `\` and NUL are escaped only when the session does NOT run with
 //!   `NO_BACKSLASH_ESCAPES`, and a value holding either is refused when the session's mode
 //!   is unknown. Bytes that are not UTF-8 become a hex literal only for binary columns
-//!   (stored as-is, like a bound value); for other columns they are refused.
+//!   (stored as-is, like a bound value); for other columns they are refused. The bytes of
+//!   UUID, INET4, INET6 and spatial columns are always a hex literal: their value is the
+//!   binary form, and a quoted text-charset string would be parsed as text.
 //!
 //! Nothing here builds SQL from anything but the sealed schema's quoted identifiers and
 //! these literals, so no value can change a statement's shape.
@@ -46,7 +48,16 @@ pub(crate) fn is_binary(kind: ColumnKind) -> bool {
             | ColumnKind::MediumBlob
             | ColumnKind::LongBlob
             | ColumnKind::Bit
+            | ColumnKind::Geometry
+            | ColumnKind::Uuid
+            | ColumnKind::Inet4
+            | ColumnKind::Inet6
     )
+}
+
+/// True for columns whose bytes are always written as a hex literal (a binary string).
+fn always_hex(kind: ColumnKind) -> bool {
+    kind.is_binary_form() || kind == ColumnKind::Geometry
 }
 
 /// True when some value of `rows` holds a byte whose escaping depends on the sql_mode.
@@ -90,7 +101,8 @@ impl Literals {
     }
 
     fn bytes(&self, out: &mut String, b: &[u8], kind: ColumnKind) -> bool {
-        let Ok(s) = std::str::from_utf8(b) else {
+        let text = std::str::from_utf8(b).ok().filter(|_| !always_hex(kind));
+        let Some(s) = text else {
             if !is_binary(kind) {
                 return false;
             }
@@ -177,6 +189,10 @@ mod tests {
             lit(SqlValue::Date(2024, 2, 29, 0, 0, 0, 0), K::Date, Unknown).unwrap(),
             "'2024-02-29'"
         );
+        // INET4 65.66.67.68 is the valid UTF-8 "ABCD", which as a quoted string INET4
+        // would parse as text: binary forms are hex whatever their bytes.
+        assert_eq!(lit(b(b"ABCD"), K::Inet4, Unknown).unwrap(), "X'41424344'");
+        assert_eq!(lit(b(b"\0\0"), K::Geometry, Unknown).unwrap(), "X'0000'");
         assert!(needs_mode([b(b"x\\")].iter()));
         assert!(!needs_mode([b(b"x'")].iter()));
     }
