@@ -20,6 +20,7 @@ mod rate;
 mod replay_bench;
 mod replay_permits;
 mod stream_permits;
+mod types_tz;
 mod window;
 mod window_faults;
 mod window_release;
