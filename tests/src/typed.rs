@@ -3,7 +3,8 @@
 //! INVISIBLE column, JSON, negative and > 24 h TIME, zero dates and zero-in-date values,
 //! BIT(1), BIT(13), BIT(64), ENUM members with commas and quotes, SET members with
 //! quotes, DECIMAL(65,30), FLOAT and DOUBLE boundaries, YEAR 0000, TIMESTAMP(6) and
-//! DATETIME(6). Rows take one of [`VARIANTS`] value sets (boundary values; one all NULL),
+//! DATETIME(6), and Sakila's `address.location` (a NOT NULL POINT under a SPATIAL KEY).
+//! Rows take one of [`VARIANTS`] value sets (boundary values; one all NULL),
 //! and a [`writer`] inserts, deletes and rewrites every column of rows to another variant,
 //! and bumps `n` (which the generated columns read).
 use crate::case::Case;
@@ -34,13 +35,15 @@ pub const DDL: &str = "CREATE TABLE t (
     s SET('p', 'q''r', 's\"t') NULL,
     de DECIMAL(65,30) NULL,
     f FLOAT NULL, db DOUBLE NULL,
-    y YEAR NULL
+    y YEAR NULL,
+    loc POINT NOT NULL,
+    SPATIAL KEY idx_location (loc)
 ) ENGINE=InnoDB";
 
 /// The columns the writer names, after `id, n` (every non-generated one).
 pub const COLUMNS: &[&str] = &[
     "g", "pt", "ls", "pg", "mpt", "mls", "mpg", "gc", "u", "i4", "i6", "hid", "j", "tm", "d", "dt",
-    "ts", "b1", "b13", "b64", "e", "s", "de", "f", "db", "y",
+    "ts", "b1", "b13", "b64", "e", "s", "de", "f", "db", "y", "loc",
 ];
 
 fn geo(wkt: &str, srid: u32) -> String {
@@ -65,9 +68,11 @@ pub fn variants() -> Vec<Vec<String>> {
             geo("GEOMETRYCOLLECTION(POINT(1 1),LINESTRING(0 0,1 1))", srid),
         ]
     };
+    // `loc` as Sakila's address.location: a NOT NULL POINT under a SPATIAL KEY.
     let row = |g: Vec<String>, rest: &[&str]| {
         let mut v = g;
         v.extend(s(rest));
+        v.push(geo(&format!("POINT({} 0.5)", v.len()), 0));
         v
     };
     vec![
@@ -144,7 +149,11 @@ pub fn variants() -> Vec<Vec<String>> {
             ],
         ),
         // NULL in every nullable column.
-        vec!["NULL".to_string(); COLUMNS.len()],
+        {
+            let mut v = vec!["NULL".to_string(); COLUMNS.len() - 1];
+            v.push(geo("POINT(-122.4194 37.7749)", 0));
+            v
+        },
         // A version-4 UUID, > 24 h TIME, a DOUBLE one bit above 1.
         row(
             geos(4326, 5),
@@ -278,5 +287,15 @@ impl Writing {
     pub async fn stop(self) -> u64 {
         self.stop.store(true, Ordering::SeqCst);
         self.task.await.expect("the typed writer panicked")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_variant_has_a_value_per_column() {
+        for (k, v) in super::variants().iter().enumerate() {
+            assert_eq!(v.len(), super::COLUMNS.len(), "variant {k}");
+        }
     }
 }
