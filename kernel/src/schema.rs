@@ -46,6 +46,18 @@ pub enum ColumnKind {
     Set,
     /// MariaDB JSON (LONGTEXT with a JSON check) or MySQL JSON.
     Json,
+    /// GEOMETRY and its subtypes (POINT .. GEOMETRYCOLLECTION): the server's internal
+    /// form, a 4-byte little-endian SRID then the WKB, the same bytes in a SELECT, in the
+    /// binlog and in an INSERT (notes/mariadb.md).
+    Geometry,
+    /// MariaDB UUID: read as `CAST(c AS BINARY)` (16 bytes, text order, the binlog's
+    /// form too) and written as `CAST(x AS BINARY)`; a text-charset string would be
+    /// parsed as text.
+    Uuid,
+    /// MariaDB INET4: 4 bytes, read and written as binary like [`ColumnKind::Uuid`].
+    Inet4,
+    /// MariaDB INET6: 16 bytes, read and written as binary like [`ColumnKind::Uuid`].
+    Inet6,
 }
 
 /// Every `information_schema.COLUMNS.DATA_TYPE` accepted, with its kind. The README's
@@ -80,11 +92,21 @@ pub const SUPPORTED_TYPES: &[(&str, ColumnKind)] = &[
     ("enum", ColumnKind::Enum),
     ("set", ColumnKind::Set),
     ("json", ColumnKind::Json),
+    ("geometry", ColumnKind::Geometry),
+    ("point", ColumnKind::Geometry),
+    ("linestring", ColumnKind::Geometry),
+    ("polygon", ColumnKind::Geometry),
+    ("multipoint", ColumnKind::Geometry),
+    ("multilinestring", ColumnKind::Geometry),
+    ("multipolygon", ColumnKind::Geometry),
+    ("geometrycollection", ColumnKind::Geometry),
+    ("uuid", ColumnKind::Uuid),
+    ("inet4", ColumnKind::Inet4),
+    ("inet6", ColumnKind::Inet6),
 ];
 
 impl ColumnKind {
-    /// The kind of a DATA_TYPE, or None when it is not supported (spatial types,
-    /// MariaDB `uuid`/`inet6` user types are refused until tested).
+    /// The kind of a DATA_TYPE, or None when it is not supported.
     pub fn classify(data_type: &str) -> Option<ColumnKind> {
         let dt = data_type.to_ascii_lowercase();
         SUPPORTED_TYPES
@@ -104,6 +126,36 @@ impl ColumnKind {
                 | ColumnKind::BigInt
         )
     }
+
+    /// True for the MariaDB types whose value is read and written as its binary form
+    /// (`CAST(.. AS BINARY)`): a text-charset string given to them is parsed as text
+    /// (measured: `_utf8mb4'ABCD'` into INET4 fails 1292, `CAST(.. AS BINARY)` stores
+    /// 65.66.67.68).
+    pub fn is_binary_form(self) -> bool {
+        matches!(
+            self,
+            ColumnKind::Uuid | ColumnKind::Inet4 | ColumnKind::Inet6
+        )
+    }
+
+    /// The byte length of a fixed binary form (UUID, INET4, INET6), whose trailing 0x00
+    /// the binlog drops.
+    pub fn binary_form_len(self) -> Option<usize> {
+        match self {
+            ColumnKind::Uuid | ColumnKind::Inet6 => Some(16),
+            ColumnKind::Inet4 => Some(4),
+            _ => None,
+        }
+    }
+}
+
+/// A generated column: the target computes it, so it is never written (DESIGN §15).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generated {
+    /// STORED (true) or VIRTUAL (false).
+    pub stored: bool,
+    /// GENERATION_EXPRESSION as the server prints it; the target's must be the same.
+    pub expression: String,
 }
 
 /// One column of the sealed definition.
@@ -122,9 +174,79 @@ pub struct ColumnDef {
     pub datetime_precision: Option<u64>,
     pub charset: Option<String>,
     pub collation: Option<String>,
+    /// Set for a VIRTUAL or STORED generated column (SCHM v3).
+    pub generated: Option<Generated>,
+}
+
+/// A column as SCHM v1 and v2 stored it (before generated columns). Also the form the
+/// fingerprint of a table without generated columns is computed over, so every table
+/// sealed before SCHM v3 keeps its fingerprint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDefV2 {
+    pub name: String,
+    pub kind: ColumnKind,
+    pub column_type: String,
+    pub unsigned: bool,
+    pub nullable: bool,
+    pub char_len: Option<u64>,
+    pub numeric_precision: Option<u64>,
+    pub numeric_scale: Option<u64>,
+    pub datetime_precision: Option<u64>,
+    pub charset: Option<String>,
+    pub collation: Option<String>,
+}
+
+impl From<ColumnDefV2> for ColumnDef {
+    fn from(c: ColumnDefV2) -> ColumnDef {
+        ColumnDef {
+            name: c.name,
+            kind: c.kind,
+            column_type: c.column_type,
+            unsigned: c.unsigned,
+            nullable: c.nullable,
+            char_len: c.char_len,
+            numeric_precision: c.numeric_precision,
+            numeric_scale: c.numeric_scale,
+            datetime_precision: c.datetime_precision,
+            charset: c.charset,
+            collation: c.collation,
+            generated: None,
+        }
+    }
 }
 
 impl ColumnDef {
+    /// The v2 form of a column that is not generated (None for a generated one).
+    pub fn to_v2(&self) -> Option<ColumnDefV2> {
+        if self.generated.is_some() {
+            return None;
+        }
+        Some(ColumnDefV2 {
+            name: self.name.clone(),
+            kind: self.kind,
+            column_type: self.column_type.clone(),
+            unsigned: self.unsigned,
+            nullable: self.nullable,
+            char_len: self.char_len,
+            numeric_precision: self.numeric_precision,
+            numeric_scale: self.numeric_scale,
+            datetime_precision: self.datetime_precision,
+            charset: self.charset.clone(),
+            collation: self.collation.clone(),
+        })
+    }
+
+    /// The expression a read selects for this column: the column, or `CAST(c AS BINARY)`
+    /// for the binary-form types ([`ColumnKind::is_binary_form`]), whose plain SELECT
+    /// is their text (`1.2.3.4`) while the binlog carries the binary form.
+    pub fn select_expr(&self) -> String {
+        let q = quote_ident(&self.name);
+        if self.kind.is_binary_form() {
+            format!("CAST({q} AS BINARY)")
+        } else {
+            q
+        }
+    }
     /// A NOT NULL column of `kind` with no lengths, charset or collation (tests, benches
     /// and examples build definitions this way; install reads them from the server).
     pub fn plain(name: &str, kind: ColumnKind, column_type: &str) -> ColumnDef {
@@ -140,14 +262,16 @@ impl ColumnDef {
             datetime_precision: None,
             charset: None,
             collation: None,
+            generated: None,
         }
     }
 
-    /// Declared length of a fixed-length binary column, for padding binlog values back.
+    /// Declared length of a fixed-length binary column (BINARY(n), UUID, INET4, INET6),
+    /// for padding binlog values back.
     pub fn fixed_binary_len(&self) -> Option<usize> {
         match self.kind {
             ColumnKind::Binary => self.char_len.and_then(|n| usize::try_from(n).ok()),
-            _ => None,
+            k => k.binary_form_len(),
         }
     }
 }
@@ -172,12 +296,21 @@ pub const PRIMARY: &str = "PRIMARY";
 /// primary-key column) is kept so every fingerprint sealed before composite keys stays.
 #[derive(Serialize)]
 struct PhysicalV1<'a> {
-    columns: &'a [ColumnDef],
+    columns: &'a [ColumnDefV2],
     pk: usize,
 }
 
 #[derive(Serialize)]
 struct PhysicalV2<'a> {
+    columns: &'a [ColumnDefV2],
+    key: &'a [usize],
+    primary: bool,
+}
+
+/// The physical definition of a table with a generated column (its own tag, so it never
+/// collides with a v1/v2 one).
+#[derive(Serialize)]
+struct PhysicalV3<'a> {
     columns: &'a [ColumnDef],
     key: &'a [usize],
     primary: bool,
@@ -189,7 +322,7 @@ struct PhysicalV2<'a> {
 pub struct SealedSchemaV1 {
     pub database: String,
     pub table: String,
-    pub columns: Vec<ColumnDef>,
+    pub columns: Vec<ColumnDefV2>,
     pub pk: usize,
 }
 
@@ -198,16 +331,39 @@ impl From<SealedSchemaV1> for SealedSchema {
         SealedSchema {
             database: v1.database,
             table: v1.table,
-            columns: v1.columns,
+            columns: v1.columns.into_iter().map(ColumnDef::from).collect(),
             key: vec![v1.pk],
             key_name: PRIMARY.into(),
         }
     }
 }
 
+/// SCHM version 2: composite keys, columns without a generated part.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SealedSchemaV2 {
+    pub database: String,
+    pub table: String,
+    pub columns: Vec<ColumnDefV2>,
+    pub key: Vec<usize>,
+    pub key_name: String,
+}
+
+impl From<SealedSchemaV2> for SealedSchema {
+    fn from(v2: SealedSchemaV2) -> SealedSchema {
+        SealedSchema {
+            database: v2.database,
+            table: v2.table,
+            columns: v2.columns.into_iter().map(ColumnDef::from).collect(),
+            key: v2.key,
+            key_name: v2.key_name,
+        }
+    }
+}
+
+/// Version 3 adds [`ColumnDef::generated`].
 impl Versioned for SealedSchema {
     const KIND: [u8; 4] = *b"SCHM";
-    const VERSION: u16 = 2;
+    const VERSION: u16 = 3;
 }
 
 impl SealedSchema {
@@ -218,7 +374,20 @@ impl SealedSchema {
             let v1: SealedSchemaV1 = crate::codec::decode_body(&Self::KIND, 1, body)?;
             return Ok(v1.into());
         }
+        if version == 2 {
+            let v2: SealedSchemaV2 = crate::codec::decode_body(&Self::KIND, 2, body)?;
+            return Ok(v2.into());
+        }
         crate::codec::decode_body(&Self::KIND, version, body)
+    }
+
+    /// Indexes of the columns a write names (INSERT, upsert): every column but the
+    /// generated ones, which the target computes (DESIGN §15). The one place this is
+    /// decided; rows still hold every column (read, logged and compared).
+    pub fn written_columns(&self) -> Vec<usize> {
+        (0..self.columns.len())
+            .filter(|&i| self.columns[i].generated.is_none())
+            .collect()
     }
 
     /// True for a key that is the table's PRIMARY KEY.
@@ -228,19 +397,34 @@ impl SealedSchema {
 
     /// blake3 of the canonical physical definition (version-tagged). A single-column
     /// primary key keeps the v1 formula, so tables sealed before composite keys keep
-    /// their fingerprint.
+    /// their fingerprint; a table without generated columns keeps the v1/v2 column form,
+    /// so tables sealed before generated columns keep theirs.
     pub fn fingerprint(&self) -> Digest {
+        let Some(v2) = self
+            .columns
+            .iter()
+            .map(ColumnDef::to_v2)
+            .collect::<Option<Vec<_>>>()
+        else {
+            let mut bytes = b"backfill-schema-v3".to_vec();
+            bytes.extend(crate::codec::to_canonical(&PhysicalV3 {
+                columns: &self.columns,
+                key: &self.key,
+                primary: self.key_is_primary(),
+            }));
+            return Digest::of(&bytes);
+        };
         if let ([pk], true) = (self.key.as_slice(), self.key_is_primary()) {
             let mut bytes = b"backfill-schema-v1".to_vec();
             bytes.extend(crate::codec::to_canonical(&PhysicalV1 {
-                columns: &self.columns,
+                columns: &v2,
                 pk: *pk,
             }));
             return Digest::of(&bytes);
         }
         let mut bytes = b"backfill-schema-v2".to_vec();
         bytes.extend(crate::codec::to_canonical(&PhysicalV2 {
-            columns: &self.columns,
+            columns: &v2,
             key: &self.key,
             primary: self.key_is_primary(),
         }));
@@ -313,8 +497,16 @@ impl SealedSchema {
 
 fn describe(c: &ColumnDef) -> String {
     format!(
-        "{}{}{}",
+        "{}{}{}{}",
         c.column_type,
+        c.generated
+            .as_ref()
+            .map(|g| format!(
+                " AS ({}) {}",
+                g.expression,
+                if g.stored { "STORED" } else { "VIRTUAL" }
+            ))
+            .unwrap_or_default(),
         if c.nullable { " NULL" } else { " NOT NULL" },
         c.collation
             .as_deref()
@@ -356,8 +548,9 @@ mod tests {
             ColumnKind::classify("timestamp"),
             Some(ColumnKind::Timestamp)
         );
-        assert_eq!(ColumnKind::classify("geometry"), None);
-        assert_eq!(ColumnKind::classify("point"), None);
+        assert_eq!(ColumnKind::classify("POINT"), Some(ColumnKind::Geometry));
+        assert_eq!(ColumnKind::classify("inet6"), Some(ColumnKind::Inet6));
+        assert_eq!(ColumnKind::classify("vector"), None);
         assert!(ColumnKind::Int.is_integer());
         assert!(!ColumnKind::Decimal.is_integer());
     }
@@ -404,7 +597,7 @@ mod golden {
         SealedSchemaV1 {
             database: "d".into(),
             table: "t".into(),
-            columns: vec![ColumnDef {
+            columns: vec![ColumnDefV2 {
                 name: "id".into(),
                 kind: ColumnKind::BigInt,
                 column_type: "bigint".into(),
@@ -433,8 +626,96 @@ mod golden {
             s.fingerprint().to_hex(),
             "5d24ef08717d85d04ada7e820552912dc99f10d2da3950ba724e81cca8a9bfeb"
         );
-        let v2 = crate::codec::encode(&s);
-        assert_eq!(&v2[4..6], &[2, 0]);
-        assert_eq!(SealedSchema::decode(&v2).unwrap(), s);
+        let v3 = crate::codec::encode(&s);
+        assert_eq!(&v3[4..6], &[3, 0]);
+        assert_eq!(SealedSchema::decode(&v3).unwrap(), s);
+    }
+
+    /// A composite key over (INT, VARCHAR): SCHM v2 as tables installed before generated
+    /// columns stored it, and its fingerprint (computed by the code before SCHM v3).
+    const V2: &str = "5343484d0200016401740201610303696e74000000000000000001620f0b76617263686172\
+                      283130290000010a0000000107757466386d6234010b757466386d62345f62696e0200\
+                      01075052494d415259";
+    const V2_FINGERPRINT: &str = "6803c7286199c3b9c8eae2116db69be08bc28dc438b72368393dd2de3f9493e5";
+
+    fn v2_schema() -> SealedSchemaV2 {
+        let mut b = ColumnDef::plain("b", ColumnKind::Varchar, "varchar(10)");
+        b.char_len = Some(10);
+        b.charset = Some("utf8mb4".into());
+        b.collation = Some("utf8mb4_bin".into());
+        let a = ColumnDef::plain("a", ColumnKind::Int, "int");
+        SealedSchemaV2 {
+            database: "d".into(),
+            table: "t".into(),
+            columns: vec![a.to_v2().unwrap(), b.to_v2().unwrap()],
+            key: vec![0, 1],
+            key_name: PRIMARY.into(),
+        }
+    }
+
+    #[test]
+    fn v2_bytes_still_decode_and_keep_their_fingerprint() {
+        let bytes = crate::codec::encode_version(*b"SCHM", 2, &v2_schema());
+        if std::env::var("BLESS").is_ok() {
+            let s = SealedSchema::decode(&bytes).unwrap();
+            eprintln!(
+                "V2 = {}\nfp = {}",
+                hex::encode(&bytes),
+                s.fingerprint().to_hex()
+            );
+        }
+        assert_eq!(hex::encode(&bytes), V2, "the v2 encoding is pinned");
+        let s = SealedSchema::decode(&bytes).unwrap();
+        assert_eq!(s.key, vec![0, 1]);
+        assert!(s.columns.iter().all(|c| c.generated.is_none()));
+        assert_eq!(s.fingerprint().to_hex(), V2_FINGERPRINT);
+    }
+
+    /// SCHM v3 with a STORED and a VIRTUAL generated column: pinned bytes, its own
+    /// fingerprint formula, and the written columns leave both out.
+    const V3: &str = "5343484d0300016401740401610303696e7400000000000000000001620f0b76617263686172\
+                      283130290000010a0000000107757466386d6234010b757466386d62345f62696e0001\
+                      730303696e740001000000000000010107606160202a203201760303696e7400010000\
+                      00000000010007606160202a2032020001075052494d415259";
+    const V3_FINGERPRINT: &str = "66091888dab68b0f63a3c6444bdf96eb205e928d6dc479580b9b2023c5cf77bb";
+
+    fn v3_schema() -> SealedSchema {
+        let mut s: SealedSchema = v2_schema().into();
+        for (name, stored) in [("s", true), ("v", false)] {
+            let mut g = ColumnDef::plain(name, ColumnKind::Int, "int");
+            g.nullable = true;
+            g.generated = Some(Generated {
+                stored,
+                expression: "`a` * 2".into(),
+            });
+            s.columns.push(g);
+        }
+        s
+    }
+
+    #[test]
+    fn v3_bytes_are_pinned_and_generated_columns_are_not_written() {
+        let s = v3_schema();
+        let bytes = crate::codec::encode(&s);
+        if std::env::var("BLESS").is_ok() {
+            eprintln!(
+                "V3 = {}\nfp = {}",
+                hex::encode(&bytes),
+                s.fingerprint().to_hex()
+            );
+        }
+        assert_eq!(hex::encode(&bytes), V3, "the v3 encoding is pinned");
+        assert_eq!(SealedSchema::decode(&bytes).unwrap(), s);
+        assert_eq!(s.fingerprint().to_hex(), V3_FINGERPRINT);
+        assert_eq!(s.written_columns(), vec![0, 1]);
+        let mut virt = s.clone();
+        virt.columns[3].generated.as_mut().unwrap().stored = true;
+        assert_ne!(
+            virt.fingerprint(),
+            s.fingerprint(),
+            "VIRTUAL vs STORED differ"
+        );
+        let plain: SealedSchema = v2_schema().into();
+        assert_eq!(plain.written_columns(), vec![0, 1]);
     }
 }

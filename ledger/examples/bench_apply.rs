@@ -38,6 +38,7 @@ fn col(name: &str, kind: ColumnKind) -> ColumnDef {
         datetime_precision: None,
         charset: None,
         collation: None,
+        generated: None,
     }
 }
 

@@ -34,6 +34,7 @@ fn col(name: &str, kind: ColumnKind) -> ColumnDef {
         datetime_precision: None,
         charset: None,
         collation: None,
+        generated: None,
     }
 }
 

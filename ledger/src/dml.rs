@@ -11,7 +11,7 @@
 use crate::literal::{needs_mode, Backslash, Literals};
 use crate::util::{my, my_is_dup};
 use kernel::error::DefiniteCode;
-use kernel::schema::{quote_ident, SealedSchema};
+use kernel::schema::{quote_ident, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
@@ -62,7 +62,12 @@ pub(crate) struct Dml {
     /// in a key predicate (see [`Dml::delete_sql`]).
     key_unsigned: Vec<bool>,
     key_len: usize,
+    /// The columns written, in row order ([`SealedSchema::written_columns`]); None when
+    /// that is every column.
+    written: Option<Vec<usize>>,
     ncols: usize,
+    kinds: Vec<ColumnKind>,
+    key_kinds: Vec<ColumnKind>,
     limits: Limits,
     /// The session's backslash mode once asked (0 unknown, 1 escape, 2 literal).
     mode: AtomicU8,
@@ -70,26 +75,37 @@ pub(crate) struct Dml {
 
 impl Dml {
     pub(crate) fn new(schema: &SealedSchema, limits: Limits) -> Dml {
-        let q: Vec<String> = schema
-            .columns
+        let written = schema.written_columns();
+        let q: Vec<String> = written
             .iter()
-            .map(|c| quote_ident(&c.name))
+            .map(|&i| quote_ident(&schema.columns[i].name))
             .collect();
-        let key_cols: Vec<String> = schema.key.iter().map(|&i| q[i].clone()).collect();
-        // Every column, key columns included: an upsert whose key the server calls equal
-        // but whose bytes differ ('a' -> 'A' under a _ci collation) must write the new
-        // bytes (DESIGN §14). Non-key columns first, as before composite keys.
-        let update: Vec<String> = q
+        let key_cols: Vec<String> = schema
+            .key
             .iter()
-            .enumerate()
-            .filter(|(i, _)| !schema.key.contains(i))
-            .chain(q.iter().enumerate().filter(|(i, _)| schema.key.contains(i)))
-            .map(|(_, c)| format!("{c} = VALUES({c})"))
+            .map(|&i| quote_ident(&schema.columns[i].name))
+            .collect();
+        // Every written column, key columns included: an upsert whose key the server
+        // calls equal but whose bytes differ ('a' -> 'A' under a _ci collation) must write
+        // the new bytes (DESIGN §14). Non-key columns first, as before composite keys.
+        let is_key = |j: &usize| schema.key.contains(&written[*j]);
+        let update: Vec<String> = (0..q.len())
+            .filter(|j| !is_key(j))
+            .chain((0..q.len()).filter(is_key))
+            .map(|j| format!("{c} = VALUES({c})", c = q[j]))
+            .collect();
+        // A binary form (UUID, INET4, INET6) is bound as a binary string.
+        let marks: Vec<&str> = written
+            .iter()
+            .map(|&i| match schema.columns[i].kind.is_binary_form() {
+                true => "CAST(? AS BINARY)",
+                false => "?",
+            })
             .collect();
         Dml {
             table: schema.qualified(),
             cols: q.join(", "),
-            row_marks: format!("({})", vec!["?"; q.len()].join(", ")),
+            row_marks: format!("({})", marks.join(", ")),
             update: update.join(", "),
             key: match key_cols.as_slice() {
                 [one] => one.clone(),
@@ -103,6 +119,9 @@ impl Dml {
                 .map(|&i| schema.columns[i].kind.is_integer() && schema.columns[i].unsigned)
                 .collect(),
             ncols: q.len(),
+            kinds: written.iter().map(|&i| schema.columns[i].kind).collect(),
+            written: (written.len() < schema.columns.len()).then_some(written),
+            key_kinds: schema.key.iter().map(|&i| schema.columns[i].kind).collect(),
             limits,
             mode: AtomicU8::new(0),
         }
@@ -160,11 +179,11 @@ impl Dml {
                 s.push(',');
             }
             s.push('(');
-            for (i, v) in r.iter().enumerate() {
+            for (i, (v, k)) in r.iter().zip(&self.kinds).enumerate() {
                 if i > 0 {
                     s.push(',');
                 }
-                if !lit.push(&mut s, v) {
+                if !lit.push(&mut s, v, *k) {
                     return None;
                 }
             }
@@ -234,10 +253,10 @@ impl Dml {
     /// The literal of key column `j`'s value, `CAST(.. AS UNSIGNED)` for an unsigned one.
     fn push_key_value(&self, s: &mut String, j: usize, v: &SqlValue, lit: &Literals) -> bool {
         if !self.key_unsigned[j] {
-            return lit.push(s, v);
+            return lit.push(s, v, self.key_kinds[j]);
         }
         s.push_str("CAST(");
-        let ok = lit.push(s, v);
+        let ok = lit.push(s, v, self.key_kinds[j]);
         s.push_str(" AS UNSIGNED)");
         ok
     }
@@ -315,6 +334,20 @@ impl Dml {
         )
     }
 
+    /// The values of the written columns of each row (generated ones left out).
+    fn written_values(&self, rows: Vec<Row>) -> Vec<Row> {
+        let Some(w) = &self.written else {
+            return rows;
+        };
+        rows.into_iter()
+            .map(|mut r| {
+                w.iter()
+                    .map(|&i| std::mem::replace(&mut r[i], SqlValue::Null))
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Rows per statement: within the placeholder limit, the row bound and the byte bound.
     fn rows_per_stmt(&self, approx_row_bytes: usize) -> usize {
         let by_params = 65_535 / self.ncols.max(1);
@@ -331,6 +364,7 @@ impl Dml {
         if rows.is_empty() {
             return Ok(());
         }
+        let rows = self.written_values(rows);
         if (upsert && self.limits.text_replay) || (!upsert && self.limits.text_pages) {
             let lit = self.literals(tx, rows.iter().flatten()).await?;
             if let Some(texts) = self.insert_texts(&rows, upsert, &lit) {
@@ -421,7 +455,7 @@ fn business_error(table: &str, e: mysql_async::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::{stmt_sizes, Dml, Limits};
+    use super::{stmt_sizes, Backslash, Dml, Limits, Literals, SqlValue};
     use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 
     fn table(key: Vec<usize>) -> SealedSchema {
@@ -468,6 +502,45 @@ mod tests {
         assert_eq!(
             d.delete_sql(1),
             "DELETE FROM `d`.`t` WHERE `a` = CAST(? AS UNSIGNED) AND `b` = ?"
+        );
+    }
+
+    /// Generated columns are never named in a write, and their values are left out of the
+    /// row; a binary form (INET6) is bound as a binary string.
+    #[test]
+    fn generated_columns_are_not_written_and_binary_forms_are_bound_binary() {
+        let mut t = table(vec![2]);
+        t.columns[0].generated = Some(kernel::schema::Generated {
+            stored: false,
+            expression: "`a` + 1".into(),
+        });
+        t.columns[1].kind = ColumnKind::Inet6;
+        let d = Dml::new(&t, Limits::default());
+        assert_eq!(
+            d.insert_sql(1, true),
+            "INSERT INTO `d`.`t` (`b`, `a`) VALUES (CAST(? AS BINARY), ?) \
+             ON DUPLICATE KEY UPDATE `b` = VALUES(`b`), `a` = VALUES(`a`)"
+        );
+        let row = vec![
+            SqlValue::Int(9),
+            SqlValue::Bytes(vec![0; 16]),
+            SqlValue::Int(3),
+        ];
+        let w = d.written_values(vec![row]);
+        assert_eq!(
+            w,
+            vec![vec![SqlValue::Bytes(vec![0; 16]), SqlValue::Int(3)]]
+        );
+        let lit = Literals {
+            backslash: Backslash::Unknown,
+        };
+        let texts = d.insert_texts(&w, false, &lit).unwrap();
+        assert_eq!(
+            texts,
+            vec![format!(
+                "INSERT INTO `d`.`t` (`b`, `a`) VALUES (X'{}',3)",
+                "00".repeat(16)
+            )]
         );
     }
 

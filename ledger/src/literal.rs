@@ -14,10 +14,13 @@
 //!   only when the session does NOT run with `NO_BACKSLASH_ESCAPES`, and a value holding
 //!   either is refused when the session's mode is unknown. Any other bytes (latin1 'é' is
 //!   `E9`, cp1251 'т' `F2`, ucs2 'é' `00E9` is UTF-8 but `D8 00` is not) become a hex
-//!   literal `X'..'`, for character and binary columns alike.
+//!   literal `X'..'`, for character and binary columns alike. The bytes of UUID, INET4,
+//!   INET6 and spatial columns are always a hex literal: their value is the binary form,
+//!   and a quoted string would be parsed as their text form.
 //!
 //! Nothing here builds SQL from anything but the sealed schema's quoted identifiers and
 //! these literals, so no value can change a statement's shape.
+use kernel::schema::ColumnKind;
 use kernel::value::SqlValue;
 use std::fmt::Write as _;
 
@@ -37,15 +40,20 @@ pub(crate) struct Literals {
     pub(crate) backslash: Backslash,
 }
 
+/// True for columns whose bytes are always written as a hex literal (a binary string).
+fn always_hex(kind: ColumnKind) -> bool {
+    kind.is_binary_form() || kind == ColumnKind::Geometry
+}
+
 /// True when some value of `rows` holds a byte whose escaping depends on the sql_mode.
 pub(crate) fn needs_mode<'a>(mut values: impl Iterator<Item = &'a SqlValue>) -> bool {
     values.any(|v| matches!(v, SqlValue::Bytes(b) if b.iter().any(|&c| c == b'\\' || c == 0)))
 }
 
 impl Literals {
-    /// Appends the literal of `v`; false (and `out` possibly partly written: the caller
-    /// discards it) when the value has no exact literal.
-    pub(crate) fn push(&self, out: &mut String, v: &SqlValue) -> bool {
+    /// Appends the literal of `v` for a column of `kind`; false (and `out` possibly partly
+    /// written: the caller discards it) when the value has no exact literal.
+    pub(crate) fn push(&self, out: &mut String, v: &SqlValue, kind: ColumnKind) -> bool {
         match v {
             SqlValue::Null => out.push_str("NULL"),
             SqlValue::Int(i) => {
@@ -72,6 +80,7 @@ impl Literals {
                 let sign = if *neg { "-" } else { "" };
                 let _ = write!(out, "'{sign}{hours:02}:{mi:02}:{s:02}.{us:06}'");
             }
+            SqlValue::Bytes(b) if always_hex(kind) => hex(out, b),
             SqlValue::Bytes(b) => return self.bytes(out, b),
         }
         true
@@ -117,8 +126,12 @@ mod tests {
     use super::*;
 
     fn lit(v: SqlValue, backslash: Backslash) -> Option<String> {
+        lit_of(v, ColumnKind::Varchar, backslash)
+    }
+
+    fn lit_of(v: SqlValue, kind: ColumnKind, backslash: Backslash) -> Option<String> {
         let mut s = String::new();
-        Literals { backslash }.push(&mut s, &v).then_some(s)
+        Literals { backslash }.push(&mut s, &v, kind).then_some(s)
     }
 
     fn b(s: &[u8]) -> SqlValue {
@@ -157,6 +170,11 @@ mod tests {
             lit(SqlValue::Date(2024, 2, 29, 0, 0, 0, 0), Unknown).unwrap(),
             "'2024-02-29'"
         );
+        // INET4 65.66.67.68 is the valid UTF-8 "ABCD", which as a quoted string INET4
+        // would parse as text: binary forms are hex whatever their bytes.
+        let k = |v, kind| lit_of(v, kind, Unknown).unwrap();
+        assert_eq!(k(b(b"ABCD"), ColumnKind::Inet4), "X'41424344'");
+        assert_eq!(k(b(b"\0\0"), ColumnKind::Geometry), "X'0000'");
         assert!(needs_mode([b(b"x\\")].iter()));
         assert!(!needs_mode([b(b"x'")].iter()));
     }

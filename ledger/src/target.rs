@@ -11,7 +11,8 @@
 //! Each apply transaction first reads the owner row under a shared lock and refuses a stale
 //! token; a new owner's [`claim`] needs the exclusive lock, so it waits for in-flight
 //! applies of the old owner and every later one of them is refused. Target sessions run
-//! with `time_zone = '+00:00'` ([`session_init`]), so TIMESTAMP values land exactly.
+//! with `time_zone = '+00:00'` ([`session_init`]), so TIMESTAMP values land exactly, and
+//! with [`TARGET_SQL_MODE`], so zero dates land as they are.
 use crate::util::{digest_col, my, my_is_dup};
 use kernel::codec::{self, DecodeError, Versioned};
 use kernel::error::DefiniteCode;
@@ -30,9 +31,19 @@ pub const CURSOR: &str = "_backfill_ledger_cursor";
 pub const ACTIVATION: &str = "_backfill_ledger_activation";
 pub const CURSOR_PARTS: &str = "_backfill_ledger_cursor_parts";
 
+/// The sql_mode of every target session: strict (a value the target would convert is
+/// refused, never stored changed), without NO_ZERO_DATE / NO_ZERO_IN_DATE (a source's
+/// '0000-00-00' and '2024-00-15' are values to copy; a target server whose global mode has
+/// them would refuse them), with NO_AUTO_VALUE_ON_ZERO (a 0 in an AUTO_INCREMENT column
+/// is the value 0, not "the next id"), and with backslash escapes.
+pub const TARGET_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION";
+
 /// Statements every target session runs on connect.
 pub fn session_init() -> Vec<String> {
-    vec!["SET time_zone = '+00:00'".into()]
+    vec![
+        "SET time_zone = '+00:00'".into(),
+        format!("SET SESSION sql_mode = '{TARGET_SQL_MODE}'"),
+    ]
 }
 
 /// Connection options for the target: `url` plus [`session_init`], and `SET NAMES binary`

@@ -85,7 +85,17 @@ impl Case {
         page_rows: u64,
     ) -> Case {
         let fill_rows = |s: &Server, db: &str| fill(s, db, rows);
-        let c = Case::install_on(source, prefix, DDL, fill_rows, window_rows, page_rows).await;
+        let target = harness::shared_target();
+        let c = Case::install_on(
+            source,
+            target,
+            prefix,
+            DDL,
+            fill_rows,
+            window_rows,
+            page_rows,
+        )
+        .await;
         // The audit counter is created after install (install refuses a target with triggers).
         add_audit_triggers(c.target, &c.tdb);
         c
@@ -122,13 +132,36 @@ impl Case {
                 s.sql_in(db, sql);
             }
         };
-        let source = harness::shared_source();
-        Case::install_on(source, prefix, ddl, fill, window_rows, page_rows).await
+        let (source, target) = (harness::shared_source(), harness::shared_target());
+        Case::install_on(source, target, prefix, ddl, fill, window_rows, page_rows).await
+    }
+
+    /// [`Case::of_table`] between given servers (private ones: other time zones, other
+    /// modes); the state store lives on `target`.
+    pub async fn of_table_between(
+        (source, target): (&'static Server, &'static Server),
+        prefix: &str,
+        ddl: &str,
+        fill: &[String],
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
+        let fill = |s: &Server, db: &str| {
+            for sql in fill {
+                s.sql_in(db, sql);
+            }
+        };
+        let c = Case::install_on(source, target, prefix, ddl, fill, window_rows, page_rows).await;
+        crate::bf::store::commands::start(&c.pool, c.job)
+            .await
+            .unwrap();
+        c
     }
 
     /// Fresh databases, `t` from `ddl` on both sides, `fill` on the source, install.
     async fn install_on(
         source: &'static Server,
+        target: &'static Server,
         prefix: &str,
         ddl: &str,
         fill: impl FnOnce(&Server, &str),
@@ -136,7 +169,6 @@ impl Case {
         page_rows: u64,
     ) -> Case {
         init_tracing();
-        let target = harness::shared_target();
         // A prefix `=name` names the source database itself (fixtures that carry it).
         let sdb = match prefix.strip_prefix('=') {
             Some(name) => {

@@ -3,7 +3,13 @@
 //! (`HEX(CAST(col AS BINARY))`: the stored bytes of strings, BINARY(n) with its trailing
 //! 0x00, the text of numbers, DECIMALs, dates with every fractional digit, ENUM/SET labels;
 //! plain `HEX()` of a DECIMAL would be the value rounded to an integer), NULL apart from any
-//! value, through the `mariadb` client's text output. Rows are keyed by the hex of the
+//! value, through the `mariadb` client's text output. A FLOAT is rendered through its exact
+//! widening to DOUBLE, whose text the server prints shortest round-trip (measured: FLOAT
+//! 1.0000001 and 1.0000002 both print `1`, as DOUBLE `1.0000001192092896` and
+//! `1.000000238418579`; DOUBLE prints `1.0000000000000002`, `5e-324`), so two values
+//! with other bits never look equal. UUID/INET columns give their 16/4 stored bytes,
+//! spatial columns their SRID + WKB bytes, generated and INVISIBLE columns are compared
+//! like any other. Rows are keyed by the hex of the
 //! key columns the test names (not the pipeline's key choice), so a key whose bytes
 //! changed but whose collation key did not (a case-only change under `_ci`) shows as one
 //! missing and one extra row. Nothing here decodes a value, uses the sealed schema,
@@ -68,7 +74,7 @@ pub fn compare(
     key: &[&str],
 ) -> Diff {
     let (sdef, tdef) = (columns(source, sdb, table), columns(target, tdb, table));
-    let names: Vec<String> = sdef.iter().map(|c| c.0.clone()).collect();
+    let names: Vec<(String, String)> = sdef.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
     let a = rows(source, sdb, table, key, &names);
     let b = rows(target, tdb, table, key, &names);
     let mut d = Diff {
@@ -125,16 +131,24 @@ fn hex_expr(c: &str) -> String {
     format!("IFNULL(HEX(CAST(`{c}` AS BINARY)), 'N')")
 }
 
+/// [`hex_expr`] of a column of `column_type`: a FLOAT through its exact DOUBLE.
+fn value_expr(c: &str, column_type: &str) -> String {
+    if column_type.starts_with("float") {
+        return format!("IFNULL(HEX(CAST(CAST(`{c}` AS DOUBLE) AS BINARY)), 'N')");
+    }
+    hex_expr(c)
+}
+
 /// key hex -> row hex, every row of `db.table`.
 fn rows(
     server: &Server,
     db: &str,
     table: &str,
     key: &[&str],
-    columns: &[String],
+    columns: &[(String, String)],
 ) -> BTreeMap<String, String> {
     let k: Vec<String> = key.iter().map(|c| hex_expr(c)).collect();
-    let r: Vec<String> = columns.iter().map(|c| hex_expr(c)).collect();
+    let r: Vec<String> = columns.iter().map(|(c, t)| value_expr(c, t)).collect();
     let out = server.sql_in(
         db,
         &format!(

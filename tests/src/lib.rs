@@ -19,6 +19,7 @@ pub mod install;
 pub mod keyed;
 pub mod logs;
 pub mod serving;
+pub mod typed;
 pub mod world;
 
 pub use bin::{backfill, command, Run};

@@ -393,6 +393,7 @@ mod tests {
             charset: None,
             collation: None,
             extra: String::new(),
+            generation: None,
         }
     }
 
@@ -511,7 +512,8 @@ mod tests {
             .to_string()
             .contains("`fk`"));
         let mut t = table("d");
-        t.columns.push(col("g", "point", "point"));
+        // MariaDB 11.7+ VECTOR: not a type this service knows.
+        t.columns.push(col("g", "vector", "vector(4)"));
         let r = check_source_table(&t).unwrap_err();
         assert!(r[0].problem.contains("`g`") && r[0].fix.contains("supported types"));
     }

@@ -50,6 +50,10 @@ fn allowed(kind: ColumnKind) -> &'static [ColumnType] {
         ColumnKind::Set => &[MYSQL_TYPE_SET],
         // MariaDB logs JSON as LONGTEXT; MySQL as its binary JSON.
         ColumnKind::Json => &[MYSQL_TYPE_JSON, MYSQL_TYPE_BLOB],
+        ColumnKind::Geometry => &[MYSQL_TYPE_GEOMETRY],
+        // MariaDB logs UUID, INET4 and INET6 as fixed strings of their binary form
+        // (measured: STRING(16) meta 65040, STRING(4) meta 65028).
+        ColumnKind::Uuid | ColumnKind::Inet4 | ColumnKind::Inet6 => &[MYSQL_TYPE_STRING],
     }
 }
 
@@ -267,9 +271,10 @@ pub enum ValueProblem {
     Json(String),
 }
 
-/// Converts one binlog value to the server value kept in L: fixed-length binary is padded
-/// back to its declared length (the binlog drops trailing 0x00), JSON binary becomes its
-/// text, a SET's bitmask its bit value (`UInt`); everything else is kept exactly as decoded (DATETIME as a calendar value,
+/// Converts one binlog value to the server value kept in L: fixed-length binary (BINARY(n),
+/// UUID, INET4, INET6) is padded back to its declared length (the binlog drops trailing
+/// 0x00), JSON binary becomes its text, a SET's bitmask its bit value (`UInt`), YEAR 0000
+/// its 0; everything else is kept exactly as decoded (DATETIME as a calendar value,
 /// TIMESTAMP as epoch text, DECIMAL as its exact digits).
 pub fn to_sql_value(
     v: BinlogValue<'static>,
@@ -301,6 +306,18 @@ pub fn to_sql_value(
             out = SqlValue::UInt(u64::from_le_bytes(le));
         }
     }
+    // A YEAR is one byte, 0 for 0000 and y - 1900 for 1901..2155; mysql_common gives the
+    // text of 1900 + byte, so YEAR 0000 arrives as "1900" (measured; mariadb-binlog
+    // prints 1900 too), and written back as that text it would not be 0000 (and '0' as
+    // text is 2000). It is kept as the integer a SELECT gives: 1900 is no YEAR, so 0.
+    if let (ColumnKind::Year, SqlValue::Bytes(b)) = (col.kind, &out) {
+        if let Some(y) = std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| t.parse::<i64>().ok())
+        {
+            out = SqlValue::Int(if y == 1900 { 0 } else { y });
+        }
+    }
     if let (Some(n), SqlValue::Bytes(b)) = (col.fixed_binary_len(), &mut out) {
         if b.len() < n {
             b.resize(n, 0);
@@ -327,6 +344,7 @@ mod tests {
             datetime_precision: None,
             charset: None,
             collation: None,
+            generated: None,
         }
     }
 
@@ -363,6 +381,53 @@ mod tests {
         u.unsigned = true;
         let uv = to_sql_value(BinlogValue::Value(mysql_async::Value::Int(0xFF_FFFF)), &u);
         assert_eq!(uv, Ok(SqlValue::Int(16_777_215)));
+    }
+
+    /// Golden: the row-image bytes of a value, parsed by the same parser as
+    /// [`RowDecoder`], then kept.
+    fn decoded(ty: ColumnType, meta: &[u8], image: &[u8], c: &ColumnDef) -> SqlValue {
+        let v: BinlogValue<'_> = ParseBuf(image).parse((ty, meta, false, false)).unwrap();
+        to_sql_value(v.into_owned(), c).unwrap()
+    }
+
+    #[test]
+    fn year_0000_is_0_and_years_are_integers() {
+        let y = col(ColumnKind::Year, None);
+        let v = |b: u8| decoded(ColumnType::MYSQL_TYPE_YEAR, &[], &[b], &y);
+        assert_eq!(v(0), SqlValue::Int(0));
+        assert_eq!(v(1), SqlValue::Int(1901));
+        assert_eq!(v(255), SqlValue::Int(2155));
+    }
+
+    /// A UUID's row image as MariaDB 10.11 logs it: STRING meta FE 10, a length byte and
+    /// the bytes without their trailing 0x00 (here 00 01 of INET6 `1::`).
+    #[test]
+    fn a_binary_form_row_image_is_padded_back() {
+        let c = col(ColumnKind::Inet6, None);
+        let v = decoded(ColumnType::MYSQL_TYPE_STRING, &[0xfe, 0x10], &[2, 0, 1], &c);
+        let mut want = vec![0u8; 16];
+        want[1] = 1;
+        assert_eq!(v, SqlValue::Bytes(want));
+    }
+
+    /// UUID, INET4 and INET6 arrive as their binary form without trailing 0x00 (measured:
+    /// INET4 255.255.255.0 as FF FF FF, UUID 0 as no byte): padded back to 16, 4, 16.
+    #[test]
+    fn binary_forms_are_padded_back() {
+        let cases: [(ColumnKind, &[u8], &[u8]); 4] = [
+            (ColumnKind::Inet4, b"\xff\xff\xff", b"\xff\xff\xff\x00"),
+            (ColumnKind::Uuid, b"", &[0; 16]),
+            (
+                ColumnKind::Inet6,
+                b"\x00\x01",
+                b"\x00\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            ),
+            (ColumnKind::Geometry, b"\x00\x00", b"\x00\x00"),
+        ];
+        for (kind, binlog, stored) in cases {
+            let v = to_sql_value(BinlogValue::Value(binlog.to_vec().into()), &col(kind, None));
+            assert_eq!(v, Ok(SqlValue::Bytes(stored.to_vec())), "{kind:?}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the object and the fix) out. No I/O, unit-tested without a server.
 
 use super::{RawColumn, TableFacts};
-use crate::schema::{quote_ident, ColumnDef, ColumnKind, SealedSchema};
+use crate::schema::{quote_ident, ColumnDef, ColumnKind, Generated, SealedSchema};
 use std::fmt;
 
 /// Why a table cannot be sealed. Each names the object and the fix.
@@ -31,7 +31,8 @@ pub enum SealProblem {
         column: String,
         column_type: String,
     },
-    Generated {
+    /// A generated column whose expression `information_schema` does not show.
+    GeneratedWithoutExpression {
         column: String,
         extra: String,
     },
@@ -80,10 +81,11 @@ impl fmt::Display for SealProblem {
                 quote_ident(column),
                 supported_list()
             ),
-            SealProblem::Generated { column, extra } => write!(
+            SealProblem::GeneratedWithoutExpression { column, extra } => write!(
                 f,
-                "column {} is a generated column ({extra}); fix: generated columns are not \
-                 supported, drop the column or make it a plain column",
+                "column {} is a generated column ({extra}) whose GENERATION_EXPRESSION \
+                 information_schema does not show, so the target's cannot be checked to \
+                 compute the same; fix: grant SELECT on the table to the install account",
                 quote_ident(column)
             ),
         }
@@ -145,6 +147,15 @@ pub fn column_def(c: &RawColumn) -> Option<ColumnDef> {
         datetime_precision: c.datetime_precision,
         charset: c.charset.clone(),
         collation: c.collation.clone(),
+        generated: generated(c),
+    })
+}
+
+/// The generated part of a column (its expression as the server prints it).
+fn generated(c: &RawColumn) -> Option<Generated> {
+    c.is_generated().then(|| Generated {
+        stored: c.is_stored(),
+        expression: c.generation.clone().unwrap_or_default(),
     })
 }
 
@@ -153,8 +164,8 @@ pub fn seal(t: &TableFacts) -> std::result::Result<SealedSchema, Vec<SealProblem
     let mut problems = Vec::new();
     let mut columns = Vec::with_capacity(t.columns.len());
     for c in &t.columns {
-        if c.is_generated() {
-            problems.push(SealProblem::Generated {
+        if c.is_generated() && c.generation.as_deref().unwrap_or("").is_empty() {
+            problems.push(SealProblem::GeneratedWithoutExpression {
                 column: c.name.clone(),
                 extra: c.extra.clone(),
             });

@@ -20,12 +20,21 @@ pub struct RawColumn {
     pub collation: Option<String>,
     /// EXTRA, e.g. `auto_increment`, `VIRTUAL GENERATED`.
     pub extra: String,
+    /// GENERATION_EXPRESSION of a generated column.
+    pub generation: Option<String>,
 }
 
 impl RawColumn {
     /// True for a VIRTUAL or STORED generated column.
     pub fn is_generated(&self) -> bool {
         self.extra.to_ascii_uppercase().contains("GENERATED")
+    }
+
+    /// True for a STORED (MariaDB: `STORED GENERATED`, MySQL: `STORED GENERATED`)
+    /// generated column; false for a VIRTUAL one.
+    pub fn is_stored(&self) -> bool {
+        self.extra.to_ascii_uppercase().contains("STORED")
+            || self.extra.to_ascii_uppercase().contains("PERSISTENT")
     }
 }
 
@@ -204,6 +213,7 @@ type ColumnRow = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 async fn read_columns(
@@ -215,7 +225,7 @@ async fn read_columns(
         .exec(
             "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH, \
              NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, \
-             COLLATION_NAME, EXTRA FROM information_schema.COLUMNS \
+             COLLATION_NAME, EXTRA, GENERATION_EXPRESSION FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
             (db, table),
         )
@@ -234,6 +244,7 @@ async fn read_columns(
             charset: r.8,
             collation: r.9,
             extra: r.10.unwrap_or_default(),
+            generation: r.11,
         })
         .collect())
 }

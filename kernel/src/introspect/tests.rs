@@ -16,6 +16,7 @@ fn raw(name: &str, data_type: &str, column_type: &str) -> RawColumn {
         charset: None,
         collation: None,
         extra: String::new(),
+        generation: None,
     }
 }
 
@@ -97,22 +98,58 @@ fn names_every_problem() {
     let t = table(vec![raw("f", "float", "float")], &["f"]);
     let e = seal(&t).unwrap_err();
     assert!(matches!(&e[0], SealProblem::KeyColumnType { .. }), "{e:?}");
-    let t = table(
-        vec![
-            raw("id", "int", "int(11)"),
-            raw("g", "geometry", "geometry"),
-        ],
-        &["id"],
-    );
-    let msg = seal(&t).unwrap_err()[0].to_string();
-    assert!(msg.contains("`g`") && msg.contains("geometry") && msg.contains("datetime"));
+    // The types of issue 15 item 2 are sealed; a generated column with its expression.
+    let mut cols = vec![raw("id", "int", "int(11)")];
+    for (n, dt) in [
+        ("g", "geometry"),
+        ("p", "point"),
+        ("l", "linestring"),
+        ("pg", "polygon"),
+        ("mp", "multipoint"),
+        ("ml", "multilinestring"),
+        ("mpg", "multipolygon"),
+        ("gc", "geometrycollection"),
+        ("u", "uuid"),
+        ("i4", "inet4"),
+        ("i6", "inet6"),
+    ] {
+        cols.push(raw(n, dt, dt));
+    }
     let mut g = raw("v", "int", "int(11)");
     g.extra = "VIRTUAL GENERATED".into();
+    g.generation = Some("`id` * 2".into());
+    cols.push(g);
+    let s = seal(&table(cols, &["id"])).unwrap();
+    assert_eq!(s.columns[1].kind, ColumnKind::Geometry);
+    assert_eq!(s.columns[8].kind, ColumnKind::Geometry);
+    assert_eq!(s.columns[9].select_expr(), "CAST(`u` AS BINARY)");
+    assert_eq!(s.columns[11].fixed_binary_len(), Some(16));
+    let v = s.columns[12].generated.clone().unwrap();
+    assert_eq!((v.stored, v.expression.as_str()), (false, "`id` * 2"));
+    assert_eq!(s.written_columns(), (0..12).collect::<Vec<_>>());
+    // A generated column whose expression is not shown cannot be checked on the target.
+    let mut g = raw("s", "int", "int(11)");
+    g.extra = "STORED GENERATED".into();
     let t = table(vec![raw("id", "int", "int(11)"), g], &["id"]);
-    assert!(matches!(
-        &seal(&t).unwrap_err()[0],
-        SealProblem::Generated { .. }
-    ));
+    let e = seal(&t).unwrap_err();
+    assert!(
+        matches!(&e[0], SealProblem::GeneratedWithoutExpression { .. }),
+        "{e:?}"
+    );
+    // UUID, INET4 and INET6 keys are refused, each with its reason.
+    for (dt, why) in [
+        ("uuid", "swapped"),
+        ("inet4", "binary form"),
+        ("inet6", "binary form"),
+    ] {
+        let e = seal(&table(vec![raw("k", dt, dt)], &["k"])).unwrap_err();
+        let msg = e[0].to_string();
+        assert!(matches!(&e[0], SealProblem::KeyColumnType { .. }), "{e:?}");
+        assert!(
+            msg.contains("`k`") && msg.contains(why) && msg.contains("fix:"),
+            "{msg}"
+        );
+    }
 }
 
 #[test]

@@ -141,7 +141,9 @@ async fn every_supported_kind_passes_the_table_map_check() {
          mi MEDIUMINT, bi BIGINT, fl FLOAT, db DOUBLE, bt BIT(5), da DATE, tm TIME, \
          yr YEAR, ch CHAR(4), vb VARBINARY(8), tt TINYTEXT, tx TEXT, mt MEDIUMTEXT, \
          lt LONGTEXT, tb TINYBLOB, mb MEDIUMBLOB, lb LONGBLOB, en ENUM('a','b','c'), \
-         st SET('x','y','z'), js JSON) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+         st SET('x','y','z'), js JSON, g POINT, u UUID, i4 INET4, i6 INET6, \
+         gv INT AS (id * 2) VIRTUAL, gs INT AS (id * 3) STORED) ENGINE=InnoDB \
+         DEFAULT CHARSET=utf8mb4",
     );
     e.init_stream(1000).await;
     let reader = Reader::start(e.pool.clone(), e.cfg(), e.set_for(&[(1, "k")]).await);
@@ -152,7 +154,14 @@ async fn every_supported_kind_passes_the_table_map_check() {
         &e.db,
         "INSERT INTO k VALUES (1, 255, -3, -8388608, 9, 1.5, 2.5, b'10101', '2024-02-29', \
          '-12:00:01', 2155, 'ab', X'0001', 'a', 'b', 'c', 'd', X'01', X'02', X'03', 'c', \
-         'x,z', '{\"k\": 1}')",
+         'x,z', '{\"k\": 1}', NULL, NULL, NULL, NULL, DEFAULT, DEFAULT)",
+    );
+    // YEAR 0000, a POINT with SRID 4326, binary forms ending in 0x00 (the binlog drops
+    // those bytes), and the generated columns' values in the row image.
+    e.src.sql_in(
+        &e.db,
+        "INSERT INTO k (id, yr, g, u, i4, i6) VALUES (4, 0, ST_GeomFromText('POINT(1 2)', \
+         4326), 'ffffffff-ffff-ffff-ffff-ffffffffff00', '255.255.255.0', '::')",
     );
     let f = e.intent(1, IntentKind::F).await;
     e.wait_marker(&f, 30).await;
@@ -186,7 +195,24 @@ async fn every_supported_kind_passes_the_table_map_check() {
         (row[5].clone(), row[6].clone()),
         (SqlValue::Float(1.5), SqlValue::Double(2.5))
     );
-    assert_eq!(row.len(), 23);
+    assert_eq!(row.len(), 29);
+    let r4 = rows[&4].clone();
+    assert_eq!(r4[10], SqlValue::Int(0), "YEAR 0000 (the binlog's 1900)");
+    let point = "e61000000101000000000000000000f03f0000000000000040";
+    assert_eq!(
+        r4[23],
+        SqlValue::Bytes(hex::decode(point).unwrap()),
+        "SRID + WKB"
+    );
+    let mut uuid = vec![0xff; 16];
+    uuid[15] = 0;
+    assert_eq!(r4[24], SqlValue::Bytes(uuid), "UUID as its 16 bytes");
+    assert_eq!(r4[25], SqlValue::Bytes(vec![255, 255, 255, 0]), "INET4");
+    assert_eq!(r4[26], SqlValue::Bytes(vec![0; 16]), "INET6 ::");
+    assert_eq!(
+        (r4[27].clone(), r4[28].clone()),
+        (SqlValue::Int(8), SqlValue::Int(12))
+    );
     assert_eq!(text(&row[1]), "255", "TINYINT UNSIGNED keeps its value");
     assert_eq!(text(&row[3]), "-8388608");
     assert_eq!(row[7], SqlValue::Bytes(vec![0b10101]), "BIT as its bitmask");

@@ -85,6 +85,7 @@ pub fn col(name: &str, kind: ColumnKind) -> ColumnDef {
         datetime_precision: None,
         charset: None,
         collation: None,
+        generated: None,
     }
 }
 

@@ -196,6 +196,7 @@ fn composite_keyer() -> Keyer {
         datetime_precision: None,
         charset: None,
         collation: None,
+        generated: None,
     };
     Keyer::of(&SealedSchema {
         database: "d".into(),

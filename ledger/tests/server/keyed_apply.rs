@@ -587,6 +587,7 @@ async fn a_case_only_key_change_under_a_ci_collation_writes_the_new_bytes() {
             ColumnDef {
                 charset: Some("utf8mb4".into()),
                 collation: Some("utf8mb4_general_ci".into()),
+                generated: None,
                 ..key_col("k", ColumnKind::Varchar, "varchar(8)", Some(8))
             },
             col("v", ColumnKind::Varchar),

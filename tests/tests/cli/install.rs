@@ -330,29 +330,68 @@ async fn refuses_a_key_with_a_prefix_part_or_an_unorderable_type() {
     );
 }
 
+/// Issue 15 item 2: spatial types, UUID, INET4, INET6, VIRTUAL and STORED generated
+/// columns and INVISIBLE columns are sealed (the generated ones with their expression,
+/// left out of every write).
 #[tokio::test]
-async fn refuses_an_unsupported_column_type() {
-    let ddl = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, g POINT NULL) ENGINE=InnoDB";
-    let case = Tables::new("gis", ddl, ddl);
-    let msg = refusal(&case.req()).await;
-    names(
-        &msg,
-        &[
-            "column `g`",
-            "point",
-            "supported types:",
-            "datetime, timestamp",
-        ],
+async fn accepts_spatial_uuid_inet_generated_and_invisible_columns() {
+    let case = Tables::new(
+        "types",
+        backfill_tests::typed::DDL,
+        backfill_tests::typed::DDL,
     );
+    let done = installs(&case.req()).await;
+    let pool = pool(&case).await;
+    let schema = jobs::load_schema(&pool, done.job_id).await.expect("schema");
+    let kind = |n: &str| schema.columns.iter().find(|c| c.name == n).unwrap().kind;
+    assert_eq!(kind("pt"), ColumnKind::Geometry);
+    assert_eq!(kind("gc"), ColumnKind::Geometry);
+    assert_eq!(kind("u"), ColumnKind::Uuid);
+    assert_eq!(kind("i4"), ColumnKind::Inet4);
+    assert_eq!(kind("i6"), ColumnKind::Inet6);
+    let generated: Vec<(&str, bool)> = schema
+        .columns
+        .iter()
+        .filter_map(|c| c.generated.as_ref().map(|g| (c.name.as_str(), g.stored)))
+        .collect();
+    assert_eq!(generated, vec![("gv", false), ("gs", true)]);
+    let written = schema.written_columns();
+    assert_eq!(written.len(), schema.columns.len() - 2);
+    assert!(
+        schema.columns.iter().any(|c| c.name == "hid"),
+        "INVISIBLE sealed"
+    );
+    pool.close().await;
 }
 
+/// A target whose generated column computes something else is refused, both named.
 #[tokio::test]
-async fn refuses_a_generated_column() {
+async fn refuses_a_target_whose_generated_column_differs() {
     let ddl =
         "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT AS (id * 2) VIRTUAL) ENGINE=InnoDB";
-    let case = Tables::new("gen", ddl, ddl);
+    let tddl =
+        "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT AS (id * 3) VIRTUAL) ENGINE=InnoDB";
+    let case = Tables::new("gen", ddl, tddl);
     let msg = refusal(&case.req()).await;
-    names(&msg, &["column `v`", "generated"]);
+    names(&msg, &["column `v`", "`id` * 2", "`id` * 3"]);
+}
+
+/// UUID, INET4 and INET6 keys are refused with the reason and the fix.
+#[tokio::test]
+async fn refuses_uuid_and_inet_keys_with_their_reasons() {
+    for (ty, why) in [
+        ("UUID", "swapped segments"),
+        ("INET4", "binary form"),
+        ("INET6", "binary form"),
+    ] {
+        let ddl = format!("CREATE TABLE t (k {ty} NOT NULL PRIMARY KEY, v INT) ENGINE=InnoDB");
+        let case = Tables::new(&format!("k{}", ty.to_lowercase()), &ddl, &ddl);
+        let msg = refusal(&case.req()).await;
+        names(
+            &msg,
+            &["key `PRIMARY` column `k`", why, "fix: key the table by"],
+        );
+    }
 }
 
 #[tokio::test]

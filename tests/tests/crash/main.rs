@@ -8,6 +8,7 @@ mod lost_commit;
 mod replay_parts_crash;
 mod serve_finish;
 mod stream_kill;
+mod types_crash;
 mod window_ahead;
 mod window_crash;
 mod window_evidence;

@@ -145,7 +145,7 @@ async fn keys_upgrade_an_integer_key_job_with_v1_records_keeps_them_and_streams(
     let v1 = SealedSchemaV1 {
         database: schema.database.clone(),
         table: schema.table.clone(),
-        columns: schema.columns.clone(),
+        columns: schema.columns.iter().map(|c| c.to_v2().unwrap()).collect(),
         pk: schema.key[0],
     };
     let old = kernel::codec::encode_version(*b"SCHM", 1, &v1);

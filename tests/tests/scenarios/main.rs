@@ -22,6 +22,7 @@ mod replay_bench;
 mod replay_permits;
 mod stream_permits;
 mod target_refused;
+mod types_tz;
 mod window;
 mod window_faults;
 mod window_release;

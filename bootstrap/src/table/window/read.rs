@@ -17,7 +17,6 @@ use kernel::ids::{Attempt, PageNo, WindowId};
 use kernel::key::{sql as key_sql, weigh, Keyer, SortKey};
 use kernel::position::BinlogPos;
 use kernel::range::{Bound, KeyRange};
-use kernel::schema::quote_ident;
 use kernel::value::{Row, SqlValue};
 use kernel::{Error, Result};
 use ledger::page::{self, PageKey, PageRef, RawPage};
@@ -191,7 +190,7 @@ struct Page<'a> {
 /// without another round trip.
 async fn read_page(ctx: &JobCtx, conn: &mut Conn, p: Page<'_>) -> Result<Vec<Row>> {
     let s = &ctx.schema;
-    let mut cols: Vec<String> = s.columns.iter().map(|c| quote_ident(&c.name)).collect();
+    let mut cols: Vec<String> = s.columns.iter().map(|c| c.select_expr()).collect();
     let ncols = cols.len();
     cols.extend(p.weighed.iter().map(|(_, e)| e.clone()));
     let key = s.key_names_quoted();
