@@ -277,8 +277,10 @@ pub fn cursor(e: &Evidence, require: Require) -> Vec<Finding> {
 
 /// T's replay cursor against L (DESIGN §6). After activation, continuous replay moves the
 /// cursor past F even when (B, F] held no change of the table ("continuous replay then
-/// resumes after the later of F and T's cursor"): such a cursor is accepted when it is at
-/// or past F. Before activation a cursor with no change up to F would be invented.
+/// resumes after the later of F and T's cursor"), and before activation the audit's own
+/// field check replays the table to its pinned position P after F (`super::fields`): such
+/// a cursor is accepted when it is at or past F, in both modes. A cursor before F with no
+/// change of the table up to F is invented.
 pub fn cursor_findings(
     cursor: Option<&ReplayCursor>,
     last_before_f: Option<(&GroupEnd, Digest)>,
@@ -286,14 +288,16 @@ pub fn cursor_findings(
     require: Require,
 ) -> Vec<String> {
     match (cursor, last_before_f, f, require) {
-        (Some(c), None, Some(f), Require::Activated) => match c.end.pos.try_cmp(f) {
-            Ok(std::cmp::Ordering::Less) => vec![format!(
-                "T's cursor {} is before F {f} although L has no change of the table up to F",
-                c.end.pos
-            )],
-            Ok(_) => vec![],
-            Err(e) => vec![format!("T's cursor {} against F {f}: {e}", c.end.pos)],
-        },
+        (Some(c), None, Some(f), Require::Activated | Require::Gate) => {
+            match c.end.pos.try_cmp(f) {
+                Ok(std::cmp::Ordering::Less) => vec![format!(
+                    "T's cursor {} is before F {f} although L has no change of the table up to F",
+                    c.end.pos
+                )],
+                Ok(_) => vec![],
+                Err(e) => vec![format!("T's cursor {} against F {f}: {e}", c.end.pos)],
+            }
+        }
         _ => ledger::check::replay_reached(cursor, last_before_f),
     }
 }

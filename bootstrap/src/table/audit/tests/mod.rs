@@ -112,9 +112,11 @@ fn a_streaming_cursor_past_f_is_accepted_without_changes_up_to_f() {
     assert!(cursor_findings(Some(&past), None, Some(&f), Require::Activated).is_empty());
     let m = cursor_findings(Some(&before), None, Some(&f), Require::Activated);
     assert!(m[0].contains("before F"), "{m:?}");
-    // Before activation a cursor with no change up to F is invented.
+    // Before activation too: the audit's field check replays to its pinned P after F
+    // first; a cursor before F with no change up to F is still invented.
+    assert!(cursor_findings(Some(&past), None, Some(&f), Require::Gate).is_empty());
     assert_eq!(
-        cursor_findings(Some(&past), None, Some(&f), Require::Gate).len(),
+        cursor_findings(Some(&before), None, Some(&f), Require::Gate).len(),
         1
     );
     assert!(cursor_findings(None, None, Some(&f), Require::Activated).is_empty());
