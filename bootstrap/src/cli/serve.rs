@@ -114,7 +114,7 @@ pub struct ServeArgs {
     /// The activation audit (and the re-audit on every restart) compares source and
     /// target fields at a pinned binlog point: every row with 1 (the default), or a seeded
     /// sample of about one chunk in N (recorded with its seed; a sample can miss a
-    /// difference). See runbooks/audit.md for its cost.
+    /// difference). See runbooks/activation.md (section 4) for its cost.
     #[arg(
         long,
         env = "BACKFILL_AUDIT_SAMPLE_EVERY",
