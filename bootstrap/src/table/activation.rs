@@ -42,7 +42,18 @@ pub struct Finish<'a> {
     pub marker_wait: Duration,
     /// The audit's field comparison (`crate::table::audit::fields`); None only for library
     /// callers that compare by other means (the audit report then says `not run`).
-    pub fields: Option<(&'a dyn FieldComparer, FieldConfig)>,
+    pub fields: Option<FieldGate<'a>>,
+}
+
+/// What the audit's field comparison needs: the comparer, its configuration, and the
+/// read-window admission its source read view counts against (DESIGN §8).
+#[derive(Clone, Copy)]
+pub struct FieldGate<'a> {
+    pub comparer: &'a dyn FieldComparer,
+    pub config: FieldConfig,
+    pub admission: &'a admission::Admission,
+    pub permit_timeout: Duration,
+    pub cancel: &'a CancellationToken,
 }
 
 /// Where the finish got to.
@@ -201,22 +212,44 @@ impl Finish<'_> {
 
     /// The audit's field comparison at a pinned point (replaying the target there), recorded
     /// in the state store before it is judged so `status` shows it either way.
+    ///
+    /// The comparison holds a consistent snapshot open on the source, so it runs under a
+    /// read-window permit like a window's read view (DESIGN §8: at most `--read-windows`
+    /// at once). It is taken while this finish holds its target-write permits; no cycle
+    /// can form, because a read-permit holder (a window's read view) never waits for a
+    /// write permit: it releases its read permit once its connection is closed, before
+    /// its pages are applied. The permit is released when the comparer has closed its
+    /// connections, and kept as a hold (release unknown) when it says it could not.
     async fn compare_fields(&self, b_seq: LSeq) -> Result<Option<FieldSample>> {
-        let Some((comparer, config)) = self.fields else {
+        let Some(gate) = self.fields else {
             return Ok(None);
         };
+        let (job, g) = (self.scope.job, self.scope.generation);
+        let owner = format!("job {job} {g} activation field check");
+        let permit = gate
+            .admission
+            .acquire_read(&owner, gate.permit_timeout, gate.cancel)
+            .await
+            .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
         let started = std::time::Instant::now();
         let replayer = self.replayer();
-        let sample = comparer
+        let compared = gate
+            .comparer
             .compare(FieldRequest {
                 replayer: &replayer,
                 b_seq,
                 key: crate::store::jobs::key_columns(&self.ctx.schema),
-                config,
+                config: gate.config,
                 seed: rand::random(),
             })
-            .await?;
-        let (job, g) = (self.scope.job, self.scope.generation);
+            .await;
+        match &compared {
+            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+                permit.mark_release_unknown(d.message.clone());
+            }
+            _ => permit.release_confirmed(),
+        }
+        let sample = compared?;
         crate::store::field_checks::record(self.pool, job, g, &sample.record()).await?;
         tracing::info!(
             %job,
@@ -319,7 +352,13 @@ pub async fn after_windows(
         ctx: &ctx.tctx,
         replay: cfg.clone(),
         marker_wait: ctx.cfg.marker_timeout,
-        fields: Some((ctx.fields.as_ref(), ctx.cfg.fields)),
+        fields: Some(FieldGate {
+            comparer: ctx.fields.as_ref(),
+            config: ctx.cfg.fields,
+            admission: &ctx.admission,
+            permit_timeout: ctx.cfg.permit_timeout,
+            cancel: &ctx.cancel,
+        }),
     };
     let r = async {
         let what = "replay of (B, F] and activation";

@@ -9,7 +9,8 @@ use super::sample::Sample;
 use super::{Endpoint, VerifyCursor, VerifyOptions};
 use crate::table::audit::fields::{CompareFuture, FieldDifference, FieldRequest, FieldSample};
 use crate::table::audit::FieldComparer;
-use kernel::Result;
+use kernel::error::DefiniteCode;
+use kernel::{Error, Result};
 use mysql_async::Pool;
 
 /// Differences of each kind kept as examples (the pause reason names them all).
@@ -48,8 +49,20 @@ async fn compare(req: FieldRequest<'_>) -> Result<FieldSample> {
     let key: Vec<&str> = req.key.iter().map(String::as_str).collect();
     let mut cursor = VerifyCursor::start();
     let report = replay_and_compare(r, req.b_seq, &src, &tgt, &key, &options, &mut cursor).await;
-    let _ = src.pool.disconnect().await;
+    let closed = src.pool.disconnect().await;
     let _ = tgt.pool.disconnect().await;
+    // The source connection holds a read view (a read-window permit, DESIGN §8): a close
+    // that failed leaves its end unknown, whatever the comparison said.
+    if let Err(e) = closed {
+        return Err(Error::definite(
+            DefiniteCode::ReleaseUnconfirmed,
+            format!(
+                "the activation field check could not close its source read-view connection \
+                 of `{}`.`{}`: {e}; its read-window permit stays held until serve restarts",
+                r.scope.source_db, r.scope.source_table
+            ),
+        ));
+    }
     Ok(sample_of(&report?, req.config.mode(), req.seed))
 }
 

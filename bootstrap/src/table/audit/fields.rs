@@ -23,6 +23,10 @@
 //! (`crate::verify::pinned`, the same argument). A difference found there is a real one,
 //! never a write in flight.
 //!
+//! The comparison's source snapshot is a read view like a window's: it runs under a
+//! read-window permit (`crate::table::activation`, `Finish::compare_fields`), so
+//! `--read-windows` bounds it too (a many-tables test saw a third read view without it).
+//!
 //! # Full by default, sampled when asked; the cost
 //!
 //! The default compares every row (`FieldConfig::sample_every == 1`): the claim
