@@ -195,11 +195,16 @@ async fn verify_in(
 }
 
 /// On a STREAMING table, a difference is recorded where `status` shows it
-/// (`field_checks`, origin `verify`) and a later clean, complete walk clears it. It does
-/// not pause the table: a quiescent verify cannot tell a write still in flight from a real
-/// difference, and a pinned one (serve stopped) leaves the decision to the operator, who
-/// sees it in status; the next serve's re-audit on restart compares the fields itself and
-/// pauses on a difference it confirms (`crate::table::audit::fields`).
+/// (`field_checks`, origin `verify`), `backfill audit` fails on it, and a later clean,
+/// complete walk clears it. It does not pause the table itself, and needs not:
+/// * a pinned verify runs only with serve stopped, so a serve start follows it, and that
+///   start's re-audit compares the fields at its own pinned point and pauses the table on
+///   a difference it confirms (`crate::table::audit::fields`): the pause comes from the
+///   component that owns J, under its lease, with the audit's named finding;
+/// * a quiescent verify cannot tell a write still in flight from a real difference: a
+///   pause on it would stop a healthy table whenever the source was not quiet. Its
+///   finding stands in status (and fails `audit`) until a clean verify or a restart's
+///   re-audit settles it.
 async fn record_finding(
     pool: &sqlx::MySqlPool,
     rec: &jobs::JobRecord,
