@@ -12,7 +12,10 @@
 //! utf8mb4_general_ci)` instead of `id BIGINT` (issue 14: character keys are ordered by the
 //! server's weights, fetched with every page); `BENCH_KEY=wide` is the same table (same
 //! columns and values) keyed by `id BIGINT`, the integer-key run to compare it with; `BENCH_STREAMING=1` runs serve to STREAMING
-//! (the fence, replay and activation audit) instead of `--windows-only`.
+//! (the fence, replay and activation audit) instead of `--windows-only`; `BENCH_SERVE_ARGS`
+//! adds serve flags (e.g. `--audit-sample-every 1000000` to measure the activation audit's
+//! field check: with `BENCH_LOG=info` the serve log's `activation field check` line has its
+//! `total_ms`).
 //!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
@@ -165,6 +168,11 @@ async fn main() {
             .args(
                 (!std::env::var("BENCH_STREAMING").is_ok_and(|v| v == "1"))
                     .then_some("--windows-only"),
+            )
+            .args(
+                std::env::var("BENCH_SERVE_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
             )
             .arg("--data-dir")
             .arg(data.path())

@@ -455,6 +455,7 @@ pub async fn finish_steps(
         ctx: &ctx,
         replay: replay_cfg,
         marker_wait: Duration::from_secs(60),
+        fields: None,
     };
     let a = f.activate().await.unwrap();
     let cancel = CancellationToken::new();

@@ -188,7 +188,50 @@ async fn verify_in(
     if report.is_ok() || cursor.last_key.is_some() {
         pinned::store_cursor(pool, &rec, mode, &cursor).await?;
     }
+    if let Ok(r) = &report {
+        record_finding(pool, &rec, mode, r).await?;
+    }
     report
+}
+
+/// On a STREAMING table, a difference is recorded where `status` shows it
+/// (`field_checks`, origin `verify`), `backfill audit` fails on it, and a later clean,
+/// complete walk clears it. It does not pause the table itself, and needs not:
+/// * a pinned verify runs only with serve stopped, so a serve start follows it, and that
+///   start's re-audit compares the fields at its own pinned point and pauses the table on
+///   a difference it confirms (`crate::table::audit::fields`): the pause comes from the
+///   component that owns J, under its lease, with the audit's named finding;
+/// * a quiescent verify cannot tell a write still in flight from a real difference: a
+///   pause on it would stop a healthy table whenever the source was not quiet. Its
+///   finding stands in status (and fails `audit`) until a clean verify or a restart's
+///   re-audit settles it.
+async fn record_finding(
+    pool: &sqlx::MySqlPool,
+    rec: &jobs::JobRecord,
+    mode: &str,
+    r: &verify::Report,
+) -> Result<()> {
+    use crate::store::field_checks::{self, FieldCheck};
+    let (job, g) = (rec.job_id, rec.generation);
+    let head = ledger::journal::Journal::new(pool.clone())
+        .head(job, g)
+        .await?;
+    if head.is_none_or(|h| h.record.phase != ledger::record::Phase::Streaming) {
+        return Ok(());
+    }
+    if r.is_clean() {
+        return field_checks::clear(pool, job, g, field_checks::VERIFY).await;
+    }
+    let s = verify::activation::sample_of(r, format!("{mode} verify"), 0);
+    if s.differences() == 0 {
+        // Clean so far but incomplete: an earlier finding stands until a whole walk is clean.
+        return Ok(());
+    }
+    let check = FieldCheck {
+        origin: field_checks::VERIFY.to_string(),
+        ..s.record()
+    };
+    field_checks::record(pool, job, g, &check).await
 }
 
 fn nothing_to_resume(job: JobId, mode: &str) -> Error {

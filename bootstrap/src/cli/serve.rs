@@ -111,6 +111,20 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics on this address (GET /metrics), e.g. 127.0.0.1:9187.
     #[arg(long, env = "BACKFILL_METRICS_ADDR", value_parser = crate::present::metrics::parse_addr)]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The activation audit (and the re-audit on every restart) compares source and
+    /// target fields at a pinned binlog point: every row with 1 (the default), or a seeded
+    /// sample of about one chunk in N (recorded with its seed; a sample can miss a
+    /// difference). See runbooks/activation.md (section 4) for its cost.
+    #[arg(
+        long,
+        env = "BACKFILL_AUDIT_SAMPLE_EVERY",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub audit_sample_every: u32,
+    /// Keys per chunk of the audit's field comparison.
+    #[arg(long, env = "BACKFILL_AUDIT_CHUNK_ROWS", default_value_t = 10_000)]
+    pub audit_chunk_rows: usize,
     /// Output format of the final report.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -173,6 +187,10 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
         cfg.owner = o;
     }
     cfg.exit_when_idle = a.exit_when_idle;
+    cfg.run.fields = crate::table::audit::FieldConfig {
+        sample_every: a.audit_sample_every.max(1),
+        chunk_rows: a.audit_chunk_rows.max(1),
+    };
     cfg.task_retries = a.task_retries;
     if !a.windows_only {
         cfg.finish = Some(crate::table::replay::ReplayConfig {

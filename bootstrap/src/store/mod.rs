@@ -2,6 +2,7 @@
 //! sealed schemas, range plans, persisted commands, serve processes; and the two values
 //! they hold that install produces (the range plan, a refusal).
 pub mod commands;
+pub mod field_checks;
 pub mod jobs;
 pub mod plan;
 pub mod processes;

@@ -185,6 +185,7 @@ impl Serve {
             throttle,
             cfg: run,
             hooks,
+            fields: Arc::new(crate::verify::activation::Comparer),
             events: Arc::new(self.cfg.telemetry.clone()),
             cancel: CancellationToken::new(),
         })

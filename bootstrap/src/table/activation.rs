@@ -3,7 +3,9 @@
 //! and decided from J, T and L as they stand, so the sequence is re-entered from the top
 //! after a crash at any instant (DESIGN §11 I4); see [`crate::table::fence`], [`crate::table::replay`]
 //! and [`crate::table::audit`] for the argument of each step.
-use crate::table::audit::{self, Activated, Sources};
+use crate::table::audit::{
+    self, Activated, FieldComparer, FieldConfig, FieldRequest, FieldSample, Sources,
+};
 use crate::table::ctx::{JobCtx, Reached};
 use crate::table::fence::{self, FenceEnv};
 use crate::table::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope, WritePermits};
@@ -38,6 +40,20 @@ pub struct Finish<'a> {
     pub replay: ReplayConfig,
     /// Bound on waiting for L to hold F.
     pub marker_wait: Duration,
+    /// The audit's field comparison (`crate::table::audit::fields`); None only for library
+    /// callers that compare by other means (the audit report then says `not run`).
+    pub fields: Option<FieldGate<'a>>,
+}
+
+/// What the audit's field comparison needs: the comparer, its configuration, and the
+/// read-window admission its source read view counts against (DESIGN §8).
+#[derive(Clone, Copy)]
+pub struct FieldGate<'a> {
+    pub comparer: &'a dyn FieldComparer,
+    pub config: FieldConfig,
+    pub admission: &'a admission::Admission,
+    pub permit_timeout: Duration,
+    pub cancel: &'a CancellationToken,
 }
 
 /// Where the finish got to.
@@ -164,6 +180,7 @@ impl Finish<'_> {
             replay::replay_to(&self.replayer(), b.seq, fenced.f.seq).await?
         };
         crate::seams::activation_gate::reached(self.scope.job).await;
+        let fields = self.compare_fields(b.seq).await?;
         // The last instant before T may record the activation credential. A cancel
         // recorded after this check finds the credential in T and drains to K (T decides).
         if self.stopped(stop).await? {
@@ -182,6 +199,7 @@ impl Finish<'_> {
             },
             self.journal,
             self.lease,
+            fields,
         )
         .await?;
         Ok(Some(Activation {
@@ -190,6 +208,59 @@ impl Finish<'_> {
             replayed,
             activated,
         }))
+    }
+
+    /// The audit's field comparison at a pinned point (replaying the target there), recorded
+    /// in the state store before it is judged so `status` shows it either way.
+    ///
+    /// The comparison holds a consistent snapshot open on the source, so it runs under a
+    /// read-window permit like a window's read view (DESIGN §8: at most `--read-windows`
+    /// at once). It is taken while this finish holds its target-write permits; no cycle
+    /// can form, because a read-permit holder (a window's read view) never waits for a
+    /// write permit: it releases its read permit once its connection is closed, before
+    /// its pages are applied. The permit is released when the comparer has closed its
+    /// connections, and kept as a hold (release unknown) when it says it could not.
+    async fn compare_fields(&self, b_seq: LSeq) -> Result<Option<FieldSample>> {
+        let Some(gate) = self.fields else {
+            return Ok(None);
+        };
+        let (job, g) = (self.scope.job, self.scope.generation);
+        let owner = format!("job {job} {g} activation field check");
+        let permit = gate
+            .admission
+            .acquire_read(&owner, gate.permit_timeout, gate.cancel)
+            .await
+            .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
+        let started = std::time::Instant::now();
+        let replayer = self.replayer();
+        let compared = gate
+            .comparer
+            .compare(FieldRequest {
+                replayer: &replayer,
+                b_seq,
+                key: crate::store::jobs::key_columns(&self.ctx.schema),
+                config: gate.config,
+                seed: rand::random(),
+            })
+            .await;
+        match &compared {
+            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+                permit.mark_release_unknown(d.message.clone());
+            }
+            _ => permit.release_confirmed(),
+        }
+        let sample = compared?;
+        crate::store::field_checks::record(self.pool, job, g, &sample.record()).await?;
+        tracing::info!(
+            %job,
+            rows = sample.rows_checked,
+            differences = sample.differences(),
+            mode = %sample.mode,
+            walk_ms = sample.elapsed_ms,
+            total_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "activation field check (pin, replay to P, compare)"
+        );
+        Ok(Some(sample))
     }
 
     /// The replayer of this table, with this finish's target and batch sizes.
@@ -281,6 +352,13 @@ pub async fn after_windows(
         ctx: &ctx.tctx,
         replay: cfg.clone(),
         marker_wait: ctx.cfg.marker_timeout,
+        fields: Some(FieldGate {
+            comparer: ctx.fields.as_ref(),
+            config: ctx.cfg.fields,
+            admission: &ctx.admission,
+            permit_timeout: ctx.cfg.permit_timeout,
+            cancel: &ctx.cancel,
+        }),
     };
     let r = async {
         let what = "replay of (B, F] and activation";

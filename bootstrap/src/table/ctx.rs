@@ -46,6 +46,9 @@ pub struct JobCtx {
     pub throttle: Arc<admission::Throttle>,
     pub cfg: RunConfig,
     pub hooks: Arc<dyn WindowHooks>,
+    /// The activation audit's field comparer (`crate::verify`'s, put here by the
+    /// supervisor: this layer cannot import verify).
+    pub fields: Arc<dyn crate::table::audit::FieldComparer>,
     /// Where pauses and automatic retries are reported (the supervisor's telemetry).
     pub events: Arc<dyn Events>,
     pub cancel: CancellationToken,
@@ -133,6 +136,8 @@ pub struct RunConfig {
     pub max_attempts: u32,
     /// Limits of one target statement.
     pub limits: ledger::apply::Limits,
+    /// The activation audit's field comparison (full or sampled).
+    pub fields: crate::table::audit::FieldConfig,
 }
 
 impl Default for RunConfig {
@@ -144,6 +149,7 @@ impl Default for RunConfig {
             read_view_timeout: std::time::Duration::from_secs(300),
             max_attempts: 5,
             limits: ledger::apply::Limits::default(),
+            fields: crate::table::audit::FieldConfig::default(),
         }
     }
 }

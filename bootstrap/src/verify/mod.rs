@@ -88,12 +88,14 @@
 //! Persist it (serde; `VCUR` v2 with [`VerifyCursor::encode`], which holds the last key
 //! as typed values with its sort key; v1 cursors of integer keys still decode) and pass it
 //! back to continue after its key.
+pub mod activation;
 mod column;
 mod diff;
 mod key;
 pub mod pinned;
 mod read;
 mod report;
+pub mod sample;
 mod sql;
 mod walk;
 
@@ -173,6 +175,8 @@ pub struct VerifyOptions {
     pub query_timeout: Duration,
     /// Stops the walk between chunks; the report then says `complete: false`.
     pub cancel: CancellationToken,
+    /// Compare only a seeded sample of the chunks (`sample`); `None`: every chunk.
+    pub sample: Option<sample::Sample>,
 }
 
 impl Default for VerifyOptions {
@@ -185,6 +189,7 @@ impl Default for VerifyOptions {
             connect_timeout: Duration::from_secs(30),
             query_timeout: Duration::from_secs(600),
             cancel: CancellationToken::new(),
+            sample: None,
         }
     }
 }
@@ -290,8 +295,10 @@ impl PinnedSource {
                 .map(|p| self.columns[p.0].name.clone())
                 .collect(),
             options: o,
+            skipped: 0,
         };
         let complete = walk.run(cursor).await?;
+        let skipped_chunks = walk.skipped;
         let names = walk.names;
         walk.source.session.finish().await?;
         walk.target.session.finish().await?;
@@ -318,6 +325,7 @@ impl PinnedSource {
             complete,
             elapsed_ms: millis(started.elapsed()),
             cursor: cursor.clone(),
+            skipped_chunks,
         })
     }
 }

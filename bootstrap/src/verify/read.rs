@@ -192,6 +192,25 @@ impl Session {
             .map_err(|e| malformed(&what, e))
     }
 
+    /// The next `limit` keys after `last`, without row hashes (a sampled walk's skip).
+    pub async fn keys(
+        &mut self,
+        qualified: &str,
+        key: &KeyCols,
+        last: Option<&Key>,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
+        let what = format!("{} reading the keys of a chunk of {qualified}", self.side);
+        let sql =
+            super::sql::keys_sql(qualified, key, last, limit).map_err(|e| malformed(&what, e))?;
+        self.rows("reading the keys of a chunk", sql)
+            .await?
+            .into_iter()
+            .map(|r| key.read(&r))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| malformed(&what, e))
+    }
+
     /// Per-column details of the rows with the given keys, in key order.
     pub async fn details(
         &mut self,

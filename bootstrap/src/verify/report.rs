@@ -321,6 +321,9 @@ pub struct Report {
     /// Wall time of this run.
     pub elapsed_ms: u64,
     pub cursor: VerifyCursor,
+    /// Chunks a sampled walk skipped (`super::sample`); 0 for a full walk.
+    #[serde(default)]
+    pub skipped_chunks: u64,
 }
 
 impl Report {
@@ -559,6 +562,7 @@ mod tests {
             complete: true,
             elapsed_ms: 1,
             cursor,
+            skipped_chunks: 0,
         };
         let text = r.to_string();
         assert!(text.contains("DIFFERENT"), "{text}");

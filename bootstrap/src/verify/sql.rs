@@ -101,6 +101,21 @@ pub fn chunk_sql(
     ))
 }
 
+/// The next `limit` keys after `last`, ordered by the key columns, without hashes.
+pub fn keys_sql(
+    qualified: &str,
+    key: &KeyCols,
+    last: Option<&Key>,
+    limit: usize,
+) -> Result<String, String> {
+    Ok(format!(
+        "SELECT {} FROM {qualified}{} ORDER BY {} LIMIT {limit}",
+        key.select_exprs().join(", "),
+        key.after(last)?,
+        kernel::key::sql::order_by(&key.quoted()),
+    ))
+}
+
 /// For each given key: the key, then per column the SHA-256 of its bytes, their length and
 /// the HEX of the first `preview` bytes (all NULL for NULL), ordered by the key columns.
 pub fn detail_sql(

@@ -57,6 +57,8 @@ pub(super) struct Walk<'a> {
     pub(super) target: Side<'a>,
     pub(super) names: Vec<String>,
     pub(super) options: &'a VerifyOptions,
+    /// Chunks a sampled walk skipped so far.
+    pub(super) skipped: u64,
 }
 
 impl Walk<'_> {
@@ -69,6 +71,16 @@ impl Walk<'_> {
                 || self.options.max_chunks.is_some_and(|m| chunks >= m)
             {
                 return Ok(false);
+            }
+            let index = cursor.tally.chunks + self.skipped;
+            if !self.options.sample.is_none_or(|s| s.compares(index)) {
+                match self.skip(cursor.last_key.as_ref()).await? {
+                    Some(b) => cursor.last_key = Some(b),
+                    None => cursor.finished = true,
+                }
+                self.skipped += 1;
+                chunks += 1;
+                continue;
             }
             let started = Instant::now();
             let mut tally = cursor.tally.clone();
@@ -109,6 +121,18 @@ impl Walk<'_> {
             last.sort = sort;
         }
         Ok(())
+    }
+
+    /// Walks over one chunk a sample does not compare: only the source's next keys are
+    /// read; returns the chunk's last key, or None at the end of the key space.
+    async fn skip(&mut self, last: Option<&Key>) -> Result<Option<Key>> {
+        let n = self.options.chunk_size;
+        let s = &mut self.source;
+        let mut keys = s.session.keys(&s.qualified, &s.key, last, n).await?;
+        Ok(match keys.len() < n {
+            true => None,
+            false => keys.pop(),
+        })
     }
 
     /// One chunk step into `tally`; returns the step's bound.

@@ -13,4 +13,5 @@ mod status_holds;
 mod status_window;
 mod tls;
 mod verify;
+mod verify_finding;
 mod verify_pinned;

@@ -212,6 +212,7 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
         ctx: &ctx,
         replay: cfg(700, 50),
         marker_wait: Duration::from_secs(60),
+        fields: None,
     };
     // A writer keeps going through F, replay and activation.
     let stop = CancellationToken::new();
@@ -501,6 +502,7 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
         ctx: &ctx,
         replay: cfg(500, 10),
         marker_wait: Duration::from_secs(60),
+        fields: None,
     };
     let chain = journal
         .chain(w.scope().job, w.scope().generation)

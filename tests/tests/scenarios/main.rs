@@ -1,6 +1,7 @@
 //! `serve` run in this process through the table lifecycle: windows, finish, pause,
 //! cancel, permits and holds, read rates, many tables, hangs; and the replay benchmark.
 //! Tests that run serve here hold `backfill_tests::in_process()` (process-wide seams).
+mod audit_fields;
 mod cancel;
 mod cancel_holds;
 mod cancel_paused;

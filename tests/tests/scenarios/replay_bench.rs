@@ -204,6 +204,7 @@ async fn streaming_apply_versus_a_native_replica() {
         ctx: &ctx,
         replay: cfg.clone(),
         marker_wait: Duration::from_secs(60),
+        fields: None,
     };
     let a = f.activate().await.unwrap();
     eprintln!("bench: activated");

@@ -44,7 +44,26 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
             "command": p.command, "age_ms": p.age_ms, "meaning": p.meaning,
         })).collect::<Vec<_>>(),
         "admission": admission_json(s, serves),
+        "audit_fields": field_check_json(s, crate::store::field_checks::AUDIT),
+        "verify": field_check_json(s, crate::store::field_checks::VERIFY),
     })
+}
+
+/// The recorded field check of `origin` (None when there is none).
+fn field_check_json(s: &JobStatus, origin: &str) -> Value {
+    match s.field_checks.iter().find(|c| c.origin == origin) {
+        Some(c) => json!({
+            "checked_at": c.checked_at,
+            "mode": c.mode,
+            "seed": c.seed,
+            "position": c.position,
+            "rows_checked": c.rows_checked,
+            "differing_rows": c.differing_rows,
+            "summary": kernel::redact::redact_text(&c.summary),
+            "line": kernel::redact::redact_text(&c.line()),
+        }),
+        None => Value::Null,
+    }
 }
 
 /// What the job holds and waits for in each serve's persisted admission state.

@@ -9,6 +9,8 @@
 //!   materials awaiting release (`Registry::garbage_bytes`);
 //! * replay cursor, groups applied and lag (`replay_progress`, written by the replayer);
 //! * the capture position D of the job's source stream;
+//! * the activation audit's last field check and a `verify` finding on a STREAMING table
+//!   (`field_checks`), until a later clean verify clears it;
 //! * commands recorded but not yet carried out by `serve` (`start`, `cancel`, `resume`);
 //! * the admission state each `serve` persisted (`crate::store::processes`): permits in use,
 //!   holds whose release is unknown and queues, with the jobs they belong to, marked stale
@@ -69,6 +71,9 @@ pub struct JobStatus {
     pub pending: Vec<Pending>,
     /// In the window phase: the window J is on.
     pub window: Option<WindowNow>,
+    /// The activation audit's last field check and a verify's standing finding
+    /// (`crate::store::field_checks`).
+    pub field_checks: Vec<crate::store::field_checks::FieldCheck>,
 }
 
 /// The window J is on, while the table is in the window phase.
@@ -187,6 +192,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
     };
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
     let pending = pending(pool, &job, head.is_some()).await?;
+    let field_checks = crate::store::field_checks::read(pool, job.job_id, job.generation).await?;
     let window = match &head {
         Some(h) => window_now(pool, &job, h).await?,
         None => None,
@@ -213,6 +219,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         replay,
         pending,
         window,
+        field_checks,
     })
 }
 

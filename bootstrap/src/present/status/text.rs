@@ -163,6 +163,13 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             ),
         ));
     }
+    for c in &s.field_checks {
+        let label = match c.origin.as_str() {
+            crate::store::field_checks::AUDIT => "audit fields",
+            _ => "verify",
+        };
+        rows.push((label, kernel::redact::redact_text(&c.line())));
+    }
     if let Some(p) = &s.paused {
         rows.push((
             "paused",

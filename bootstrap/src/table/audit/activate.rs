@@ -2,6 +2,7 @@
 //! then J to STREAMING, each step safe to repeat after a crash (see the module doc of
 //! [`super`]); and [`advance_j`], the J steps from FENCED to STREAMING.
 use super::checks::{audit, Require};
+use super::fields::FieldSample;
 use super::gather::{gather, Sources};
 use super::report::AuditReport;
 use kernel::error::DefiniteCode;
@@ -57,11 +58,13 @@ pub async fn advance_j(
 /// then moves J to STREAMING. Re-running after a crash at any step converges (module
 /// doc); on a table already STREAMING it re-checks the credential and the accepted cursor.
 /// A failed audit is a definite `evidence_corrupt` error naming every finding; neither T
-/// nor J is written.
+/// nor J is written. `fields` is the field comparison run just before (see
+/// [`super::fields`]); a difference in it fails the audit like any finding.
 pub async fn activate(
     s: &mut Sources<'_>,
     journal: &Journal,
     lease: &ledger::lease::Lease,
+    fields: Option<FieldSample>,
 ) -> Result<Activated> {
     let (job, g) = (s.scope.job, s.scope.generation);
     let head = journal.head(job, g).await?.ok_or_else(|| {
@@ -94,7 +97,9 @@ pub async fn activate(
     } else {
         Require::Gate
     };
-    let report = audit(&gather(s).await?, require).into_result()?;
+    let mut evidence = gather(s).await?;
+    evidence.fields = fields;
+    let report = audit(&evidence, require).into_result()?;
     let credential = report.expected.clone().ok_or_else(|| {
         Error::definite(
             DefiniteCode::EvidenceCorrupt,

@@ -2,6 +2,7 @@
 //! check recomputed from it) and returns its [`Finding`]s, empty when the evidence is
 //! intact. [`audit`] runs them in a fixed order; the order is the report's order.
 use super::evidence::{Evidence, Link, Snapshot, Stored};
+use super::fields::FieldSample;
 use super::report::{AuditReport, Check, Finding};
 use kernel::change::GroupEnd;
 use kernel::ids::Digest;
@@ -38,6 +39,7 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
     out.extend(markers(e, head.as_ref()));
     out.extend(cursor(e, require));
     out.extend(activation(e, expected.as_ref(), require));
+    out.extend(field_findings(e.fields.as_ref()));
     AuditReport {
         job: e.job.0,
         generation: e.generation.0,
@@ -47,6 +49,8 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
         l_records: e.log.as_ref().map_or(0, |l| l.links.len()),
         expected,
         activation_present: matches!(e.activation, Ok(Some(_))),
+        fields: e.fields.clone(),
+        recorded_fields: Vec::new(),
         findings: out,
     }
 }
@@ -273,8 +277,10 @@ pub fn cursor(e: &Evidence, require: Require) -> Vec<Finding> {
 
 /// T's replay cursor against L (DESIGN §6). After activation, continuous replay moves the
 /// cursor past F even when (B, F] held no change of the table ("continuous replay then
-/// resumes after the later of F and T's cursor"): such a cursor is accepted when it is at
-/// or past F. Before activation a cursor with no change up to F would be invented.
+/// resumes after the later of F and T's cursor"), and before activation the audit's own
+/// field check replays the table to its pinned position P after F (`super::fields`): such
+/// a cursor is accepted when it is at or past F, in both modes. A cursor before F with no
+/// change of the table up to F is invented.
 pub fn cursor_findings(
     cursor: Option<&ReplayCursor>,
     last_before_f: Option<(&GroupEnd, Digest)>,
@@ -282,14 +288,16 @@ pub fn cursor_findings(
     require: Require,
 ) -> Vec<String> {
     match (cursor, last_before_f, f, require) {
-        (Some(c), None, Some(f), Require::Activated) => match c.end.pos.try_cmp(f) {
-            Ok(std::cmp::Ordering::Less) => vec![format!(
-                "T's cursor {} is before F {f} although L has no change of the table up to F",
-                c.end.pos
-            )],
-            Ok(_) => vec![],
-            Err(e) => vec![format!("T's cursor {} against F {f}: {e}", c.end.pos)],
-        },
+        (Some(c), None, Some(f), Require::Activated | Require::Gate) => {
+            match c.end.pos.try_cmp(f) {
+                Ok(std::cmp::Ordering::Less) => vec![format!(
+                    "T's cursor {} is before F {f} although L has no change of the table up to F",
+                    c.end.pos
+                )],
+                Ok(_) => vec![],
+                Err(e) => vec![format!("T's cursor {} against F {f}: {e}", c.end.pos)],
+            }
+        }
         _ => ledger::check::replay_reached(cursor, last_before_f),
     }
 }
@@ -472,4 +480,68 @@ impl Snapshot {
         }
         out
     }
+}
+
+/// The [`Check::Fields`] findings of recorded comparisons (`backfill audit`, read-only,
+/// shows what the last activation audit and a standing verify finding recorded rather than
+/// replaying the target): a recorded difference is a verified one and is no PASS until a
+/// later audit or clean verify replaces it.
+pub fn recorded_findings(checks: &[crate::store::field_checks::FieldCheck]) -> Vec<Finding> {
+    checks
+        .iter()
+        .filter(|c| c.differing_rows > 0)
+        .map(|c| Finding {
+            check: Check::Fields,
+            subject: format!("recorded {}", c.origin),
+            message: c.line(),
+        })
+        .collect()
+}
+
+/// The [`Check::Fields`] findings of a comparison (none when it was not run: a library
+/// caller without a comparer; such an audit says so in its report, `fields: not run`).
+pub fn field_findings(sample: Option<&FieldSample>) -> Vec<Finding> {
+    let Some(s) = sample else {
+        return Vec::new();
+    };
+    let mut out: Vec<Finding> = s
+        .examples
+        .iter()
+        .map(|d| Finding {
+            check: Check::Fields,
+            subject: format!("key {}", d.key),
+            message: format!(
+                "the target differs from the source at {} ({}): {}",
+                s.position.as_deref().unwrap_or("?"),
+                s.mode,
+                d.text()
+            ),
+        })
+        .collect();
+    let shown = out.len() as u64;
+    if s.differences() > shown {
+        out.push(Finding {
+            check: Check::Fields,
+            subject: "fields".to_string(),
+            message: format!(
+                "{} differing rows in all ({} missing, {} extra, {} with differing fields); \
+                 run `backfill verify --pinned` for the full list",
+                s.differences(),
+                s.missing,
+                s.extra,
+                s.differing_rows
+            ),
+        });
+    }
+    if !s.complete {
+        out.push(Finding {
+            check: Check::Fields,
+            subject: "fields".to_string(),
+            message: format!(
+                "the field comparison stopped after {} rows before the end of the key space",
+                s.rows_checked
+            ),
+        });
+    }
+    out
 }

@@ -113,4 +113,6 @@ pub struct Evidence {
     pub cursor: std::result::Result<Option<ReplayCursor>, String>,
     pub activation: std::result::Result<Option<Activation>, String>,
     pub log: std::result::Result<LogFacts, String>,
+    /// The field comparison of source and target at a pinned point (None: not run).
+    pub fields: Option<super::fields::FieldSample>,
 }

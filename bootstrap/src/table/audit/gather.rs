@@ -185,5 +185,6 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
         cursor,
         activation,
         log,
+        fields: None,
     })
 }

@@ -19,6 +19,11 @@
 //!   by auditing again: the same evidence recomputes the same credential, writing it again
 //!   is AlreadyCommitted, and J moves on. A credential that differs from the recomputed one
 //!   is a finding, never overwritten.
+//! * It compares the source's bytes with the target's ([`fields`](mod@fields)): evidence
+//!   alone cannot see a value the pipeline decoded wrongly or a target row changed by
+//!   hand, so the audit also runs `verify`'s independent comparator at a pinned binlog
+//!   point (full by default, a recorded seeded sample when asked) and any difference is a
+//!   [`Check::Fields`] finding: no PASS, no STREAMING, a pause naming the keys.
 //! * After activation, every restart re-audits with the credential required
 //!   ([`Require::Activated`]): the credential must equal the recomputed one and T's cursor
 //!   must still be at or past F's last group (the accepted cursor never moves back).
@@ -28,15 +33,17 @@
 //!
 //! # Layout
 //!
-//! [`evidence`] holds the gathered values, [`checks`] the pure checks (one function per
+//! [`evidence`] holds the gathered values, [`fields`](mod@fields) the field comparison's request, result
+//! and findings, [`checks`] the pure checks (one function per
 //! check, run in order by [`audit`]), [`gather`](mod@gather) the reads, [`report`] the
 //! verdict and its renderings, [`activate`](mod@activate) the recording of the activation,
 //! and [`offline`] the stand-alone `backfill audit JOB`. Imports between them run one
-//! way: evidence and report import no sibling; checks imports evidence and report; gather
-//! imports evidence; activate and offline import checks, gather and report.
+//! way: fields imports no sibling; report and evidence import fields; checks imports
+//! evidence, fields and report; gather imports evidence; activate and offline import checks, gather and report.
 pub mod activate;
 pub mod checks;
 pub mod evidence;
+pub mod fields;
 pub mod gather;
 pub mod offline;
 pub mod report;
@@ -44,6 +51,7 @@ pub mod report;
 pub use activate::{activate, advance_j, Activated};
 pub use checks::{audit, log_chain, Require};
 pub use evidence::{Evidence, Facts, Link, LogFacts, PageFacts, Snapshot, Stored};
+pub use fields::{FieldComparer, FieldConfig, FieldRequest, FieldSample};
 pub use gather::{gather, Sources};
 pub use report::{AuditReport, Check, Finding};
 

@@ -1,7 +1,9 @@
 //! `backfill audit JOB` outside `serve`: gathers a job's evidence from the state store,
 //! its material store and its target (read-only; T is read with token 0, never written)
 //! and runs the activation audit's checks on it, requiring the activation credential once
-//! J records STREAMING.
+//! J records STREAMING. It does not compare fields itself (that replays the target, a
+//! write): it shows the field checks recorded by the last activation audit and by a
+//! `verify` of the STREAMING table, and a recorded difference is a finding.
 use super::checks::{audit, Require};
 use super::gather::{gather, Sources};
 use super::report::AuditReport;
@@ -72,5 +74,11 @@ pub async fn audit_job(
     } else {
         Require::Gate
     };
-    Ok(audit(&ev, require))
+    let mut report = audit(&ev, require);
+    let recorded = crate::store::field_checks::read(pool, job, rec.generation).await?;
+    report
+        .findings
+        .extend(super::checks::recorded_findings(&recorded));
+    report.recorded_fields = recorded.iter().map(|c| c.line()).collect();
+    Ok(report)
 }

@@ -17,6 +17,8 @@ pub enum Check {
     Replay,
     Log,
     Activation,
+    /// The source's bytes against the target's at a pinned point (`super::fields`).
+    Fields,
 }
 
 /// One failed check, naming its object (window, page, hash, credential, record).
@@ -41,6 +43,11 @@ pub struct AuditReport {
     #[serde(skip)]
     pub expected: Option<Activation>,
     pub activation_present: bool,
+    /// The field comparison's result (None: not run by this audit).
+    pub fields: Option<super::fields::FieldSample>,
+    /// The recorded field checks (`backfill audit`: the last activation audit's and a
+    /// standing verify finding), one line each.
+    pub recorded_fields: Vec<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -62,6 +69,16 @@ impl AuditReport {
             self.l_records,
             self.phase.as_deref().unwrap_or("?")
         );
+        match &self.fields {
+            Some(f) => s.push_str(&format!("  {}\n", f.text())),
+            None if self.recorded_fields.is_empty() => {
+                s.push_str("  fields: not run by this audit, none recorded\n")
+            }
+            None => {}
+        }
+        for l in &self.recorded_fields {
+            s.push_str(&format!("  fields (recorded): {l}\n"));
+        }
         for f in &self.findings {
             s.push_str(&format!(
                 "  - [{:?}] {}: {}\n",

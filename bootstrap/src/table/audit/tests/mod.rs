@@ -64,6 +64,7 @@ fn empty_evidence() -> Evidence {
         cursor: Ok(None),
         activation: Ok(None),
         log: Ok(LogFacts::default()),
+        fields: None,
     }
 }
 
@@ -111,9 +112,11 @@ fn a_streaming_cursor_past_f_is_accepted_without_changes_up_to_f() {
     assert!(cursor_findings(Some(&past), None, Some(&f), Require::Activated).is_empty());
     let m = cursor_findings(Some(&before), None, Some(&f), Require::Activated);
     assert!(m[0].contains("before F"), "{m:?}");
-    // Before activation a cursor with no change up to F is invented.
+    // Before activation too: the audit's field check replays to its pinned P after F
+    // first; a cursor before F with no change up to F is still invented.
+    assert!(cursor_findings(Some(&past), None, Some(&f), Require::Gate).is_empty());
     assert_eq!(
-        cursor_findings(Some(&past), None, Some(&f), Require::Gate).len(),
+        cursor_findings(Some(&before), None, Some(&f), Require::Gate).len(),
         1
     );
     assert!(cursor_findings(None, None, Some(&f), Require::Activated).is_empty());
@@ -379,6 +382,7 @@ fn good_evidence() -> Evidence {
             read_errors: Vec::new(),
             last_group: Some((end(7), group)),
         }),
+        fields: None,
     }
 }
 
@@ -418,6 +422,66 @@ fn good_evidence_passes_the_whole_audit() {
     let mut e = good_evidence();
     e.activation = Ok(None);
     assert_eq!(audit(&e, Require::Gate).findings, vec![]);
+}
+
+fn sample(examples: Vec<fields::FieldDifference>, complete: bool) -> FieldSample {
+    FieldSample {
+        mode: "full".into(),
+        seed: 0x5eed,
+        position: Some("mysql-bin.000001:1234".into()),
+        rows_checked: 10,
+        chunks_compared: 1,
+        chunks_skipped: 0,
+        missing: 0,
+        extra: 0,
+        differing_rows: examples.len() as u64,
+        examples,
+        complete,
+        elapsed_ms: 3,
+    }
+}
+
+/// Evidence that is intact everywhere still fails when the field comparison found a
+/// difference the evidence cannot see (issue 15 item 4): the named check is `Fields`, the
+/// key and both values (hex) are in the finding, and every other check still passes.
+#[test]
+fn a_field_difference_fails_an_otherwise_intact_audit() {
+    let mut e = good_evidence();
+    e.fields = Some(sample(Vec::new(), true));
+    for require in [Require::Gate, Require::Activated] {
+        let r = audit(&e, require);
+        assert!(r.passed(), "{}", r.text());
+        assert!(r.text().contains("fields: full"), "{}", r.text());
+    }
+    e.fields = Some(sample(
+        vec![fields::FieldDifference {
+            kind: "field".into(),
+            key: "id=5".into(),
+            column: Some("v".into()),
+            source_hex: Some("f2e9eee2".into()),
+            target_hex: Some("f2e2eee9".into()),
+        }],
+        true,
+    ));
+    for require in [Require::Gate, Require::Activated] {
+        let r = audit(&e, require);
+        assert_eq!(r.findings.len(), 1, "{}", r.text());
+        let f = &r.findings[0];
+        assert_eq!((f.check, f.subject.as_str()), (Check::Fields, "key id=5"));
+        assert!(
+            f.message
+                .contains("column v: source 0xf2e9eee2 target 0xf2e2eee9"),
+            "{}",
+            f.message
+        );
+        let err = r.into_result().expect_err("a difference is no PASS");
+        assert!(err.to_string().contains("[Fields] key id=5"), "{err}");
+    }
+    // A walk that stopped early is no PASS either.
+    e.fields = Some(sample(Vec::new(), false));
+    let r = audit(&e, Require::Gate);
+    assert_eq!(r.findings.len(), 1, "{}", r.text());
+    assert_eq!(r.findings[0].check, Check::Fields);
 }
 
 /// The whole audit over evidence corrupted in every store at once: every finding, in the
