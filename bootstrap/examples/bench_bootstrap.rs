@@ -8,6 +8,8 @@
 //! `scripts/bench-bootstrap.sh [ROWS] [WINDOW_ROWS] [PAGE_ROWS]` (`BENCH_LOG=info` shows the
 //! serve log: per window, read and seal times).
 //!
+//! `BENCH_TYPES=1` adds a GEOMETRY, a JSON and a latin1 VARCHAR column (issue 15).
+//!
 //! `BENCH_KEY=composite` keys the table by `(uid BIGINT UNSIGNED, uuid VARCHAR(36)
 //! utf8mb4_general_ci)` instead of `id BIGINT` (issue 14: character keys are ordered by the
 //! server's weights, fetched with every page); `BENCH_KEY=wide` is the same table (same
@@ -44,10 +46,35 @@ fn wide() -> bool {
 }
 
 fn ddl() -> String {
-    match key_mode().as_str() {
+    let d = match key_mode().as_str() {
         "composite" => DDL_WIDE.replace("KEYCOLS", "uid, uuid"),
         "wide" => DDL_WIDE.replace("KEYCOLS", "id"),
         _ => DDL.to_string(),
+    };
+    if types() {
+        d.replace(") ENGINE=InnoDB", &format!(", {TYPES_COLUMNS}) ENGINE=InnoDB"))
+    } else {
+        d
+    }
+}
+
+/// `BENCH_TYPES=1` (issue 15): a GEOMETRY (SRID 4326), a JSON and a latin1 VARCHAR column
+/// beside the usual ones.
+fn types() -> bool {
+    std::env::var("BENCH_TYPES").is_ok_and(|v| v == "1")
+}
+
+const TYPES_COLUMNS: &str = "g GEOMETRY NOT NULL, j JSON NOT NULL, \
+    l VARCHAR(64) CHARACTER SET latin1 COLLATE latin1_swedish_ci NOT NULL";
+
+/// The values of [`TYPES_COLUMNS`] for row `seq`, or nothing.
+fn types_values() -> &'static str {
+    if types() {
+        ", ST_GeomFromText(CONCAT('POINT(', seq % 1000, ' ', seq % 777, ')'), 4326), \
+         JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b'), 'ok', TRUE), \
+         CONCAT('Ærø-Ñandú-', seq)"
+    } else {
+        ""
     }
 }
 
@@ -79,7 +106,8 @@ fn fill(s: &Server, db: &str, rows: i64) {
                 "INSERT INTO t SELECT {key} CONCAT('customer-', LPAD(seq, 10, '0'), '-abcdefghijklmnopqrstuvwxyz'), \
                  CONCAT(seq % 1000000, '.', LPAD(seq % 1000, 3, '0')), \
                  TIMESTAMP('2026-10-18 01:02:03') + INTERVAL (seq % 1000000) MICROSECOND, \
-                 TIMESTAMP('2024-02-29 12:34:56.789012'), 'abcdefgh01234567' FROM seq_{from}_to_{to}"
+                 TIMESTAMP('2024-02-29 12:34:56.789012'), 'abcdefgh01234567'{} FROM seq_{from}_to_{to}",
+                types_values()
             ),
         );
         from = to + 1;
