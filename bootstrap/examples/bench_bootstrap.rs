@@ -52,7 +52,10 @@ fn ddl() -> String {
         _ => DDL.to_string(),
     };
     if types() {
-        d.replace(") ENGINE=InnoDB", &format!(", {TYPES_COLUMNS}) ENGINE=InnoDB"))
+        d.replace(
+            ") ENGINE=InnoDB",
+            &format!(", {TYPES_COLUMNS}) ENGINE=InnoDB"),
+        )
     } else {
         d
     }
