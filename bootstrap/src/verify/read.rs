@@ -192,22 +192,21 @@ impl Session {
             .map_err(|e| malformed(&what, e))
     }
 
-    /// The next `limit` keys after `last`, without row hashes (a sampled walk's skip).
-    pub async fn keys(
+    /// The `n`-th key after `last` (a skipped chunk's last key), None past the end.
+    pub async fn nth_key(
         &mut self,
         qualified: &str,
         key: &KeyCols,
         last: Option<&Key>,
-        limit: usize,
-    ) -> Result<Vec<Key>> {
-        let what = format!("{} reading the keys of a chunk of {qualified}", self.side);
+        n: usize,
+    ) -> Result<Option<Key>> {
+        let what = format!("{} stepping over a chunk of {qualified}", self.side);
         let sql =
-            super::sql::keys_sql(qualified, key, last, limit).map_err(|e| malformed(&what, e))?;
-        self.rows("reading the keys of a chunk", sql)
-            .await?
-            .into_iter()
-            .map(|r| key.read(&r))
-            .collect::<std::result::Result<_, _>>()
+            super::sql::nth_key_sql(qualified, key, last, n).map_err(|e| malformed(&what, e))?;
+        let rows = self.rows("stepping over a chunk", sql).await?;
+        rows.first()
+            .map(|r| key.read(r))
+            .transpose()
             .map_err(|e| malformed(&what, e))
     }
 

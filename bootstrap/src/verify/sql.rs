@@ -101,18 +101,21 @@ pub fn chunk_sql(
     ))
 }
 
-/// The next `limit` keys after `last`, ordered by the key columns, without hashes.
-pub fn keys_sql(
+/// The `n`-th key (1-based) after `last` in key order: a skipped chunk's last key. The
+/// server steps over the keys before it in the index without sending (or computing the
+/// select list of) them, so a sampled walk does not read every key it skips.
+pub fn nth_key_sql(
     qualified: &str,
     key: &KeyCols,
     last: Option<&Key>,
-    limit: usize,
+    n: usize,
 ) -> Result<String, String> {
     Ok(format!(
-        "SELECT {} FROM {qualified}{} ORDER BY {} LIMIT {limit}",
+        "SELECT {} FROM {qualified}{} ORDER BY {} LIMIT 1 OFFSET {}",
         key.select_exprs().join(", "),
         key.after(last)?,
         kernel::key::sql::order_by(&key.quoted()),
+        n.max(1) - 1
     ))
 }
 
@@ -166,6 +169,10 @@ mod tests {
             sql,
             "SELECT CAST(`id` AS BINARY), SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256) \
              FROM `d`.`t` WHERE `id` > -5 ORDER BY `id` LIMIT 7"
+        );
+        assert_eq!(
+            nth_key_sql("`d`.`t`", &key, Some(&Key::of_i64(-5)), 7).expect("sql"),
+            "SELECT CAST(`id` AS BINARY) FROM `d`.`t` WHERE `id` > -5 ORDER BY `id` LIMIT 1 OFFSET 6"
         );
         let first = chunk_sql("`d`.`t`", &key, &[&c], None, 7).expect("sql");
         assert!(!first.contains("WHERE"));

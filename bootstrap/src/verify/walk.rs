@@ -123,16 +123,13 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// Walks over one chunk a sample does not compare: only the source's next keys are
-    /// read; returns the chunk's last key, or None at the end of the key space.
+    /// Walks over one chunk a sample does not compare: only the source's key `chunk_size`
+    /// places on is read (the server steps over the others in the index); returns the
+    /// chunk's last key, or None at the end of the key space (a chunk of fewer keys).
     async fn skip(&mut self, last: Option<&Key>) -> Result<Option<Key>> {
         let n = self.options.chunk_size;
         let s = &mut self.source;
-        let mut keys = s.session.keys(&s.qualified, &s.key, last, n).await?;
-        Ok(match keys.len() < n {
-            true => None,
-            false => keys.pop(),
-        })
+        s.session.nth_key(&s.qualified, &s.key, last, n).await
     }
 
     /// One chunk step into `tally`; returns the step's bound.
