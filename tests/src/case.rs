@@ -112,11 +112,8 @@ impl Case {
         window_rows: u64,
         page_rows: u64,
     ) -> Case {
-        let c = Case::of_table_unstarted(prefix, ddl, fill, window_rows, page_rows).await;
-        crate::bf::store::commands::start(&c.pool, c.job)
-            .await
-            .unwrap();
-        c
+        let servers = (harness::shared_source(), harness::shared_target());
+        Case::of_table_between(servers, prefix, ddl, fill, window_rows, page_rows).await
     }
 
     /// Like [`Case::of_table`] without the start command.
@@ -127,18 +124,29 @@ impl Case {
         window_rows: u64,
         page_rows: u64,
     ) -> Case {
-        let fill = |s: &Server, db: &str| {
-            for sql in fill {
-                s.sql_in(db, sql);
-            }
-        };
-        let (source, target) = (harness::shared_source(), harness::shared_target());
-        Case::install_on(source, target, prefix, ddl, fill, window_rows, page_rows).await
+        let servers = (harness::shared_source(), harness::shared_target());
+        Case::unstarted_between(servers, prefix, ddl, fill, window_rows, page_rows).await
     }
 
     /// [`Case::of_table`] between given servers (private ones: other time zones, other
     /// modes); the state store lives on `target`.
     pub async fn of_table_between(
+        servers: (&'static Server, &'static Server),
+        prefix: &str,
+        ddl: &str,
+        fill: &[String],
+        window_rows: u64,
+        page_rows: u64,
+    ) -> Case {
+        let c = Case::unstarted_between(servers, prefix, ddl, fill, window_rows, page_rows).await;
+        crate::bf::store::commands::start(&c.pool, c.job)
+            .await
+            .unwrap();
+        c
+    }
+
+    /// [`Case::of_table_unstarted`] between given servers.
+    async fn unstarted_between(
         (source, target): (&'static Server, &'static Server),
         prefix: &str,
         ddl: &str,
@@ -151,11 +159,7 @@ impl Case {
                 s.sql_in(db, sql);
             }
         };
-        let c = Case::install_on(source, target, prefix, ddl, fill, window_rows, page_rows).await;
-        crate::bf::store::commands::start(&c.pool, c.job)
-            .await
-            .unwrap();
-        c
+        Case::install_on(source, target, prefix, ddl, fill, window_rows, page_rows).await
     }
 
     /// Fresh databases, `t` from `ddl` on both sides, `fill` on the source, install.

@@ -7,6 +7,7 @@
 //! first key column. Every value is non-ASCII where the charset has such characters; the
 //! writer sends UTF-8 text on a utf8mb4 session and the source server converts it into
 //! each column's charset, so the source holds each charset's own bytes.
+use crate::keyed::Writing;
 use mysql_async::prelude::Queryable;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -279,24 +280,10 @@ pub async fn writer(url: String, g: Group, stop: Arc<AtomicBool>) -> u64 {
     n
 }
 
-/// A writer running on its own task.
-pub struct Writing {
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<u64>,
-}
-
-impl Writing {
-    pub fn start(c: &crate::case::Case, g: Group) -> Writing {
-        let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(writer(c.source.url_db(&c.sdb), g, stop.clone()));
-        Writing { stop, task }
-    }
-
-    /// Stops it; returns the steps it did.
-    pub async fn stop(self) -> u64 {
-        self.stop.store(true, Ordering::SeqCst);
-        self.task.await.expect("the writer panicked")
-    }
+/// [`writer`] on its own task.
+pub fn writing(c: &crate::case::Case, g: Group) -> Writing {
+    let url = c.source.url_db(&c.sdb);
+    Writing::spawn(|stop| writer(url, g, stop))
 }
 
 #[cfg(test)]

@@ -183,8 +183,18 @@ pub struct Writing {
 
 impl Writing {
     pub fn start(c: &Case, shape: Shape) -> Writing {
+        let url = c.source.url_db(&c.sdb);
+        Writing::spawn(|stop| writer(url, shape, stop))
+    }
+
+    /// Runs `writer` (given the stop flag; it returns the steps it did) on its own task:
+    /// every suite's writer runs and stops this way.
+    pub fn spawn<F>(writer: impl FnOnce(Arc<AtomicBool>) -> F) -> Writing
+    where
+        F: std::future::Future<Output = u64> + Send + 'static,
+    {
         let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(writer(c.source.url_db(&c.sdb), shape, stop.clone()));
+        let task = tokio::spawn(writer(stop.clone()));
         Writing { stop, task }
     }
 
@@ -193,6 +203,19 @@ impl Writing {
         self.stop.store(true, Ordering::SeqCst);
         self.task.await.expect("the writer panicked")
     }
+}
+
+/// One `backfill serve --exit-when-idle` run of this case (fault points from `failpoint`,
+/// SIGKILLed after `kill_after` if given); its exit code, None when killed.
+pub fn run_to_end(
+    c: &Case,
+    args: &[&str],
+    failpoint: &str,
+    kill_after: Option<Duration>,
+) -> Option<i32> {
+    let mut a = vec!["--exit-when-idle"];
+    a.extend_from_slice(args);
+    crate::case::wait(serve_child(c, &a, failpoint), kill_after)
 }
 
 /// `backfill serve` of this case as a child process (not idle-exiting unless

@@ -8,6 +8,7 @@
 //! and a [`writer`] inserts, deletes and rewrites every column of rows to another variant,
 //! and bumps `n` (which the generated columns read).
 use crate::case::Case;
+use crate::keyed::Writing;
 use mysql_async::prelude::Queryable;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -271,23 +272,9 @@ pub async fn writer(url: String, stop: Arc<AtomicBool>) -> u64 {
 }
 
 /// A [`writer`] on its own task.
-pub struct Writing {
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<u64>,
-}
-
-impl Writing {
-    pub fn start(c: &Case) -> Writing {
-        let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(writer(c.source.url_db(&c.sdb), stop.clone()));
-        Writing { stop, task }
-    }
-
-    /// Stops it; returns the steps it did.
-    pub async fn stop(self) -> u64 {
-        self.stop.store(true, Ordering::SeqCst);
-        self.task.await.expect("the typed writer panicked")
-    }
+pub fn writing(c: &Case) -> Writing {
+    let url = c.source.url_db(&c.sdb);
+    Writing::spawn(|stop| writer(url, stop))
 }
 
 #[cfg(test)]

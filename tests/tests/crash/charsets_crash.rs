@@ -14,16 +14,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::faults::{self, window};
 use backfill_tests::case::Case;
-use backfill_tests::charsets::{self, Group, Writing};
+use backfill_tests::charsets::{self, Group};
 use backfill_tests::keyed;
 use kernel::failpoint::EXIT_CODE;
 use std::time::{Duration, Instant};
-
-fn run_to_end(c: &Case, args: &[&str], failpoint: &str) -> Option<i32> {
-    let mut a = vec!["--exit-when-idle"];
-    a.extend_from_slice(args);
-    backfill_tests::case::wait(keyed::serve_child(c, &a, failpoint), None)
-}
 
 async fn group_converges(g: Group) {
     let t0 = Instant::now();
@@ -32,7 +26,7 @@ async fn group_converges(g: Group) {
     assert!(windows >= 3, "{}: {windows} windows", g.name);
     let key = g.key();
     let key: Vec<&str> = key.iter().map(String::as_str).collect();
-    let w = Writing::start(&c, g);
+    let w = charsets::writing(&c, g);
     let fault_runs = [
         (format!("{}@2", window::MID_PAGES), vec!["--page-rows", "3"]),
         (
@@ -51,7 +45,7 @@ async fn group_converges(g: Group) {
             let child = keyed::serve_child(&c, &["--exit-when-idle"], "");
             let _ = backfill_tests::case::wait(child, Some(Duration::from_millis(500)));
         }
-        let code = run_to_end(&c, &args, &fp);
+        let code = keyed::run_to_end(&c, &args, &fp, None);
         let head = c.head_opt().await;
         assert_eq!(
             head.and_then(|h| h.paused),
@@ -71,7 +65,7 @@ async fn group_converges(g: Group) {
     keyed::wait_streaming(&c, &mut serve.0).await;
     drop(serve);
     let writes = w.stop().await;
-    let code = run_to_end(&c, &["--replay-batch-rows", "1000"], "");
+    let code = keyed::run_to_end(&c, &["--replay-batch-rows", "1000"], "", None);
     assert_eq!(code, Some(0), "{}: the last serve", g.name);
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
     let d = keyed::diff(&c, &key);

@@ -48,31 +48,19 @@ fn runs() -> Vec<(String, Vec<&'static str>)> {
     ]
 }
 
-fn run_to_end(
-    c: &Case,
-    args: &[&str],
-    failpoint: &str,
-    kill_after: Option<Duration>,
-) -> Option<i32> {
-    let mut a = vec!["--exit-when-idle"];
-    a.extend_from_slice(args);
-    let child = keyed::serve_child(c, &a, failpoint);
-    backfill_tests::case::wait(child, kill_after)
-}
-
 async fn killed_everywhere_converges(prefix: &str, shape: Shape) {
     let t0 = Instant::now();
     let c = Case::of_table(prefix, &shape.ddl(), &shape.fill(), 50, 10).await;
     let w = Writing::start(&c, shape);
     // A SIGKILL at an arbitrary instant of the first windows.
-    let _ = run_to_end(
+    let _ = keyed::run_to_end(
         &c,
         &["--page-rows", "3"],
         "",
         Some(Duration::from_millis(700)),
     );
     for (fp, args) in runs() {
-        let code = run_to_end(&c, &args, &fp, None);
+        let code = keyed::run_to_end(&c, &args, &fp, None);
         assert_eq!(
             code,
             Some(kernel::failpoint::EXIT_CODE),
@@ -84,7 +72,7 @@ async fn killed_everywhere_converges(prefix: &str, shape: Shape) {
     }
     let writes = w.stop().await;
     // Catches up with the writer's last changes; STREAMING.
-    let code = run_to_end(
+    let code = keyed::run_to_end(
         &c,
         &["--page-rows", "11", "--replay-batch-rows", "1000"],
         "",

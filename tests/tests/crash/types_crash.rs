@@ -11,7 +11,7 @@
 use backfill_tests::bf::table::faults::{self, window};
 use backfill_tests::case::Case;
 use backfill_tests::keyed;
-use backfill_tests::typed::{self, Writing};
+use backfill_tests::typed;
 use std::time::{Duration, Instant};
 
 /// (fault point @ hit, serve flags of that run), in protocol order.
@@ -38,32 +38,21 @@ fn runs() -> Vec<(String, Vec<&'static str>)> {
     ]
 }
 
-fn run_to_end(
-    c: &Case,
-    args: &[&str],
-    failpoint: &str,
-    kill_after: Option<Duration>,
-) -> Option<i32> {
-    let mut a = vec!["--exit-when-idle"];
-    a.extend_from_slice(args);
-    backfill_tests::case::wait(keyed::serve_child(c, &a, failpoint), kill_after)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn types_of_item_2_serve_killed_in_windows_replay_and_streaming_converge() {
     let t0 = Instant::now();
     let c = Case::of_table("tyk", typed::DDL, &typed::fill(), 30, 10).await;
     let windows = c.plan().await.len();
     assert!(windows >= 3, "{windows} windows");
-    let w = Writing::start(&c);
-    let _ = run_to_end(
+    let w = typed::writing(&c);
+    let _ = keyed::run_to_end(
         &c,
         &["--page-rows", "3"],
         "",
         Some(Duration::from_millis(700)),
     );
     for (fp, args) in runs() {
-        let code = run_to_end(&c, &args, &fp, None);
+        let code = keyed::run_to_end(&c, &args, &fp, None);
         assert_eq!(
             code,
             Some(kernel::failpoint::EXIT_CODE),
@@ -73,7 +62,7 @@ async fn types_of_item_2_serve_killed_in_windows_replay_and_streaming_converge()
         assert_eq!(head.and_then(|h| h.paused), None, "paused after {fp}");
     }
     let writes = w.stop().await;
-    let code = run_to_end(&c, &["--replay-batch-rows", "1000"], "", None);
+    let code = keyed::run_to_end(&c, &["--replay-batch-rows", "1000"], "", None);
     assert_eq!(code, Some(0), "the last serve");
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
     let d = keyed::diff(&c, &["id"]);

@@ -9,7 +9,7 @@
 use backfill_tests::case::Case;
 use backfill_tests::harness::{Server, ServerOpts};
 use backfill_tests::keyed::{self, Serving};
-use backfill_tests::typed::{self, Writing};
+use backfill_tests::typed;
 use std::time::{Duration, Instant};
 
 fn servers() -> (&'static Server, &'static Server) {
@@ -38,13 +38,13 @@ async fn types_between_time_zones_and_a_zero_date_refusing_target_stream_exactly
     );
     let c =
         Case::of_table_between((source, target), "tytz", typed::DDL, &typed::fill(), 30, 10).await;
-    let w = Writing::start(&c);
+    let w = typed::writing(&c);
     let serve = ["--replay-batch-rows", "40", "--apply-streams", "2"];
     let mut child = Serving(keyed::serve_child(&c, &serve, ""));
     keyed::wait_streaming(&c, &mut child.0).await;
     let mut writes = w.stop().await;
     keyed::wait_clean(&c, &["id"], Duration::from_secs(60)).await;
-    let w = Writing::start(&c);
+    let w = typed::writing(&c);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     writes += w.stop().await;
     // A row of known values, written in the source's +08:00 session, no writer after it.
