@@ -31,6 +31,7 @@ pub mod position;
 pub mod range;
 pub mod redact;
 pub mod schema;
+pub mod schema_change;
 pub mod state;
 pub mod tls;
 pub mod value;

@@ -1,5 +1,6 @@
 //! The capture against real MariaDB servers: exactness of L for a workload, regrouping,
-//! markers (workload), lineage errors (lineage), pauses (pause), value fidelity (types)
+//! markers (workload), lineage errors (lineage), pauses (pause), DDL classification against the server's definitions
+//! (schema_ddl), value fidelity (types)
 //! and XA transactions (xa). Killed and restarted captures: the `crash` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,6 +9,7 @@ mod support;
 
 mod lineage;
 mod pause;
+mod schema_ddl;
 mod types;
 mod workload;
 mod xa;

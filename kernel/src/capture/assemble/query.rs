@@ -180,6 +180,7 @@ impl Capturer {
         }
         let set = read_set(&self.set);
         let mut hits: Vec<(String, String)> = Vec::new();
+        let mut class: Option<String> = None;
         for t in &set.tables {
             let (s, n) = (&t.sealed.database, &t.sealed.table);
             let key = (t.job, t.generation);
@@ -192,6 +193,9 @@ impl Capturer {
             if self.state.active.contains(&key) && names && !hits.contains(&(s.clone(), n.clone()))
             {
                 hits.push((s.clone(), n.clone()));
+                if kind == QueryKind::Ddl && class.is_none() {
+                    class = Some(crate::schema_change::classify(sql, &t.sealed).describe());
+                }
             }
         }
         drop(set);
@@ -216,8 +220,11 @@ impl Capturer {
             ),
         };
         let short: String = sql.chars().take(200).collect();
+        // DESIGN §16: the class is named (a compatible change is not applied to the target
+        // by this version either; it pauses like any other until it is).
+        let class = class.map(|c| format!("; {c}")).unwrap_or_default();
         for (s, t) in hits {
-            self.pause_table(&s, &t, at, code, format!("{what} (`{short}`)"));
+            self.pause_table(&s, &t, at, code, format!("{what} (`{short}`){class}"));
         }
     }
 

@@ -376,7 +376,7 @@ fn a_ddl_on_a_captured_table_pauses_it_at_the_statement() {
         &out,
         &[
             "record start mysql-bin.000001:5844 chunk 0 gtid 0-1-19 end mysql-bin.000001:5996 (0-1-19) chunk",
-            "  pause fx.t job 1 gen 1 at mysql-bin.000001:5886 SchemaChanged: table `fx`.`t` (g1) paused at binlog mysql-bin.000001:5886: a DDL statement: the sealed schema no longer describes the table (`ALTER TABLE fx.t ADD COLUMN w INT NULL`)",
+            "  pause fx.t job 1 gen 1 at mysql-bin.000001:5886 SchemaChanged: table `fx`.`t` (g1) paused at binlog mysql-bin.000001:5886: a DDL statement: the sealed schema no longer describes the table (`ALTER TABLE fx.t ADD COLUMN w INT NULL`); compatible (ADD COLUMN `w`)",
             "  statement at mysql-bin.000001:5886 in : ALTER TABLE fx.t ADD COLUMN w INT NULL",
         ],
     );

@@ -13,13 +13,13 @@ pub enum Target {
 /// A token of a statement: comments and string literals are dropped; the body of an
 /// executable comment (`/*! ... */`, `/*M!nnnnn ... */`) is kept as code.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Tok {
+pub(crate) enum Tok {
     Word(String),
     Quoted(String),
     Punct(char),
 }
 
-fn tokens(sql: &str) -> Vec<Tok> {
+pub(crate) fn tokens(sql: &str) -> Vec<Tok> {
     let mut out = Vec::new();
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {

@@ -1,0 +1,87 @@
+//! DESIGN §16 item 1 against the server's own rendering: for each DDL, the definition
+//! before and after it is read from a real MariaDB (`information_schema`, sealed as
+//! install seals it), and the decision of [`kernel::schema_change`] (the statement
+//! classified, then the definition after checked against its clauses) is the expected
+//! one. A narrowing, a charset change or a signedness change passes the text and is
+//! caught by the definitions; a second DDL already applied to the live table is caught
+//! too (the live definition is not what the first DDL describes).
+use crate::support::*;
+use kernel::schema_change::{check_after, classify, Classified};
+
+const BASE: &str = "(id INT NOT NULL PRIMARY KEY, name VARCHAR(20) CHARACTER SET utf8mb4 \
+     COLLATE utf8mb4_general_ci NULL, qty INT NOT NULL, price DECIMAL(10,2) NOT NULL, \
+     KEY i_qty (qty)) ENGINE=InnoDB";
+
+/// (DDL with `T` for the table, compatible?) in the order of issue 16's acceptance.
+const CASES: &[(&str, bool)] = &[
+    ("ALTER TABLE T ADD COLUMN w INT NULL", true),
+    ("ALTER TABLE T ADD COLUMN w INT NOT NULL DEFAULT 5 AFTER id", true),
+    ("ALTER TABLE T ADD COLUMN w VARCHAR(8) NOT NULL DEFAULT 'a,b' FIRST", true),
+    ("ALTER TABLE T MODIFY name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL", true),
+    ("ALTER TABLE T MODIFY qty BIGINT NOT NULL", true),
+    ("ALTER TABLE T MODIFY price DECIMAL(14,4) NOT NULL", true),
+    ("ALTER TABLE T ADD INDEX i_name (name)", true),
+    ("ALTER TABLE T DROP INDEX i_qty", true),
+    ("ALTER TABLE T RENAME COLUMN qty TO amount", true),
+    ("ALTER TABLE T CHANGE qty amount BIGINT NOT NULL", true),
+    ("ALTER TABLE T DROP COLUMN price", true),
+    ("ALTER TABLE T COMMENT 'orders'", true),
+    ("CREATE INDEX i2 ON T (price)", true),
+    ("ALTER TABLE T MODIFY name VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL", false),
+    ("ALTER TABLE T MODIFY name VARCHAR(20) CHARACTER SET latin1 NULL", false),
+    ("ALTER TABLE T MODIFY qty INT UNSIGNED NOT NULL", false),
+    ("ALTER TABLE T MODIFY qty INT NULL, MODIFY price DECIMAL(8,2) NOT NULL", false),
+    ("ALTER TABLE T MODIFY id BIGINT NOT NULL", false),
+    ("ALTER TABLE T ADD UNIQUE KEY u (name)", false),
+    ("ALTER TABLE T ADD COLUMN ts DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP", false),
+    ("TRUNCATE TABLE T", false),
+];
+
+fn decide(
+    sql: &str,
+    before: &kernel::schema::SealedSchema,
+    after: &kernel::schema::SealedSchema,
+) -> Result<(), String> {
+    match classify(sql, before) {
+        Classified::Incompatible(i) => Err(i.to_string()),
+        Classified::Compatible(a) => check_after(before, &a, after).map_err(|i| i.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_ddl_is_decided_from_its_text_and_the_servers_definitions() {
+    let e = env("ddl_class").await;
+    for (n, (ddl, want)) in CASES.iter().enumerate() {
+        let t = format!("t{n}");
+        e.src.sql_in(&e.db, &format!("CREATE TABLE {t} {BASE}"));
+        let before = e.sealed(&t).await;
+        let sql = ddl
+            .replace(" T ", &format!(" {t} "))
+            .replace(" T (", &format!(" {t} ("));
+        let sql = if sql.ends_with(" T") {
+            format!("{}{t}", &sql[..sql.len() - 1])
+        } else {
+            sql
+        };
+        e.src.sql_in(&e.db, &sql);
+        let after = e.sealed(&t).await;
+        let got = decide(&sql, &before, &after);
+        assert_eq!(got.is_ok(), *want, "{sql}: {got:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ddl_already_in_the_live_definition_is_not_taken_for_the_first() {
+    let e = env("ddl_twice").await;
+    e.src.sql_in(&e.db, &format!("CREATE TABLE t {BASE}"));
+    let before = e.sealed("t").await;
+    let first = "ALTER TABLE t ADD COLUMN w INT NULL";
+    e.src.sql_in(&e.db, first);
+    e.src.sql_in(&e.db, "ALTER TABLE t MODIFY name VARCHAR(30) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL");
+    let live = e.sealed("t").await;
+    let got = decide(first, &before, &live).unwrap_err();
+    assert!(
+        got.contains("`name`") && got.contains("does not modify it"),
+        "{got}"
+    );
+}
