@@ -85,3 +85,67 @@ async fn a_second_ddl_already_in_the_live_definition_is_not_taken_for_the_first(
         "{got}"
     );
 }
+
+/// Rows of a table paused at a DDL are kept raw in L; decoded later against the
+/// definition after the DDL ([`kernel::capture::raw::decode_raw`]) they are exactly the
+/// rows written, of every op, and against the definition before it they are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_rows_after_a_ddl_decode_against_the_definition_after_it() {
+    use kernel::capture::raw::decode_raw;
+    use kernel::capture::Reader;
+    use kernel::change::Op;
+    use kernel::control::IntentKind;
+    use kernel::log::RecordBody;
+    use kernel::value::SqlValue;
+    let e = env("ddl_raw").await;
+    e.src.sql_in(&e.db, &format!("CREATE TABLE t {BASE}"));
+    e.init_stream(1000).await;
+    let set = e.set_for(&[(1, "t")]).await;
+    let before = e.sealed("t").await;
+    let reader = Reader::start(e.pool.clone(), e.cfg(), set);
+    e.intent(1, IntentKind::B).await;
+    e.src.sql_in(
+        &e.db,
+        "INSERT INTO t (id, name, qty, price) VALUES (1, 'a', 1, 1.50)",
+    );
+    e.src.sql_in(
+        &e.db,
+        "ALTER TABLE t ADD COLUMN w VARCHAR(8) NOT NULL DEFAULT 'd' AFTER id",
+    );
+    e.src.sql_in(
+        &e.db,
+        "INSERT INTO t VALUES (2, 'x,y', 'é', 2, 2.25); UPDATE t SET w = 'z', qty = 9 WHERE id = 1; \
+         DELETE FROM t WHERE id = 2",
+    );
+    let after = e.sealed("t").await;
+    let f = e.intent(1, IntentKind::F).await;
+    e.wait_marker(&f, 30).await;
+    reader.stop().await.unwrap();
+    let mut decoded = Vec::new();
+    for r in all_records(&e.pool, &e.stream).await {
+        let RecordBody::Chunk(c) = &r.record.body else {
+            continue;
+        };
+        for raw in c.raw.iter().filter(|x| x.table == "t") {
+            let err = decode_raw(raw, &before).unwrap_err();
+            assert!(err.contains("column count"), "{err}");
+            decoded.push(decode_raw(raw, &after).unwrap());
+        }
+    }
+    let s = |v: &str| SqlValue::Bytes(v.as_bytes().to_vec());
+    let ops: Vec<Op> = decoded.iter().map(|(op, _)| *op).collect();
+    assert_eq!(ops, vec![Op::Insert, Op::Update, Op::Delete]);
+    let (_, ins) = &decoded[0];
+    let row = ins[0].1.as_ref().unwrap();
+    assert_eq!(
+        (&row[0], &row[1], &row[2]),
+        (&SqlValue::Int(2), &s("x,y"), &s("é"))
+    );
+    let (_, upd) = &decoded[1];
+    let (b, a) = (upd[0].0.as_ref().unwrap(), upd[0].1.as_ref().unwrap());
+    assert_eq!(
+        (&b[1], &a[1], &a[3]),
+        (&s("d"), &s("z"), &SqlValue::Int(9)),
+        "the default of the existing row, then the update"
+    );
+}

@@ -37,6 +37,7 @@ mod group;
 mod pause;
 mod query;
 mod rows;
+pub(crate) use rows::image_problems;
 #[cfg(test)]
 mod tests;
 

@@ -207,7 +207,7 @@ impl Capturer {
 }
 
 /// Rows events must carry every column in both images (binlog_row_image=FULL, §3.7).
-fn image_problems(data: &RowsEventData<'_>) -> Vec<String> {
+pub(crate) fn image_problems(data: &RowsEventData<'_>) -> Vec<String> {
     let n = data.num_columns() as usize;
     let mut out = Vec::new();
     let before = data
