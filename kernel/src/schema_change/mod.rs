@@ -27,14 +27,16 @@
 //!    whether a default was constant. Together they decide.
 //!
 //! Layout: `parse` splits the statement into clauses and classifies each, `after` is
-//! the definition check.
+//! the definition check, `target` the statement the target runs.
 mod after;
 mod parse;
+mod target;
 #[cfg(test)]
 mod tests;
 
 pub use after::check_after;
 pub use parse::classify;
+pub use target::target_statement;
 
 /// One change a compatible DDL makes to the table's definition.
 #[derive(Clone, Debug, PartialEq, Eq)]

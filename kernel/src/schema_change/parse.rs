@@ -4,6 +4,7 @@
 use super::{Alteration, Classified, Incompatible};
 use crate::capture::events::{tokens, Tok};
 use crate::schema::SealedSchema;
+use std::ops::Range;
 
 /// Classifies `sql`, a DDL statement the capture found to change `table` (its sealed
 /// definition in force before the statement).
@@ -33,7 +34,7 @@ pub fn classify(sql: &str, table: &SealedSchema) -> Classified {
     }
 }
 
-type Clause<'a> = &'a [Tok];
+pub(super) type Clause<'a> = &'a [Tok];
 type Outcome = Result<Alteration, Incompatible>;
 
 fn upper(t: Option<&Tok>) -> String {
@@ -43,7 +44,7 @@ fn upper(t: Option<&Tok>) -> String {
     }
 }
 
-fn word(t: Clause<'_>, i: usize) -> String {
+pub(super) fn word(t: Clause<'_>, i: usize) -> String {
     upper(t.get(i))
 }
 
@@ -82,7 +83,7 @@ fn no(t: Clause<'_>, why: &str) -> Incompatible {
 }
 
 /// Skips `IF EXISTS` / `IF NOT EXISTS` at `i`.
-fn skip_if(t: Clause<'_>, mut i: usize) -> usize {
+pub(super) fn skip_if(t: Clause<'_>, mut i: usize) -> usize {
     if word(t, i) == "IF" {
         i += 1;
         if word(t, i) == "NOT" {
@@ -95,27 +96,29 @@ fn skip_if(t: Clause<'_>, mut i: usize) -> usize {
     i
 }
 
-/// Splits at commas outside parentheses.
-fn clauses(t: Clause<'_>) -> Vec<Clause<'_>> {
-    let (mut out, mut depth, mut from) = (Vec::new(), 0i32, 0usize);
-    for (i, tok) in t.iter().enumerate() {
+/// The token ranges of `t` between commas outside parentheses, from token `from`.
+fn clauses(t: Clause<'_>, from: usize) -> Vec<Range<usize>> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, from);
+    for (i, tok) in t.iter().enumerate().skip(from) {
         match tok {
             Tok::Punct('(') => depth += 1,
             Tok::Punct(')') => depth -= 1,
             Tok::Punct(',') if depth == 0 => {
-                out.push(&t[from..i]);
-                from = i + 1;
+                out.push(start..i);
+                start = i + 1;
             }
             _ => {}
         }
     }
-    if from < t.len() {
-        out.push(&t[from..]);
+    if start < t.len() {
+        out.push(start..t.len());
     }
     out
 }
 
-fn alter(t: Clause<'_>, table: &SealedSchema) -> Result<Vec<Alteration>, Incompatible> {
+/// The token ranges of the clauses of an ALTER TABLE statement (none for a bare
+/// `ALTER TABLE t`).
+pub(super) fn alter_clauses(t: Clause<'_>) -> Result<Vec<Range<usize>>, Incompatible> {
     let mut i = 1;
     while matches!(word(t, i).as_str(), "ONLINE" | "IGNORE") {
         i += 1;
@@ -132,19 +135,20 @@ fn alter(t: Clause<'_>, table: &SealedSchema) -> Result<Vec<Alteration>, Incompa
     } else if word(t, i) == "WAIT" {
         i += 2;
     }
-    let rest = &t[i.min(t.len())..];
-    if rest.is_empty() {
+    Ok(clauses(t, i.min(t.len())))
+}
+
+fn alter(t: Clause<'_>, table: &SealedSchema) -> Result<Vec<Alteration>, Incompatible> {
+    let ranges = alter_clauses(t)?;
+    if ranges.is_empty() {
         return Ok(vec![Alteration::NoDataChange {
             clause: "ALTER TABLE".into(),
         }]);
     }
-    clauses(rest)
-        .into_iter()
-        .map(|c| clause(c, table))
-        .collect()
+    ranges.into_iter().map(|r| clause(&t[r], table)).collect()
 }
 
-fn clause(c: Clause<'_>, table: &SealedSchema) -> Outcome {
+pub(super) fn clause(c: Clause<'_>, table: &SealedSchema) -> Outcome {
     if c.iter().any(|x| {
         matches!(x, Tok::Word(w) if w.eq_ignore_ascii_case("PARTITION") || w.eq_ignore_ascii_case("PARTITIONING"))
     }) {

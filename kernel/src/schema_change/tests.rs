@@ -370,3 +370,31 @@ fn descriptions_name_every_clause() {
         c.describe()
     );
 }
+
+#[test]
+fn the_target_runs_the_sources_own_clauses_on_its_table() {
+    let t = |sql: &str| target_statement(sql, &table(), "`tdb`.`tt`").unwrap();
+    assert_eq!(
+        t("ALTER TABLE shop.t ADD COLUMN w VARCHAR(5) DEFAULT 'a, b' AFTER name, ALGORITHM=INPLACE").as_deref(),
+        Some("ALTER TABLE `tdb`.`tt` ADD COLUMN w VARCHAR(5) DEFAULT 'a, b' AFTER name")
+    );
+    assert_eq!(
+        t("alter table `t` modify name varchar(50), drop index i, add key k (qty)").as_deref(),
+        Some("ALTER TABLE `tdb`.`tt` modify name varchar(50), drop index IF EXISTS i, add key IF NOT EXISTS k (qty)")
+    );
+    assert_eq!(
+        t("ALTER TABLE t DROP INDEX IF EXISTS i").as_deref(),
+        Some("ALTER TABLE `tdb`.`tt` DROP INDEX IF EXISTS i")
+    );
+    assert_eq!(t("ALTER TABLE t COMMENT 'x', FORCE"), None);
+    assert_eq!(t("ALTER TABLE t RENAME INDEX a TO b"), None);
+    assert_eq!(
+        t("CREATE INDEX i ON shop.t (qty)").as_deref(),
+        Some("CREATE INDEX IF NOT EXISTS i ON `tdb`.`tt` (qty)")
+    );
+    assert_eq!(
+        t("DROP INDEX i ON t").as_deref(),
+        Some("DROP INDEX IF EXISTS i ON `tdb`.`tt`")
+    );
+    assert!(target_statement("TRUNCATE t", &table(), "`tdb`.`tt`").is_err());
+}

@@ -4,9 +4,10 @@
 //! classified, then the definition after checked against its clauses) is the expected
 //! one. A narrowing, a charset change or a signedness change passes the text and is
 //! caught by the definitions; a second DDL already applied to the live table is caught
-//! too (the live definition is not what the first DDL describes).
+//! too (the live definition is not what the first DDL describes). A table of the
+//! definition before, given the target statement, ends with the source's fingerprint.
 use crate::support::*;
-use kernel::schema_change::{check_after, classify, Classified};
+use kernel::schema_change::{check_after, classify, target_statement, Classified};
 
 const BASE: &str = "(id INT NOT NULL PRIMARY KEY, name VARCHAR(20) CHARACTER SET utf8mb4 \
      COLLATE utf8mb4_general_ci NULL, qty INT NOT NULL, price DECIMAL(10,2) NOT NULL, \
@@ -51,6 +52,7 @@ fn decide(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_ddl_is_decided_from_its_text_and_the_servers_definitions() {
     let e = env("ddl_class").await;
+    let tdb = e.src.fresh_db("ddl_class_target");
     for (n, (ddl, want)) in CASES.iter().enumerate() {
         let t = format!("t{n}");
         e.src.sql_in(&e.db, &format!("CREATE TABLE {t} {BASE}"));
@@ -67,7 +69,39 @@ async fn each_ddl_is_decided_from_its_text_and_the_servers_definitions() {
         let after = e.sealed(&t).await;
         let got = decide(&sql, &before, &after);
         assert_eq!(got.is_ok(), *want, "{sql}: {got:?}");
+        if *want {
+            same_on_a_target(&e, &tdb, &t, &sql, &before, &after).await;
+        }
     }
+}
+
+/// A target table of the definition before takes the target statement and then has the
+/// source's definition after (the fingerprint install and the audit compare).
+async fn same_on_a_target(
+    e: &Env,
+    tdb: &str,
+    t: &str,
+    sql: &str,
+    before: &kernel::schema::SealedSchema,
+    after: &kernel::schema::SealedSchema,
+) {
+    e.src.sql_in(tdb, &format!("CREATE TABLE {t} {BASE}"));
+    let quoted = format!("`{tdb}`.`{t}`");
+    if let Some(stmt) = target_statement(sql, before, &quoted).unwrap() {
+        e.src.sql_in(tdb, &stmt);
+    }
+    let mut c = e.conn().await;
+    let facts = kernel::introspect::read_table(&mut c, tdb, t)
+        .await
+        .unwrap()
+        .unwrap();
+    let on_target = kernel::introspect::seal(&facts).unwrap();
+    assert_eq!(
+        on_target.fingerprint(),
+        after.fingerprint(),
+        "{sql}: target {:?}",
+        after.differences(&on_target)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,9 +20,43 @@ pub(crate) enum Tok {
 }
 
 pub(crate) fn tokens(sql: &str) -> Vec<Tok> {
+    spanned(sql).into_iter().map(|(t, _)| t).collect()
+}
+
+/// Characters with their byte offsets.
+struct Cursor<'a> {
+    it: std::iter::Peekable<std::str::CharIndices<'a>>,
+    len: usize,
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = char;
+    fn next(&mut self) -> Option<char> {
+        self.it.next().map(|(_, c)| c)
+    }
+}
+
+impl Cursor<'_> {
+    fn peek(&mut self) -> Option<&char> {
+        self.it.peek().map(|(_, c)| c)
+    }
+
+    fn pos(&mut self) -> usize {
+        self.it.peek().map_or(self.len, |(i, _)| *i)
+    }
+}
+
+/// [`tokens`] with the byte range of each token in `sql` (a quoted name or a literal
+/// with its quotes).
+pub(crate) fn spanned(sql: &str) -> Vec<(Tok, std::ops::Range<usize>)> {
     let mut out = Vec::new();
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut chars = Cursor {
+        it: sql.char_indices().peekable(),
+        len: sql.len(),
+    };
+    loop {
+        let start = chars.pos();
+        let Some(c) = chars.next() else { break };
         match c {
             '/' if chars.peek() == Some(&'*') => {
                 chars.next();
@@ -76,7 +110,8 @@ pub(crate) fn tokens(sql: &str) -> Vec<Tok> {
                         name.push(d);
                     }
                 }
-                out.push(Tok::Quoted(name));
+                let tok = Tok::Quoted(name);
+                out.push((tok, start..chars.pos()));
             }
             '\'' | '"' => {
                 while let Some(d) = chars.next() {
@@ -90,7 +125,8 @@ pub(crate) fn tokens(sql: &str) -> Vec<Tok> {
                         }
                     }
                 }
-                out.push(Tok::Punct('\''));
+                let tok = Tok::Punct('\'');
+                out.push((tok, start..chars.pos()));
             }
             c if c.is_alphanumeric() || c == '_' || c == '$' => {
                 let mut w = String::from(c);
@@ -102,10 +138,11 @@ pub(crate) fn tokens(sql: &str) -> Vec<Tok> {
                         break;
                     }
                 }
-                out.push(Tok::Word(w));
+                let tok = Tok::Word(w);
+                out.push((tok, start..chars.pos()));
             }
             c if c.is_whitespace() => {}
-            c => out.push(Tok::Punct(c)),
+            c => out.push((Tok::Punct(c), start..chars.pos())),
         }
     }
     out

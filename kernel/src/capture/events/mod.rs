@@ -11,7 +11,7 @@ mod query;
 mod tests;
 
 pub use ddl::{ddl_targets, Target};
-pub(crate) use ddl::{tokens, Tok};
+pub(crate) use ddl::{spanned, tokens, Tok};
 pub use query::{
     classify_query, ddl_changes_table, identifiers, names_table, parse_xa_prepare, xa_one_phase,
     xa_xid, QueryKind,
