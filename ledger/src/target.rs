@@ -88,7 +88,7 @@ impl TargetCtx {
         )
     }
 
-    pub(crate) fn who(&self) -> String {
+    pub fn who(&self) -> String {
         format!(
             "job {} {} (target {})",
             self.job,
@@ -146,6 +146,7 @@ pub async fn ensure_ledger_tables(conn: &mut Conn, db: &str) -> Result<()> {
                 PRIMARY KEY (job_id, generation, part)) ENGINE=InnoDB",
             q(CURSOR_PARTS)
         ),
+        crate::schema::create_sql(&q(crate::schema::SCHEMA)),
     ];
     for sql in ddl {
         conn.query_drop(sql)

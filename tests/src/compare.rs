@@ -74,6 +74,15 @@ pub fn compare(
     key: &[&str],
 ) -> Diff {
     let (sdef, tdef) = (columns(source, sdb, table), columns(target, tdb, table));
+    if sdef != tdef {
+        // Rows are read by the source's column names, which the target may lack (a DDL
+        // not applied yet): the definitions differ, that is the finding.
+        return Diff {
+            definition_differs: true,
+            examples: vec![format!("definition: source {sdef:?} target {tdef:?}")],
+            ..Diff::default()
+        };
+    }
     let names: Vec<(String, String)> = sdef.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
     let a = rows(source, sdb, table, key, &names);
     let b = rows(target, tdb, table, key, &names);

@@ -453,6 +453,7 @@ pub async fn finish_steps(
         control_schema: &w.ctl,
         target: &topts,
         ctx: &ctx,
+        chain: None,
         replay: replay_cfg,
         marker_wait: Duration::from_secs(60),
         fields: None,

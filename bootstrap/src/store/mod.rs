@@ -7,3 +7,4 @@ pub mod jobs;
 pub mod plan;
 pub mod processes;
 pub mod refusal;
+pub mod schema_versions;

@@ -9,6 +9,7 @@ use crate::table::audit::{
 use crate::table::ctx::{JobCtx, Reached};
 use crate::table::fence::{self, FenceEnv};
 use crate::table::replay::{self, MarkerAt, Outcome, ReplayConfig, Replayer, Scope, WritePermits};
+use crate::table::schema::{self, Chain};
 use kernel::control::IntentKind;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
@@ -37,6 +38,9 @@ pub struct Finish<'a> {
     pub control_schema: &'a str,
     pub target: &'a mysql_async::Opts,
     pub ctx: &'a TargetCtx,
+    /// The table's schema chain (DESIGN §16); `ctx` is the target context of the version
+    /// in force at T's cursor.
+    pub chain: Option<&'a Chain>,
     pub replay: ReplayConfig,
     /// Bound on waiting for L to hold F.
     pub marker_wait: Duration,
@@ -272,6 +276,7 @@ impl Finish<'_> {
             target: self.target,
             ctx: self.ctx,
             cfg: &self.replay,
+            chain: self.chain,
         }
     }
 
@@ -321,6 +326,11 @@ impl Finish<'_> {
 /// cancelled (or, with `exit_when_idle`, until caught up with L once). A definite failure
 /// (failed audit, evidence conflict, a pause seen in L) pauses the table in J with the
 /// reason; the table then does not enter (or stays out of) STREAMING.
+///
+/// While STREAMING, a compatible DDL of the table is sealed as the next schema version
+/// and applied in replay order (DESIGN §16, `crate::table::schema`): each replay run
+/// writes with the target context of the version in force at T's cursor and ends right
+/// after a DDL's step, and the next run takes the next version's context.
 pub async fn after_windows(
     ctx: &JobCtx,
     reached: Reached,
@@ -332,40 +342,24 @@ pub async fn after_windows(
         Reached::Beyond(Phase::Fenced | Phase::Replaying | Phase::Audited | Phase::Streaming) => {}
         _ => return Ok(reached),
     }
-    let f = Finish {
-        pool: &ctx.pool,
-        scope: Scope {
-            job: ctx.id(),
-            generation: ctx.generation(),
-            stream: ctx.stream.clone(),
-            source_db: ctx.job.source.db.clone(),
-            source_table: ctx.job.source.table.clone(),
-        },
-        journal: &ctx.journal,
-        lease: &ctx.lease,
-        store: ctx.store.as_ref(),
-        plan: &ctx.plan,
-        schema_fingerprint: ctx.schema.fingerprint(),
-        source: &ctx.source,
-        control_schema: &ctx.job.control_schema,
-        target: &ctx.target,
-        ctx: &ctx.tctx,
-        replay: cfg.clone(),
-        marker_wait: ctx.cfg.marker_timeout,
-        fields: Some(FieldGate {
-            comparer: ctx.fields.as_ref(),
-            config: ctx.cfg.fields,
-            admission: &ctx.admission,
-            permit_timeout: ctx.cfg.permit_timeout,
-            cancel: &ctx.cancel,
-        }),
+    let scope = Scope {
+        job: ctx.id(),
+        generation: ctx.generation(),
+        stream: ctx.stream.clone(),
+        source_db: ctx.job.source.db.clone(),
+        source_table: ctx.job.source.table.clone(),
     };
+    let streaming = matches!(reached, Reached::Beyond(Phase::Streaming));
     let r = async {
-        let what = "replay of (B, F] and activation";
-        // Boxed: the activation future is large (fence, replay and audit state).
-        let work = Box::pin(f.activate_unless(&ctx.cancel));
-        let n = cfg.apply_streams;
-        let Some(a) = under_write_permits(ctx, what, n, &ctx.cancel, work).await? else {
+        let mut chain = schema::load(
+            &ctx.pool,
+            ctx.id(),
+            ctx.generation(),
+            &ctx.schema,
+            &ctx.stream,
+        )
+        .await?;
+        let Some(a) = activate_versions(ctx, &scope, &mut chain, cfg, streaming).await? else {
             return Ok(None);
         };
         tracing::info!(
@@ -374,25 +368,9 @@ pub async fn after_windows(
             replayed = a.replayed.groups_applied,
             "activation audit passed: STREAMING"
         );
-        if exit_when_idle {
-            let what = "replay catch-up";
-            under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(a.b.seq)).await
-        } else {
-            let permits = WritePermits {
-                admission: &ctx.admission,
-                owner: format!(
-                    "job {} {} streaming replay batch",
-                    ctx.id(),
-                    ctx.generation()
-                ),
-                deadline: ctx.cfg.permit_timeout,
-                cancel: &ctx.cancel,
-                write_deadline: ctx.deadlines.target_write,
-            };
-            f.stream_admitted(a.b.seq, ctx.cancel.clone(), &permits)
-                .await
-        }
-        .map(Some)
+        stream_versions(ctx, &scope, &mut chain, cfg, a.b.seq, exit_when_idle)
+            .await
+            .map(Some)
     }
     .await;
     match r {
@@ -418,6 +396,182 @@ pub async fn after_windows(
         }
         Err(e) => Err(e),
     }
+}
+
+/// The activation (the audit, and on a restart of a STREAMING table the re-audit), with the
+/// target context of the version in force at T's cursor. On a STREAMING table a DDL met
+/// on the way (the field check replays to its point) is sealed and applied like while
+/// following, and the re-audit runs again with the new version's context.
+async fn activate_versions(
+    ctx: &JobCtx,
+    scope: &Scope,
+    chain: &mut Chain,
+    cfg: &ReplayConfig,
+    streaming: bool,
+) -> Result<Option<Activation>> {
+    loop {
+        let tctx = target_ctx_at(ctx, chain).await?;
+        let f = finish(ctx, scope, &tctx, chain, cfg);
+        let what = "replay of (B, F] and activation";
+        // Boxed: the activation future is large (fence, replay and audit state).
+        let work = Box::pin(f.activate_unless(&ctx.cancel));
+        let n = cfg.apply_streams;
+        let r = under_write_permits(ctx, what, n, &ctx.cancel, work).await;
+        match r {
+            Err(Error::Definite(d)) if streaming && d.code == DefiniteCode::SchemaChanged => {
+                let before = chain.versions.len();
+                if let Some(refused) = seal_more(ctx, scope, chain).await? {
+                    return Err(refused);
+                }
+                if chain.versions.len() == before {
+                    return Err(Error::Definite(d));
+                }
+            }
+            // The field check's replay applied a DDL on its way (it ends there): again,
+            // with that version's context.
+            Err(e)
+                if streaming
+                    && e.is_transient()
+                    && target_ctx_at(ctx, chain).await?.schema != tctx.schema =>
+            {
+                tracing::info!(job = %ctx.id(), "a schema version was applied during the re-audit: auditing again");
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Seals the table's next DDLs (`schema::seal::seal_all`); the refusal that stops it, if
+/// any (None: sealed what there was, or there was nothing).
+async fn seal_more(ctx: &JobCtx, scope: &Scope, chain: &mut Chain) -> Result<Option<Error>> {
+    let env = schema::seal::SealEnv {
+        pool: &ctx.pool,
+        scope,
+        source: &ctx.source,
+        wait: ctx.cfg.marker_timeout,
+    };
+    let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
+        .await?
+        .map_or(LSeq::ZERO, |m| m.seq);
+    let mut next = chain.clone();
+    let r = schema::seal::seal_all(&env, &mut next, b).await?;
+    *chain = next;
+    Ok(r.refusal())
+}
+
+/// The finish of the job with target context `tctx` (of the version in force at T's
+/// cursor) and `chain`.
+fn finish<'a>(
+    ctx: &'a JobCtx,
+    scope: &Scope,
+    tctx: &'a TargetCtx,
+    chain: &'a Chain,
+    cfg: &ReplayConfig,
+) -> Finish<'a> {
+    Finish {
+        pool: &ctx.pool,
+        scope: scope.clone(),
+        journal: &ctx.journal,
+        lease: &ctx.lease,
+        store: ctx.store.as_ref(),
+        plan: &ctx.plan,
+        // The windows' pages are of version 1 (install's seal) whatever came later.
+        schema_fingerprint: ctx.schema.fingerprint(),
+        source: &ctx.source,
+        control_schema: &ctx.job.control_schema,
+        target: &ctx.target,
+        ctx: tctx,
+        chain: Some(chain),
+        replay: cfg.clone(),
+        marker_wait: ctx.cfg.marker_timeout,
+        fields: Some(FieldGate {
+            comparer: ctx.fields.as_ref(),
+            config: ctx.cfg.fields,
+            admission: &ctx.admission,
+            permit_timeout: ctx.cfg.permit_timeout,
+            cancel: &ctx.cancel,
+        }),
+    }
+}
+
+/// The job's target context with the definition of the version in force at T's cursor.
+async fn target_ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
+    if chain.versions.is_empty() {
+        return Ok(ctx.tctx.clone());
+    }
+    let mut tc = ledger::apply::connect(&ctx.target).await?;
+    let cursor = ledger::target::replay_cursor(&mut tc, &ctx.tctx, false).await;
+    crate::io::connect::close(tc).await;
+    let cursor = cursor?;
+    let (_, schema) = chain
+        .in_force_at(cursor.as_ref().map(|c| &c.end))
+        .map_err(Error::Definite)?;
+    let mut t = ctx.tctx.clone();
+    t.schema = schema::on_target(schema, &ctx.tctx.schema);
+    // Column positions may have moved (ADD COLUMN FIRST): the key's columns by the new
+    // definition (the same key, check_after).
+    t.keyer = crate::store::jobs::keyer(&t.schema)?;
+    Ok(t)
+}
+
+/// Continuous replay after activation, version after version: a run that applied a DDL
+/// ends, and the next one writes with the new version's context; a run stopped by a DDL
+/// without a sealed version seals it when the proof holds (`schema::seal`), else the
+/// table pauses with the DDL and the reason.
+async fn stream_versions(
+    ctx: &JobCtx,
+    scope: &Scope,
+    chain: &mut Chain,
+    cfg: &ReplayConfig,
+    b_seq: LSeq,
+    exit_when_idle: bool,
+) -> Result<Outcome> {
+    loop {
+        let tctx = target_ctx_at(ctx, chain).await?;
+        let f = finish(ctx, scope, &tctx, chain, cfg);
+        let r = stream_once(ctx, &f, cfg, b_seq, exit_when_idle).await;
+        match r {
+            Ok(o) if o.schema_applied.is_some() => continue,
+            Ok(o) => return Ok(o),
+            Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
+                let before = chain.versions.len();
+                if let Some(refused) = seal_more(ctx, scope, chain).await? {
+                    return Err(refused);
+                }
+                if chain.versions.len() == before {
+                    return Err(Error::Definite(d));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One replay run after activation: a catch-up (`exit_when_idle`) or following L.
+async fn stream_once(
+    ctx: &JobCtx,
+    f: &Finish<'_>,
+    cfg: &ReplayConfig,
+    b_seq: LSeq,
+    exit_when_idle: bool,
+) -> Result<Outcome> {
+    if exit_when_idle {
+        let what = "replay catch-up";
+        let n = cfg.apply_streams;
+        return under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(b_seq)).await;
+    }
+    let permits = WritePermits {
+        admission: &ctx.admission,
+        owner: format!(
+            "job {} {} streaming replay batch",
+            ctx.id(),
+            ctx.generation()
+        ),
+        deadline: ctx.cfg.permit_timeout,
+        cancel: &ctx.cancel,
+        write_deadline: ctx.deadlines.target_write,
+    };
+    f.stream_admitted(b_seq, ctx.cancel.clone(), &permits).await
 }
 
 /// Runs `work`, a bounded stretch of target write transactions of the job (replay of

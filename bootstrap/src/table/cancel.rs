@@ -106,6 +106,8 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
             target: &ctx.target,
             ctx: &ctx.tctx,
             cfg: replay_cfg,
+            // A drain after a DDL stops at it (issue 16: not applied on the drain yet).
+            chain: None,
         };
         // The job's token has fired (that is how the cancel reached the task): the permit
         // wait is bounded by its deadline only.

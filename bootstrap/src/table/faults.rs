@@ -68,6 +68,10 @@ pub const REPLAY_MID: &str = "replay.mid";
 pub const ACTIVATE_AFTER_CREDENTIAL_BEFORE_J: &str = "activate.after_credential_before_j";
 /// A STREAMING batch committed in T (hit once per batch).
 pub const STREAM_AFTER_BATCH: &str = "stream.after_batch";
+/// A schema version's DDL ran on the target, T does not record it yet (DESIGN §16).
+pub const SCHEMA_AFTER_TARGET_DDL: &str = "schema.after_target_ddl";
+/// T records a schema version with the cursor past its DDL's group.
+pub const SCHEMA_AFTER_T: &str = "schema.after_t";
 /// J records CANCELING, K not yet written.
 pub const CANCEL_AFTER_CANCELING: &str = "cancel.after_canceling";
 /// K written to the control table, not yet awaited in L.
@@ -77,7 +81,7 @@ pub const CANCEL_AFTER_CANCELLED: &str = "cancel.after_cancelled";
 
 /// Every fault point of the table protocol, in protocol order: the windows', then F,
 /// replay, activation, STREAMING and cancellation.
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 24] = [
     window::AFTER_B_WRITTEN,
     window::AFTER_CAPTURING,
     window::AFTER_LOW_WRITTEN,
@@ -97,6 +101,8 @@ pub const ALL: [&str; 22] = [
     REPLAY_MID,
     ACTIVATE_AFTER_CREDENTIAL_BEFORE_J,
     STREAM_AFTER_BATCH,
+    SCHEMA_AFTER_TARGET_DDL,
+    SCHEMA_AFTER_T,
     CANCEL_AFTER_CANCELING,
     CANCEL_AFTER_K_WRITTEN,
     CANCEL_AFTER_CANCELLED,

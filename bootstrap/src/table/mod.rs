@@ -20,6 +20,7 @@ pub mod legacy;
 pub mod markers;
 pub mod pause;
 pub mod replay;
+pub mod schema;
 pub mod target_write;
 pub mod window;
 

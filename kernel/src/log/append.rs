@@ -249,7 +249,43 @@ async fn index_side_rows(
         .await
         .map_err(st("recording an intent marker"))?;
     }
-    index_pauses(tx, stream, seq, &c.pauses).await
+    index_pauses(tx, stream, seq, &c.pauses).await?;
+    index_ddl(tx, stream, seq, c).await
+}
+
+/// One `capture_ddl` row per table paused at a DDL statement of this chunk (the pause and
+/// the statement at the same position).
+async fn index_ddl(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    stream: &str,
+    seq: LSeq,
+    c: &super::GroupChunk,
+) -> Result<()> {
+    for p in c
+        .pauses
+        .iter()
+        .filter(|p| p.error.code == crate::error::DefiniteCode::SchemaChanged)
+    {
+        let Some(s) = c.statements.iter().find(|s| s.at == p.at) else {
+            continue;
+        };
+        sqlx::query(
+            "INSERT IGNORE INTO capture_ddl (stream, seq, schema_name, table_name, at_file, \
+             at_pos, default_schema, statement) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(stream)
+        .bind(seq)
+        .bind(&p.schema)
+        .bind(&p.table)
+        .bind(&p.at.file)
+        .bind(p.at.pos)
+        .bind(&s.default_schema)
+        .bind(&s.sql)
+        .execute(&mut **tx)
+        .await
+        .map_err(st("indexing a DDL"))?;
+    }
+    Ok(())
 }
 
 async fn index_pauses(

@@ -40,7 +40,7 @@ pub use chain::{chain_next, check_tail, verify_chain, StoredRecord, Tail, GENESI
 pub use chunk::GroupChunk;
 pub use hold::holds;
 pub use markers::{marker, markers_of, wait_for_marker, wait_for_position, MarkerSeen, WAIT_POLL};
-pub use paused::{pauses, PauseRow};
+pub use paused::{ddls, pauses, DdlRow, PauseRow};
 pub use read::{read_range, seq_at_or_before, table_records};
 pub use record::{Entry, Hold, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld};
 pub use restart::{init_position, load_position, Position};

@@ -60,3 +60,51 @@ fn code_from_str(s: &str) -> DefiniteCode {
         _ => DefiniteCode::Uncapturable,
     }
 }
+
+/// A DDL of a captured table the reader paused it at (`capture_ddl`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DdlRow {
+    /// The L record holding the pause.
+    pub seq: LSeq,
+    pub at: BinlogPos,
+    pub default_schema: String,
+    pub sql: String,
+}
+
+/// The DDLs of `schema`.`table` in L records after `after` up to `upto`, in L order.
+pub async fn ddls(
+    pool: &MySqlPool,
+    stream: &str,
+    schema: &str,
+    table: &str,
+    after: LSeq,
+    upto: LSeq,
+) -> Result<Vec<DdlRow>> {
+    let rows = sqlx::query(
+        "SELECT seq, at_file, at_pos, default_schema, statement FROM capture_ddl \
+         WHERE stream = ? AND schema_name = ? AND table_name = ? AND seq > ? AND seq <= ? \
+         ORDER BY seq LIMIT 1000",
+    )
+    .bind(stream)
+    .bind(schema)
+    .bind(table)
+    .bind(after)
+    .bind(upto)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading the DDL index (capture_ddl)"))?;
+    let g = |e| from_sqlx("reading the DDL index (capture_ddl)", &e);
+    rows.into_iter()
+        .map(|r| {
+            Ok(DdlRow {
+                seq: r.try_get("seq").map_err(g)?,
+                at: BinlogPos::new(
+                    r.try_get::<String, _>("at_file").map_err(g)?,
+                    r.try_get::<u64, _>("at_pos").map_err(g)?,
+                ),
+                default_schema: r.try_get("default_schema").map_err(g)?,
+                sql: r.try_get("statement").map_err(g)?,
+            })
+        })
+        .collect()
+}

@@ -10,6 +10,13 @@ use std::ops::Range;
 /// definition in force before the statement).
 pub fn classify(sql: &str, table: &SealedSchema) -> Classified {
     let t = tokens(sql);
+    if !sql.is_ascii() {
+        return Classified::Incompatible(no(
+            &t,
+            "non-ASCII text in the statement: its bytes are read in the source session's \
+             charset, which the target's session cannot be sure to share",
+        ));
+    }
     let r = match upper(t.first()).as_str() {
         "ALTER" => alter(&t, table),
         "CREATE" => create(&t),
@@ -230,6 +237,11 @@ fn added_definition(c: Clause<'_>, def: Clause<'_>) -> Result<(), Incompatible> 
             c,
             "a non-constant DEFAULT: existing rows get values no row event carries, which \
              the target cannot reproduce",
+        )),
+        Some(i) if word(def, 0) == "TIMESTAMP" && word(def, i + 1) != "NULL" => Err(no(
+            c,
+            "a TIMESTAMP default is read in the session's time zone, which the target's \
+             session cannot be sure to share: existing rows could get other instants",
         )),
         None if word(def, 0) == "TIMESTAMP" && !explicit_null(def) => Err(no(
             c,

@@ -21,6 +21,7 @@ mod pause_window_panic;
 mod rate;
 mod replay_bench;
 mod replay_permits;
+mod schema_change;
 mod stream_permits;
 mod target_refused;
 mod types_tz;

@@ -202,6 +202,7 @@ async fn streaming_apply_versus_a_native_replica() {
         control_schema: &w.ctl,
         target: &topts,
         ctx: &ctx,
+        chain: None,
         replay: cfg.clone(),
         marker_wait: Duration::from_secs(60),
         fields: None,
@@ -279,6 +280,7 @@ async fn streaming_apply_versus_a_native_replica() {
         target: &topts,
         ctx: &ctx,
         cfg: &cfg,
+        chain: None,
     };
     let t = Instant::now();
     let oa = r.run(a.b.seq, Until::CatchUp { upto: sa }).await.unwrap();
@@ -463,6 +465,7 @@ async fn poll_l(
         let (groups, next) = bf::table::replay::next_groups(
             pool,
             &scope,
+            None,
             after,
             LSeq::MAX,
             100_000,

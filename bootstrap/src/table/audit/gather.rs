@@ -98,7 +98,7 @@ fn track_group(
     r: log::StoredRecord,
     facts: &mut LogFacts,
 ) {
-    let touches = !replay::table_part(scope, &r)
+    let touches = !replay::table_part(scope, None, &r)
         .map(|c| c.is_empty())
         .unwrap_or(false);
     let continues = open
@@ -114,7 +114,7 @@ fn track_group(
     let done = r.record.end.is_some();
     open.push(r);
     if done {
-        match replay::build_group(scope, open) {
+        match replay::build_group(scope, None, open) {
             Ok(replay::Built::Complete { group, .. }) if !group.changes.is_empty() => {
                 facts.last_group = Some((group.end.clone(), group.digest()));
             }

@@ -248,3 +248,55 @@ impl BatchWriter<'_> {
         outcome
     }
 }
+
+impl BatchWriter<'_> {
+    /// The DDL's own step (DESIGN §16, [`crate::table::schema::step`]) on the first
+    /// connection, under one target-write permit when `permits`; after a failure every
+    /// connection is KILL-confirmed before the permit is released, as for a batch.
+    pub(super) async fn ddl(
+        &self,
+        conns: &mut Conns<'_>,
+        before: &kernel::schema::SealedSchema,
+        next: &crate::store::schema_versions::SchemaVersion,
+        expect: Option<&ledger::target::ReplayCursor>,
+        group: &ReplayGroup,
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<Step> {
+        let held = match permits {
+            None => Vec::new(),
+            Some(p) => match p
+                .admission
+                .acquire_writes(&p.owner, 1, p.deadline, p.cancel)
+                .await
+            {
+                Ok(held) => held,
+                Err(_) if p.cancel.is_cancelled() => return Ok(Step::Stopped),
+                Err(e) => return Ok(Step::NoPermit(no_permit(&p.owner, &e))),
+            },
+        };
+        let r = match conns.first().await {
+            Ok(c) => {
+                crate::table::schema::step::apply(c, self.ctx, before, next, expect, group).await
+            }
+            Err(e) => Err(e),
+        };
+        let Err(e) = r else {
+            held.into_iter()
+                .for_each(admission::Permit::release_confirmed);
+            return Ok(Step::Done);
+        };
+        let killed = conns.kill_all().await;
+        for (permit, (id, k)) in held.into_iter().zip(&killed) {
+            match k {
+                Ok(()) => permit.release_confirmed(),
+                Err(_) => {
+                    permit.mark_release_unknown(format!(
+                        "target connection {id}: schema step failed: {e}"
+                    ));
+                }
+            }
+        }
+        unconfirmed(&killed)?;
+        Err(e)
+    }
+}

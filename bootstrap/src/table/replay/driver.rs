@@ -4,11 +4,12 @@
 //! module doc of [`super`]; this file sequences the steps it names.
 use super::batch::{BatchWriter, Step, WritePermits};
 use super::connections::Conns;
-use super::group::plan;
+use super::group::{coverage, plan, Coverage};
 use super::policy::{self, Budget, Decision, Event, Tries};
 use super::progress::{behind_bytes, save_progress, start_point, Lag, Progress};
 use super::source::{next_groups, wait_for_tail, Batch};
 use super::{ReplayConfig, Scope};
+use crate::table::schema::Chain;
 use kernel::change::GroupEnd;
 use kernel::error::DefiniteCode;
 use kernel::log::{self, LSeq};
@@ -36,6 +37,9 @@ pub struct Outcome {
     /// The L seq read up to.
     pub l_seq: LSeq,
     pub lag: Lag,
+    /// The schema version this run applied (DESIGN §16): the run ends right after a
+    /// DDL's step, and the caller continues with the target context of that version.
+    pub schema_applied: Option<u32>,
 }
 
 /// Everything the loop needs.
@@ -48,6 +52,9 @@ pub struct Replayer<'a> {
     pub target: &'a Opts,
     pub ctx: &'a TargetCtx,
     pub cfg: &'a ReplayConfig,
+    /// The table's schema chain (DESIGN §16); None takes nothing after a DDL: its pause
+    /// and the raw rows after it stop the run.
+    pub chain: Option<&'a Chain>,
 }
 
 /// How far a run goes.
@@ -77,6 +84,7 @@ impl Replayer<'_> {
         next_groups(
             self.pool,
             self.scope,
+            self.chain,
             after,
             upto,
             self.cfg.batch_groups,
@@ -244,6 +252,10 @@ impl<'r> Run<'r> {
         if found.is_empty() {
             return self.caught_up().await;
         }
+        if let Some(flow) = self.schema_step(conns, &found, next, permits).await? {
+            return Ok(flow);
+        }
+        self.same_version(&found)?;
         let plan = plan(self.r.scope, self.cursor.as_ref(), self.prev.clone(), found)
             .map_err(Error::Definite)?;
         self.out.groups_held += plan.held;
@@ -259,6 +271,76 @@ impl<'r> Run<'r> {
         }
         self.advance(prev, next).await?;
         Ok(ControlFlow::Continue(()))
+    }
+
+    /// A batch that is a DDL's group with a sealed version (it comes alone,
+    /// [`next_groups`]) and T does not hold yet: the target takes the version, T records
+    /// it, and the run ends (the caller goes on with that version's target context).
+    async fn schema_step(
+        &mut self,
+        conns: &mut Conns<'_>,
+        found: &[(ReplayGroup, LSeq)],
+        next: LSeq,
+        permits: Option<&WritePermits<'_>>,
+    ) -> Result<Option<ControlFlow<()>>> {
+        let (Some(chain), [(group, seq)]) = (self.r.chain, found) else {
+            return Ok(None);
+        };
+        let Some(version) = chain.sealed_at(*seq) else {
+            return Ok(None);
+        };
+        if coverage(self.cursor.as_ref(), &group.end).map_err(Error::Definite)? == Coverage::Held {
+            return Ok(None);
+        }
+        let (_, before) = chain.in_force_after(*seq);
+        let expect = self.cursor.clone();
+        let step = self
+            .r
+            .writer()
+            .ddl(conns, before, version, expect.as_ref(), group, permits)
+            .await?;
+        match step {
+            Step::Done => {}
+            Step::Stopped => return Ok(Some(ControlFlow::Break(()))),
+            Step::NoPermit(m) | Step::Unknown(m) => return Err(Error::transient(m)),
+        }
+        self.cursor = Some(ReplayCursor {
+            end: group.end.clone(),
+            rows_done: 0,
+            group_digest: group.digest(),
+        });
+        self.out.schema_applied = Some(version.version);
+        self.total += 1;
+        self.advance(Some(group.end.clone()), next).await?;
+        self.save_due(true).await?;
+        Ok(Some(ControlFlow::Break(())))
+    }
+
+    /// Every group of a batch is decoded with the version this run's target context
+    /// writes (the DDL between two versions is a batch of its own): never apply rows of
+    /// one shape with statements of another.
+    fn same_version(&self, found: &[(ReplayGroup, LSeq)]) -> Result<()> {
+        let Some(chain) = self.r.chain else {
+            return Ok(());
+        };
+        let want = self.r.ctx.schema.fingerprint();
+        for (g, seq) in found {
+            let (v, s) = chain.in_force_after(*seq);
+            if s.fingerprint() != want
+                && coverage(self.cursor.as_ref(), &g.end).map_err(Error::Definite)?
+                    == Coverage::Apply
+            {
+                return Err(Error::definite(
+                    DefiniteCode::Internal,
+                    format!(
+                        "job {} {}: the group ending at {} is of schema version {v}, the replay's \
+                         target context is of another; this is a bug in backfill",
+                        self.r.scope.job, self.r.scope.generation, g.end.pos
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The batch read ahead, or a read of L now; None when a failed read is to be retried

@@ -11,10 +11,16 @@
 //!   record ([`table_part`]), chunks that do not chain ([`build_group`]) and a group T
 //!   holds after one it does not ([`plan`]) are definite errors naming the position; a
 //!   position of another binlog series never compares ([`cmp_end`]).
+//! * §16 schema chain. After a DDL the capture keeps the table's rows raw; they are taken
+//!   only when the chain holds a version sealed at that DDL, and decoded with the version
+//!   in force at their record, by the capture's own decoder and checks.
 //! * I2 skipping. [`coverage`] skips a group only when T's cursor is at or past its end.
 use super::Scope;
+use crate::table::schema::Chain;
+use kernel::capture::raw::decode_raw;
 use kernel::change::{Change, GroupEnd};
 use kernel::error::{Definite, DefiniteCode};
+use kernel::log::RawRows;
 use kernel::log::{LSeq, RecordBody, StoredRecord};
 use ledger::apply::ReplayGroup;
 use ledger::target::ReplayCursor;
@@ -25,15 +31,27 @@ fn definite(code: DefiniteCode, message: String) -> Definite {
 }
 
 /// The changes of the table in one L record, in binlog order. A pause of this
-/// table-generation or rows kept raw for it are a definite stop: replay never skips them.
-pub fn table_part(scope: &Scope, rec: &StoredRecord) -> Result<Vec<Change>, Definite> {
+/// table-generation or rows kept raw for it are a definite stop: replay never skips them,
+/// except what the schema chain (DESIGN §16) accounts for: the pause at a DDL whose
+/// version is sealed at this record (the DDL's group, applied by the driver), and raw rows
+/// after such a DDL, decoded here against the version in force
+/// ([`kernel::capture::raw::decode_raw`]). Without a chain nothing after a DDL is taken.
+pub fn table_part(
+    scope: &Scope,
+    chain: Option<&Chain>,
+    rec: &StoredRecord,
+) -> Result<Vec<Change>, Definite> {
     let RecordBody::Chunk(c) = &rec.record.body else {
         return Ok(Vec::new());
     };
     let mine = |s: &str, t: &str| s == scope.source_db && t == scope.source_table;
-    if let Some(p) = c.pauses.iter().find(|p| {
+    for p in c.pauses.iter().filter(|p| {
         (p.job == scope.job && p.generation == scope.generation) || mine(&p.schema, &p.table)
     }) {
+        let sealed = chain.and_then(|ch| ch.sealed_at(rec.seq));
+        if sealed.is_some_and(|v| v.at == p.at) && ddl_point(scope, c, p) {
+            continue;
+        }
         return Err(definite(
             p.error.code,
             format!(
@@ -42,20 +60,79 @@ pub fn table_part(scope: &Scope, rec: &StoredRecord) -> Result<Vec<Change>, Defi
             ),
         ));
     }
-    if let Some(r) = c.raw.iter().find(|r| mine(&r.schema, &r.table)) {
-        return Err(definite(
-            DefiniteCode::Uncapturable,
-            format!(
-                "job {} {}: L record {} keeps rows of `{}`.`{}` at {}:{} raw (not decodable against the sealed schema); replay stops there",
-                scope.job, scope.generation, rec.seq, r.schema, r.table, rec.record.start.file, r.event_pos
-            ),
-        ));
-    }
-    Ok(c.changes
+    let decoded: Vec<Change> = c
+        .changes
         .iter()
         .filter(|ch| mine(&ch.id.schema, &ch.id.table))
         .cloned()
-        .collect())
+        .collect();
+    let raw: Vec<&RawRows> = c.raw.iter().filter(|r| mine(&r.schema, &r.table)).collect();
+    let Some(first) = raw.first() else {
+        return Ok(decoded);
+    };
+    match chain.filter(|ch| ch.changed_before(rec.seq)) {
+        Some(ch) if decoded.is_empty() => raw_changes(scope, ch, rec, &raw),
+        _ => Err(definite(
+            DefiniteCode::Uncapturable,
+            format!(
+                "job {} {}: L record {} keeps rows of `{}`.`{}` at {}:{} raw (not decodable against the sealed schema); replay stops there",
+                scope.job, scope.generation, rec.seq, first.schema, first.table, rec.record.start.file, first.event_pos
+            ),
+        )),
+    }
+}
+
+/// True when pause `p` is the capture's stop at a DDL statement of the table (the
+/// statement is in the same chunk at the same position).
+fn ddl_point(scope: &Scope, c: &kernel::log::GroupChunk, p: &kernel::log::PauseSeen) -> bool {
+    p.error.code == DefiniteCode::SchemaChanged
+        && c.statements.iter().any(|s| {
+            s.at == p.at
+                && kernel::capture::events::ddl_changes_table(
+                    &s.sql,
+                    &s.default_schema,
+                    &scope.source_db,
+                    &scope.source_table,
+                )
+        })
+}
+
+/// Raw rows of the table in record `rec`, decoded against the version in force there.
+fn raw_changes(
+    scope: &Scope,
+    chain: &Chain,
+    rec: &StoredRecord,
+    raw: &[&RawRows],
+) -> Result<Vec<Change>, Definite> {
+    let (version, schema) = chain.in_force_after(rec.seq);
+    let mut out = Vec::new();
+    for r in raw {
+        let (op, rows) = decode_raw(r, schema).map_err(|e| {
+            definite(
+                DefiniteCode::SchemaChanged,
+                format!(
+                    "job {} {}: L record {} keeps rows of `{}`.`{}` at {}:{} that do not decode against schema version {version}: {e}; replay stops there",
+                    scope.job, scope.generation, rec.seq, r.schema, r.table, rec.record.start.file, r.event_pos
+                ),
+            )
+        })?;
+        for (i, (before, after)) in rows.into_iter().enumerate() {
+            out.push(Change {
+                id: kernel::change::ChangeId {
+                    lineage: chain.lineage,
+                    schema: r.schema.clone(),
+                    table: r.table.clone(),
+                    file: rec.record.start.file.clone(),
+                    event_pos: r.event_pos,
+                    row: u32::try_from(i).unwrap_or(u32::MAX),
+                    op,
+                },
+                before,
+                after,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// A group of the table built from its chunk records.
@@ -71,7 +148,11 @@ pub enum Built {
 /// chunk need not be chunk 0: earlier chunks without this table's changes add nothing).
 /// Chunks must have consecutive seqs, one start and consecutive chunk numbers, and only
 /// the last may carry the end.
-pub fn build_group(scope: &Scope, chunks: &[StoredRecord]) -> Result<Built, Definite> {
+pub fn build_group(
+    scope: &Scope,
+    chain: Option<&Chain>,
+    chunks: &[StoredRecord],
+) -> Result<Built, Definite> {
     let Some(first) = chunks.first() else {
         return Ok(Built::Open);
     };
@@ -93,7 +174,7 @@ pub fn build_group(scope: &Scope, chunks: &[StoredRecord]) -> Result<Built, Defi
                 ));
             }
         }
-        changes.extend(table_part(scope, r)?);
+        changes.extend(table_part(scope, chain, r)?);
     }
     let last = &chunks[chunks.len() - 1];
     Ok(match &last.record.end {

@@ -7,6 +7,7 @@
 //! short, is repeated or is dropped (the read-ahead, on any failure) changes no outcome.
 use super::group::{build_group, continues, Built};
 use super::Scope;
+use crate::table::schema::Chain;
 use kernel::change::GroupEnd;
 use kernel::error::from_sqlx;
 use kernel::ids::{Generation, JobId};
@@ -94,6 +95,7 @@ pub async fn stream_of(
 async fn finish_group(
     pool: &MySqlPool,
     scope: &Scope,
+    chain: Option<&Chain>,
     mut chunks: Vec<StoredRecord>,
     upto: LSeq,
 ) -> Result<Built> {
@@ -115,7 +117,7 @@ async fn finish_group(
             }
         }
     }
-    build_group(scope, &chunks).map_err(Error::Definite)
+    build_group(scope, chain, &chunks).map_err(Error::Definite)
 }
 
 /// The L seq (at most `upto`) up to which the table's next records after `after` hold
@@ -160,9 +162,13 @@ pub type Batch = (Vec<(ReplayGroup, LSeq)>, LSeq);
 /// continue after. Stops before an open group.
 /// A group's later chunks are taken from the same read when they touch the table and
 /// follow directly; only the others are read record by record ([`finish_group`]).
+/// The group of a DDL with a sealed schema version (DESIGN §16) comes alone: the groups
+/// before it end the batch, and it is the next batch by itself.
+#[allow(clippy::too_many_arguments)]
 pub async fn next_groups(
     pool: &MySqlPool,
     scope: &Scope,
+    chain: Option<&Chain>,
     after: LSeq,
     upto: LSeq,
     max: usize,
@@ -196,9 +202,16 @@ pub async fn next_groups(
             while let Some(r) = it.next_if(|r| chunks.last().is_some_and(|l| continues(l, r))) {
                 chunks.push(r);
             }
-            match finish_group(pool, scope, chunks, upto).await? {
+            match finish_group(pool, scope, chain, chunks, upto).await? {
                 Built::Open => break 'outer,
                 Built::Complete { group, last_seq } => {
+                    if chain.and_then(|c| c.sealed_at(last_seq)).is_some() {
+                        if out.is_empty() {
+                            out.push((group, last_seq));
+                            next = last_seq;
+                        }
+                        break 'outer;
+                    }
                     changes += group.changes.len();
                     out.push((group, last_seq));
                     next = last_seq;

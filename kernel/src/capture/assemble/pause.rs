@@ -1,6 +1,12 @@
-//! Pausing a table at a position: every active, not yet paused generation of the table
-//! gets a definite error in the open group (one is opened if needed), so the pause is
-//! stored at exactly the position where capture stopped being exact.
+//! Pausing a table at a position: every active generation of the table gets a definite
+//! error in the open group (one is opened if needed), so the pause is stored at exactly
+//! the position where capture stopped being exact.
+//!
+//! A table already paused gets one again at every later event that cannot be captured
+//! exactly (a DDL, a compressed rows event, a statement-format DML): its rows are kept
+//! raw after the first pause and may be decoded later against a definition sealed after
+//! a DDL (DESIGN §16), so each such event must stay in L as a stop at its position; an
+//! event that is neither kept raw nor recorded as a pause would be lost silently.
 
 use super::{read_set, Capturer, Key, OpenGroup};
 use crate::error::{Definite, DefiniteCode};
@@ -28,7 +34,7 @@ impl Capturer {
         }
     }
 
-    /// Pauses every active, not yet paused generation of `schema`.`table` at `at`.
+    /// Pauses every active generation of `schema`.`table` at `at` (again, if it already is).
     pub(super) fn pause_table(
         &mut self,
         schema: &str,
@@ -43,7 +49,7 @@ impl Capturer {
             .iter()
             .filter(|t| t.sealed.database == schema && t.sealed.table == table)
             .map(|t| (t.job, t.generation))
-            .filter(|k| self.state.active.contains(k) && !self.state.paused.contains(k))
+            .filter(|k| self.state.active.contains(k))
             .collect();
         drop(set);
         for key in keys {

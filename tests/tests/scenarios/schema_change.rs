@@ -1,0 +1,210 @@
+//! Schema changes while STREAMING (issue 16, DESIGN §16) against real MariaDB, with the
+//! real `backfill serve` as a child process.
+//!
+//! * Under a writer, the DDLs of issue 16's acceptance run on the source one after the
+//!   other (ADD COLUMN at the end, in the middle and with a default, MODIFY to a wider
+//!   VARCHAR and INT to BIGINT, ADD INDEX, DROP INDEX, RENAME COLUMN, DROP COLUMN), each
+//!   followed by writes of the new shape; after each, the independent comparison (its
+//!   column lists included) finds 0/0/0 and the same definition, and the table stays
+//!   STREAMING. serve is SIGKILLed right after one DDL and exits at both fault points of
+//!   the DDL's step (the DDL run on the target, T not written; T written); each restart
+//!   goes on without running a DDL twice.
+//! * A DDL that is not compatible (TRUNCATE, ADD UNIQUE KEY, a narrowing) pauses the
+//!   table with the DDL named, and nothing after it reaches the target.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use backfill_tests::bf::table::faults;
+use backfill_tests::case::Case;
+use backfill_tests::keyed::{self, Serving, Writing};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const DDL: &str = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL, \
+     name VARCHAR(20) NULL, qty INT NOT NULL DEFAULT 0, note VARCHAR(10) NULL, \
+     KEY i_qty (qty)) ENGINE=InnoDB";
+
+fn fill() -> Vec<String> {
+    let rows: Vec<String> = (1..=60)
+        .map(|i| format!("({i}, {i}, 'n{i}', {}, NULL)", i % 7))
+        .collect();
+    vec![format!("INSERT INTO t VALUES {}", rows.join(", "))]
+}
+
+/// Writes only the key and `v` (which no DDL touches), so it runs across every version.
+async fn writer(url: String, stop: Arc<AtomicBool>) -> u64 {
+    use mysql_async::prelude::Queryable;
+    use rand::Rng;
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    let mut n = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let (id, op) = {
+            let mut r = rand::rng();
+            (r.random_range(1..120u32), r.random_range(0..4u32))
+        };
+        let sql = match op {
+            0 => format!("DELETE FROM t WHERE id = {id}"),
+            _ => format!(
+                "INSERT INTO t (id, v) VALUES ({id}, {n}) ON DUPLICATE KEY UPDATE v = v + 1"
+            ),
+        };
+        c.query_drop(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("writer: {e}\n{sql}"));
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    n
+}
+
+/// (the DDL, the writes of the new shape after it).
+fn steps() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("ALTER TABLE t ADD COLUMN e1 INT NULL", "UPDATE t SET e1 = id * 2 WHERE id % 3 = 0"),
+        (
+            "ALTER TABLE t ADD COLUMN m1 VARCHAR(8) NOT NULL DEFAULT 'd' AFTER v",
+            "UPDATE t SET m1 = CONCAT('m', id) WHERE id % 4 = 0",
+        ),
+        (
+            "ALTER TABLE t ADD COLUMN d1 DECIMAL(6,2) NOT NULL DEFAULT 1.25 FIRST",
+            "INSERT INTO t (id, v, d1, m1) VALUES (500, 1, 9.5, 'x') ON DUPLICATE KEY UPDATE d1 = 9.5",
+        ),
+        (
+            "ALTER TABLE t MODIFY name VARCHAR(64) NULL",
+            "UPDATE t SET name = REPEAT('w', 40) WHERE id % 5 = 0",
+        ),
+        ("ALTER TABLE t MODIFY qty BIGINT NOT NULL DEFAULT 0", "UPDATE t SET qty = 5000000000 WHERE id % 6 = 0"),
+        ("ALTER TABLE t ADD INDEX i_name (name)", "UPDATE t SET name = 'idx' WHERE id % 7 = 0"),
+        ("ALTER TABLE t DROP INDEX i_qty", "UPDATE t SET qty = qty + 1 WHERE id % 8 = 0"),
+        (
+            "ALTER TABLE t RENAME COLUMN note TO remark",
+            "UPDATE t SET remark = 'r' WHERE id % 2 = 0",
+        ),
+        ("ALTER TABLE t DROP COLUMN e1", "UPDATE t SET m1 = 'dropped' WHERE id % 9 = 0"),
+    ]
+}
+
+fn serve(c: &Case, failpoint: &str) -> Serving {
+    Serving(keyed::serve_child(
+        c,
+        &["--replay-batch-rows", "7"],
+        failpoint,
+    ))
+}
+
+/// Waits for serve to exit at a fault point (exit code 86).
+fn exited_at(s: &mut Serving, fp: &str) {
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(st) = s.0.try_wait().unwrap() {
+            assert_eq!(
+                st.code(),
+                Some(kernel::failpoint::EXIT_CODE),
+                "serve did not stop at {fp}: {st}"
+            );
+            return;
+        }
+        assert!(Instant::now() < until, "serve never reached {fp}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compatible_ddl_while_streaming_is_applied_in_binlog_order_through_kills() {
+    let t0 = Instant::now();
+    let c = Case::of_table("ddl_stream", DDL, &fill(), 25, 10).await;
+    let mut s = serve(&c, "");
+    keyed::wait_streaming(&c, &mut s.0).await;
+    let url = c.source.url_db(&c.sdb);
+    let w = Writing::spawn(|stop| writer(url, stop));
+    for (i, (ddl, after)) in steps().into_iter().enumerate() {
+        c.source.sql_in(&c.sdb, ddl);
+        match i {
+            // SIGKILL right after the DDL reached the binlog.
+            1 => {
+                drop(s);
+                s = serve(&c, "");
+            }
+            // The step stops after the DDL ran on the target, then after T recorded it.
+            3 | 5 => {
+                drop(s);
+                let fp = if i == 3 {
+                    faults::SCHEMA_AFTER_TARGET_DDL
+                } else {
+                    faults::SCHEMA_AFTER_T
+                };
+                let mut f = serve(&c, &format!("{fp}@1"));
+                exited_at(&mut f, fp);
+                s = serve(&c, "");
+            }
+            _ => {}
+        }
+        c.source.sql_in(&c.sdb, after);
+        let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+        assert!(d.rows > 40, "{ddl}: {d}");
+        let head = c.head().await;
+        assert_eq!(head.paused, None, "paused after {ddl}");
+        assert_eq!(head.phase, ledger::record::Phase::Streaming);
+    }
+    let writes = w.stop().await;
+    let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    drop(s);
+    let versions =
+        backfill_tests::bf::store::schema_versions::versions(&c.pool, c.job, c.generation)
+            .await
+            .unwrap();
+    assert_eq!(versions.len(), steps().len(), "one version per DDL");
+    eprintln!(
+        "schema changes: {} DDLs, {writes} writes, {} rows, {:?}",
+        versions.len(),
+        d.rows,
+        t0.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ddl_that_is_not_compatible_pauses_with_the_ddl_named_and_nothing_after_it_applied() {
+    for (n, (ddl, named)) in [
+        ("TRUNCATE TABLE t", "TRUNCATE"),
+        ("ALTER TABLE t ADD UNIQUE KEY u (name)", "UNIQUE"),
+        (
+            "ALTER TABLE t MODIFY name VARCHAR(10) NULL",
+            "not a widening",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = Case::of_table(&format!("ddl_pause{n}"), DDL, &fill(), 30, 10).await;
+        let mut s = serve(&c, "");
+        keyed::wait_streaming(&c, &mut s.0).await;
+        c.source
+            .sql_in(&c.sdb, "UPDATE t SET v = 1000 WHERE id = 1");
+        keyed::wait_clean(&c, &["id"], Duration::from_secs(60)).await;
+        c.source.sql_in(&c.sdb, ddl);
+        c.source
+            .sql_in(&c.sdb, "UPDATE t SET v = 2000 WHERE id = 2");
+        let until = Instant::now() + Duration::from_secs(60);
+        let paused = loop {
+            if let Some(p) = c.head().await.paused {
+                break p;
+            }
+            assert!(Instant::now() < until, "{ddl}: never paused");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            paused.code,
+            kernel::error::DefiniteCode::SchemaChanged,
+            "{ddl}: {paused:?}"
+        );
+        assert!(paused.message.contains(named), "{ddl}: {}", paused.message);
+        let v2 = c.target.sql_in(&c.tdb, "SELECT v FROM t WHERE id = 2");
+        assert_eq!(
+            v2.trim(),
+            "2",
+            "{ddl}: a change after the DDL reached the target"
+        );
+        drop(s);
+    }
+}
