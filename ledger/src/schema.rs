@@ -13,28 +13,13 @@
 //! cursor past the DDL's group therefore always means: the target has the version.
 use crate::apply::write_cursor;
 use crate::group::ReplayGroup;
-use crate::target::{check_owner, ReplayCursor, TargetCtx};
+use crate::target::{check_owner, ReplayCursor, TargetCtx, SCHEMA};
 use crate::util::my;
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, TxOpts};
-
-/// The table of applied schema versions.
-pub const SCHEMA: &str = "_backfill_ledger_schema";
-
-/// Its definition (created with the other T tables).
-pub(crate) fn create_sql(qualified: &str) -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS {qualified} (
-            job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
-            version INT UNSIGNED NOT NULL, fingerprint BINARY(32) NOT NULL,
-            file VARCHAR(255) NOT NULL, pos BIGINT UNSIGNED NOT NULL,
-            token BIGINT UNSIGNED NOT NULL,
-            PRIMARY KEY (job_id, generation, version)) ENGINE=InnoDB"
-    )
-}
 
 /// Moves T's cursor from `expect` past `group` (the DDL's group, no changes of the table)
 /// and records `version` with its fingerprint, in one transaction. False when the cursor

@@ -30,6 +30,8 @@ pub const PAGES: &str = "_backfill_ledger_pages";
 pub const CURSOR: &str = "_backfill_ledger_cursor";
 pub const ACTIVATION: &str = "_backfill_ledger_activation";
 pub const CURSOR_PARTS: &str = "_backfill_ledger_cursor_parts";
+/// The schema versions applied to the target (DESIGN §16, [`crate::schema`]).
+pub const SCHEMA: &str = "_backfill_ledger_schema";
 
 /// The sql_mode of every target session: strict (a value the target would convert is
 /// refused, never stored changed), without NO_ZERO_DATE / NO_ZERO_IN_DATE (a source's
@@ -146,7 +148,15 @@ pub async fn ensure_ledger_tables(conn: &mut Conn, db: &str) -> Result<()> {
                 PRIMARY KEY (job_id, generation, part)) ENGINE=InnoDB",
             q(CURSOR_PARTS)
         ),
-        crate::schema::create_sql(&q(crate::schema::SCHEMA)),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                job_id BIGINT UNSIGNED NOT NULL, generation BIGINT UNSIGNED NOT NULL,
+                version INT UNSIGNED NOT NULL, fingerprint BINARY(32) NOT NULL,
+                file VARCHAR(255) NOT NULL, pos BIGINT UNSIGNED NOT NULL,
+                token BIGINT UNSIGNED NOT NULL,
+                PRIMARY KEY (job_id, generation, version)) ENGINE=InnoDB",
+            q(SCHEMA)
+        ),
     ];
     for sql in ddl {
         conn.query_drop(sql)

@@ -446,7 +446,13 @@ async fn activate_versions(
 async fn seal_more(ctx: &JobCtx, scope: &Scope, chain: &mut Chain) -> Result<Option<Error>> {
     let env = schema::seal::SealEnv {
         pool: &ctx.pool,
-        scope,
+        scope: schema::seal::Table {
+            job: scope.job,
+            generation: scope.generation,
+            stream: &scope.stream,
+            source_db: &scope.source_db,
+            source_table: &scope.source_table,
+        },
         source: &ctx.source,
         wait: ctx.cfg.marker_timeout,
     };

@@ -3,7 +3,6 @@
 //! of [`super`] for why each condition is needed.
 use super::Chain;
 use crate::store::schema_versions::{self, SchemaVersion};
-use crate::table::replay::Scope;
 use kernel::error::{Definite, DefiniteCode};
 use kernel::log::{self, DdlRow, LSeq, RecordBody};
 use kernel::schema::SealedSchema;
@@ -23,16 +22,25 @@ pub enum Sealed {
     Refused(Definite),
 }
 
+/// The table-generation a seal is for, as L names it.
+pub struct Table<'a> {
+    pub job: kernel::ids::JobId,
+    pub generation: kernel::ids::Generation,
+    pub stream: &'a str,
+    pub source_db: &'a str,
+    pub source_table: &'a str,
+}
+
 /// Everything the proof reads.
 pub struct SealEnv<'a> {
     pub pool: &'a MySqlPool,
-    pub scope: &'a Scope,
+    pub scope: Table<'a>,
     pub source: &'a mysql_async::Opts,
     /// How long to wait for L to reach the source's binlog end.
     pub wait: Duration,
 }
 
-fn refused(scope: &Scope, d: &DdlRow, why: String) -> Sealed {
+fn refused(scope: &Table<'_>, d: &DdlRow, why: String) -> Sealed {
     Sealed::Refused(Definite {
         code: DefiniteCode::SchemaChanged,
         message: format!(
@@ -57,7 +65,7 @@ fn short(sql: &str) -> String {
 /// record of B, when there is none), up to L's tail.
 async fn next_ddl(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<Option<DdlRow>> {
     let after = chain.versions.last().map_or(from, |v| v.l_seq);
-    let s = env.scope;
+    let s = &env.scope;
     let rows = log::ddls(
         env.pool,
         &s.stream,
@@ -79,16 +87,16 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
     let (n, before) = chain.in_force_after(d.seq);
     let clauses = match classify(&d.sql, before) {
         Classified::Incompatible(i) => {
-            return Ok(refused(env.scope, &d, format!("not compatible: {i}")))
+            return Ok(refused(&env.scope, &d, format!("not compatible: {i}")))
         }
         Classified::Compatible(c) => c,
     };
     let live = match live_definition(env).await? {
         Ok(s) => s,
-        Err(why) => return Ok(refused(env.scope, &d, why)),
+        Err(why) => return Ok(refused(&env.scope, &d, why)),
     };
     let upto = caught_up(env).await?;
-    let s = env.scope;
+    let s = &env.scope;
     let later = log::ddls(
         env.pool,
         &s.stream,
@@ -100,7 +108,7 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
     .await?;
     if let Some(l) = later.first() {
         return Ok(refused(
-            env.scope,
+            &env.scope,
             &d,
             format!(
                 "another DDL of the table (`{}` at {}) followed before this one was sealed, so \
@@ -112,13 +120,13 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
     }
     if let Err(i) = check_after(before, &clauses, &live) {
         return Ok(refused(
-            env.scope,
+            &env.scope,
             &d,
             format!("the live definition does not agree with the DDL: {i}"),
         ));
     }
     if let Some(why) = raw_mismatch(env, &live, d.seq, upto).await? {
-        return Ok(refused(env.scope, &d, why));
+        return Ok(refused(&env.scope, &d, why));
     }
     let v = SchemaVersion {
         version: n + 1,
@@ -135,7 +143,7 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
 
 /// The source table's definition now, as install seals it.
 async fn live_definition(env: &SealEnv<'_>) -> Result<std::result::Result<SealedSchema, String>> {
-    let s = env.scope;
+    let s = &env.scope;
     let mut c = crate::io::connect::connect(env.source.clone(), "source", "(job source)").await?;
     let facts = kernel::introspect::read_table(&mut c, &s.source_db, &s.source_table).await;
     crate::io::connect::close(c).await;
@@ -167,7 +175,7 @@ async fn raw_mismatch(
     after: LSeq,
     upto: LSeq,
 ) -> Result<Option<String>> {
-    let s = env.scope;
+    let s = &env.scope;
     let recs = log::table_records(
         env.pool,
         &s.stream,
