@@ -1,0 +1,174 @@
+//! `backfill install`: one table (`--source-table db.table --target-table db.table`, output
+//! as before: the job id, or the refusal on stderr with exit 3) or many (patterns, repeated
+//! flags, `--source-tables-from FILE`): a report of every table installed (job id, source,
+//! target) and every table refused (each problem with its fix), text or JSON, exit 0 when
+//! all were installed, 3 when any was refused, 1 when any failed otherwise.
+use crate::cli::{self, Format, InstallArgs};
+use crate::install::bulk::{self, BulkReport, BulkRequest};
+use crate::install::select::{self, TargetMap};
+use crate::install::{self, InstallRequest, Installed, TableName};
+use kernel::error::DefiniteCode;
+use kernel::{Error, Result};
+use serde_json::{json, Value};
+
+/// Runs install; returns stdout and the exit code.
+pub async fn command(a: InstallArgs) -> Result<(String, i32)> {
+    let mut sources = a.source_table.clone();
+    if let Some(file) = &a.source_tables_from {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            usage(format!(
+                "--source-tables-from {}: cannot read it: {e}",
+                file.display()
+            ))
+        })?;
+        sources.extend(select::parse_list(&file.display().to_string(), &text).map_err(usage)?);
+    }
+    let base = InstallRequest {
+        state_url: a.state.state,
+        source_url: a.source,
+        source_table: TableName::new("", ""),
+        target_url: a.target,
+        target_table: TableName::new("", ""),
+        window_rows: a.window_rows,
+        page_rows: a.page_rows,
+        control_schema: a.control_schema,
+        create_target: a.create_target,
+    };
+    let single = match (sources.as_slice(), &a.target_table) {
+        ([s], TargetMap::One(t)) if a.source_tables_from.is_none() => {
+            s.literal().map(|s| (s, t.clone()))
+        }
+        _ => None,
+    };
+    if let Some((source_table, target_table)) = single {
+        let req = InstallRequest {
+            source_table,
+            target_table,
+            ..base
+        };
+        let done = install::install(&req).await?;
+        return Ok((render_one(&done, a.format), cli::EXIT_OK));
+    }
+    let req = BulkRequest {
+        base,
+        sources,
+        target: a.target_table,
+    };
+    let report = bulk::install_many(&req).await?;
+    let code = if report.failed().next().is_some() {
+        cli::EXIT_FAILURE
+    } else if report.refused().next().is_some() {
+        cli::EXIT_REFUSED
+    } else {
+        cli::EXIT_OK
+    };
+    let out = match a.format {
+        Format::Text => render_text(&report),
+        Format::Json => format!("{}\n", render_json(&report)),
+    };
+    Ok((out, code))
+}
+
+fn usage(m: String) -> Error {
+    Error::definite(DefiniteCode::Usage, m)
+}
+
+/// The single-table output, as it always was.
+fn render_one(done: &Installed, format: Format) -> String {
+    match format {
+        Format::Text => format!("{}\n", done.job_id),
+        Format::Json => format!(
+            "{}\n",
+            json!({
+                "job_id": done.job_id.0,
+                "generation": done.generation.0,
+                "windows": done.windows,
+                "fingerprint": done.fingerprint.to_hex(),
+                "key": done.key,
+                "target_created": done.created,
+            })
+        ),
+    }
+}
+
+/// The bulk report for people: the installed tables, one a line, then each refused table
+/// with its problems, then each failure.
+pub fn render_text(r: &BulkReport) -> String {
+    let total = r.tables.len();
+    let mut out = String::new();
+    let installed: Vec<_> = r.installed().collect();
+    out.push_str(&format!(
+        "installed {} of {total} tables\n",
+        installed.len()
+    ));
+    for (s, t, i) in installed {
+        let created = if i.created { " (target created)" } else { "" };
+        out.push_str(&format!(
+            "  job {}  {s} -> {t}  {} windows, key {}{created}\n",
+            i.job_id, i.windows, i.key
+        ));
+    }
+    let refused: Vec<_> = r.refused().collect();
+    if !refused.is_empty() {
+        out.push_str(&format!(
+            "refused {} of {total} tables (nothing recorded for them; fix and install them again)\n",
+            refused.len()
+        ));
+        for (s, t, problems) in refused {
+            out.push_str(&format!("  {s} -> {t}:\n"));
+            for p in problems {
+                out.push_str(&format!("    - {p}\n"));
+            }
+        }
+    }
+    let failed: Vec<_> = r.failed().collect();
+    if !failed.is_empty() {
+        out.push_str(&format!(
+            "failed {} of {total} tables (installing them again is safe)\n",
+            failed.len()
+        ));
+        for (s, t, e) in failed {
+            out.push_str(&format!("  {s} -> {t}: {e}\n"));
+        }
+    }
+    out
+}
+
+/// The bulk report as one JSON document: `installed`, `refused` and `failed` arrays.
+pub fn render_json(r: &BulkReport) -> Value {
+    let name = |t: &TableName| json!({ "db": t.db, "table": t.table });
+    let installed: Vec<Value> = r
+        .installed()
+        .map(|(s, t, i)| {
+            json!({
+                "job_id": i.job_id.0,
+                "generation": i.generation.0,
+                "source": name(s),
+                "target": name(t),
+                "windows": i.windows,
+                "key": i.key,
+                "target_created": i.created,
+            })
+        })
+        .collect();
+    let refused: Vec<Value> = r
+        .refused()
+        .map(|(s, t, problems)| {
+            let problems: Vec<Value> = problems
+                .iter()
+                .map(|p| json!({ "object": p.object, "problem": p.problem, "fix": p.fix }))
+                .collect();
+            json!({ "source": name(s), "target": name(t), "refusals": problems })
+        })
+        .collect();
+    let failed: Vec<Value> = r
+        .failed()
+        .map(|(s, t, e)| json!({ "source": name(s), "target": name(t), "error": e }))
+        .collect();
+    json!({
+        "tables": r.tables.len(),
+        "installed": installed,
+        "refused": refused,
+        "failed": failed,
+    })
+}
