@@ -173,6 +173,9 @@ async fn start_on(
     } else {
         a.jobs.iter().map(|j| JobId(*j)).collect()
     };
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
     if let [job] = jobs.as_slice() {
         let g = commands::start_within(pool, *job, a.max_sessions).await?;
         return Ok(vec![(*job, g)]);

@@ -1,0 +1,593 @@
+//! Bulk install (issue 17 item 3) through the real `backfill` program on real MariaDB: a
+//! schema of 50 tables of mixed keys and types, some that must be refused, installed with
+//! one `install --source-table 'db.*' --target-table 'copy.*' --create-target`; then
+//! `start --all` and one `serve` take every installed table to STREAMING under a small
+//! writer, and every table compares clean with the independent comparator.
+use backfill_tests::bin::{backfill, Run};
+use backfill_tests::compare;
+use backfill_tests::keyed::Serving;
+use harness::Server;
+use kernel::ids::{Generation, JobId};
+use ledger::journal::Journal;
+use ledger::record::Phase;
+use mysql_async::prelude::Queryable;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Rows each table starts with.
+const ROWS: u32 = 200;
+
+/// One kind of table: its definition, the columns a row is written by, the key the
+/// comparator keys rows by (named by the test, not by backfill's choice).
+struct Shape {
+    prefix: &'static str,
+    count: usize,
+    ddl: &'static str,
+    cols: &'static str,
+    values: fn(u32) -> String,
+    key: &'static [&'static str],
+}
+
+const SHAPES: &[Shape] = &[
+    Shape {
+        prefix: "int_pk",
+        count: 10,
+        ddl: "id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL, name VARCHAR(40) CHARACTER SET \
+              utf8mb4 COLLATE utf8mb4_unicode_ci NULL, amount DECIMAL(12,3) NULL, at \
+              DATETIME(6) NULL, KEY by_name (name(10)), KEY by_at (at)",
+        cols: "id, v, name, amount, at",
+        values: |i| format!("({i}, 0, 'név {i}', {i}.125, '2024-01-01 00:00:00.{i:06}')"),
+        key: &["id"],
+    },
+    Shape {
+        prefix: "composite",
+        count: 7,
+        ddl: "id INT NOT NULL, tag VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT \
+              NULL, v INT NOT NULL, note TEXT NULL, PRIMARY KEY (id, tag)",
+        cols: "id, tag, v, note",
+        values: |i| format!("({i}, 'T{}', 0, REPEAT('x', {}))", i % 3, i % 50),
+        key: &["id", "tag"],
+    },
+    Shape {
+        prefix: "unique_nn",
+        count: 6,
+        ddl: "id INT NOT NULL, v INT NOT NULL, code CHAR(8) CHARACTER SET latin1 NULL, \
+              UNIQUE KEY u_id (id)",
+        cols: "id, v, code",
+        values: |i| format!("({i}, 0, 'c{}')", i % 97),
+        key: &["id"],
+    },
+    Shape {
+        prefix: "str_pk",
+        count: 6,
+        ddl: "code VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL \
+              PRIMARY KEY, id INT NOT NULL, v INT NOT NULL, bin VARBINARY(16) NULL, KEY by_id (id)",
+        cols: "code, id, v, bin",
+        values: |i| {
+            format!(
+                "('Code-{i}', {i}, 0, UNHEX('{:08X}'))",
+                i.wrapping_mul(2654435761)
+            )
+        },
+        key: &["code"],
+    },
+    Shape {
+        prefix: "generated",
+        count: 6,
+        ddl: "id BIGINT UNSIGNED NOT NULL PRIMARY KEY, v INT NOT NULL, a INT NOT NULL, twice \
+              BIGINT AS (a * 2) STORED, label VARCHAR(20) AS (CONCAT('L', a)) VIRTUAL, \
+              KEY by_twice (twice)",
+        cols: "id, v, a",
+        values: |i| format!("({i}, 0, {})", i * 7),
+        key: &["id"],
+    },
+    Shape {
+        prefix: "types",
+        count: 5,
+        ddl: "id INT NOT NULL PRIMARY KEY, v INT NOT NULL, e ENUM('a','b','c') NULL, s \
+              SET('x','y') NULL, d DATE NULL, tm TIME(3) NULL, f DOUBLE NULL, j JSON NULL, \
+              u_code VARCHAR(10) NULL, UNIQUE KEY u_code (u_code)",
+        cols: "id, v, e, s, d, tm, f, j, u_code",
+        values: |i| {
+            format!(
+                "({i}, 0, '{}', 'x,y', '2024-02-{:02}', '12:00:{:02}.5', {i}.5e-3, \
+                 '{{\"n\": {i}}}', 'u{i}')",
+                ["a", "b", "c"][i as usize % 3],
+                i % 28 + 1,
+                i % 60
+            )
+        },
+        key: &["id"],
+    },
+    Shape {
+        prefix: "fk_child",
+        count: 3,
+        ddl: "id INT NOT NULL PRIMARY KEY, v INT NOT NULL, parent_id BIGINT NULL, FOREIGN KEY \
+              (parent_id) REFERENCES int_pk_00 (id) ON DELETE RESTRICT",
+        cols: "id, v, parent_id",
+        values: |i| format!("({i}, 0, {})", i % 5 + 1),
+        key: &["id"],
+    },
+];
+
+/// A table that must be refused: name, columns, engine, a row, and a word of the cause
+/// its refusal must name.
+struct Refused {
+    name: &'static str,
+    columns: &'static str,
+    engine: &'static str,
+    row: &'static str,
+    cause: &'static str,
+}
+
+const REFUSED: &[Refused] = &[
+    Refused {
+        name: "nokey_a",
+        columns: "id INT NULL, v INT NOT NULL",
+        engine: "InnoDB",
+        row: "(1, 1)",
+        cause: "key",
+    },
+    Refused {
+        name: "nokey_b",
+        columns: "id INT NULL, v INT NOT NULL, UNIQUE KEY u (id)",
+        engine: "InnoDB",
+        row: "(1, 1)",
+        cause: "key",
+    },
+    Refused {
+        name: "prefix_key",
+        columns: "name VARCHAR(100) NOT NULL, v INT NOT NULL, PRIMARY KEY (name(10))",
+        engine: "InnoDB",
+        row: "('a', 1)",
+        cause: "prefix",
+    },
+    Refused {
+        name: "full_target",
+        columns: "id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL",
+        engine: "InnoDB",
+        row: "(1, 1)",
+        cause: "is not empty",
+    },
+    Refused {
+        name: "wrong_target",
+        columns: "id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL",
+        engine: "InnoDB",
+        row: "(1, 1)",
+        cause: "definition differs",
+    },
+    Refused {
+        name: "myisam",
+        columns: "id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL",
+        engine: "MyISAM",
+        row: "(1, 1)",
+        cause: "MyISAM",
+    },
+    Refused {
+        name: "cascade_child",
+        columns: "id INT NOT NULL PRIMARY KEY, v INT NOT NULL, parent_id BIGINT NULL, FOREIGN \
+                  KEY (parent_id) REFERENCES int_pk_00 (id) ON DELETE CASCADE",
+        engine: "InnoDB",
+        row: "(1, 1, 1)",
+        cause: "CASCADE",
+    },
+];
+
+/// An installed table: its name and the comparator's key.
+struct Table {
+    name: String,
+    key: &'static [&'static str],
+}
+
+/// Creates the 50 source tables (rows in each) and the target database with the targets
+/// that are in the way (one non-empty, one of another definition) and one empty target
+/// made by hand with the right definition (used as it is).
+fn schema(source: &Server, target: &Server) -> (String, String, Vec<Table>) {
+    let sdb = source.fresh_db("bulk_s");
+    let tdb = target.fresh_db("bulk_t");
+    let mut installed = Vec::new();
+    for shape in SHAPES {
+        for n in 0..shape.count {
+            let name = format!("{}_{n:02}", shape.prefix);
+            source.sql_in(
+                &sdb,
+                &format!("CREATE TABLE {name} ({}) ENGINE=InnoDB", shape.ddl),
+            );
+            let rows: Vec<String> = (1..=ROWS).map(shape.values).collect();
+            source.sql_in(
+                &sdb,
+                &format!(
+                    "INSERT INTO {name} ({}) VALUES {}",
+                    shape.cols,
+                    rows.join(", ")
+                ),
+            );
+            installed.push(Table {
+                name,
+                key: shape.key,
+            });
+        }
+    }
+    for r in REFUSED {
+        source.sql_in(
+            &sdb,
+            &format!(
+                "CREATE TABLE {} ({}) ENGINE={}; INSERT INTO {} VALUES {}",
+                r.name, r.columns, r.engine, r.name, r.row
+            ),
+        );
+    }
+    target.sql_in(
+        &tdb,
+        "CREATE TABLE full_target (id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL) \
+         ENGINE=InnoDB; INSERT INTO full_target VALUES (42, 42); \
+         CREATE TABLE wrong_target (id BIGINT NOT NULL PRIMARY KEY, v BIGINT NOT NULL) \
+         ENGINE=InnoDB",
+    );
+    let made = SHAPES[0].ddl;
+    target.sql_in(
+        &tdb,
+        &format!("CREATE TABLE int_pk_01 ({made}) ENGINE=InnoDB"),
+    );
+    (sdb, tdb, installed)
+}
+
+/// A writer touching random installed tables (inserts of new keys, updates of `v`,
+/// deletes of rows no foreign key points at) about `per_sec` statements a second.
+async fn writer(url: String, tables: Vec<String>, stop: Arc<AtomicBool>) -> u64 {
+    let mut conn = mysql_async::Conn::from_url(url.as_str())
+        .await
+        .expect("writer connects");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let mut next_id = 10_000_u32;
+    let mut done = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let t = &tables[rng.random_range(0..tables.len())];
+        let shape = SHAPES
+            .iter()
+            .find(|s| t.starts_with(s.prefix))
+            .expect("a shape");
+        let sql = match rng.random_range(0..3) {
+            0 => {
+                next_id += 1;
+                format!(
+                    "INSERT INTO {t} ({}) VALUES {}",
+                    shape.cols,
+                    (shape.values)(next_id)
+                )
+            }
+            1 => format!(
+                "UPDATE {t} SET v = v + 1 WHERE id = {}",
+                rng.random_range(1..=ROWS)
+            ),
+            _ => format!("DELETE FROM {t} WHERE id = {}", rng.random_range(21..=ROWS)),
+        };
+        conn.query_drop(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        done += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", run.stdout, run.stderr))
+}
+
+/// Waits until J of every job is STREAMING; fails on a pause or when serve exits.
+async fn wait_all_streaming(state: &str, jobs: &[(JobId, Generation)], serve: &mut Serving) {
+    let pool = kernel::state::open(state, &Default::default())
+        .await
+        .expect("state store");
+    let journal = Journal::new(pool.clone());
+    let until = Instant::now() + Duration::from_secs(400);
+    loop {
+        let mut waiting = Vec::new();
+        for (job, g) in jobs {
+            let head = journal.head(*job, *g).await.expect("J").map(|h| h.record);
+            if let Some(h) = &head {
+                assert!(h.paused.is_none(), "job {job} paused: {:?}", h.paused);
+            }
+            if head.as_ref().map(|h| h.phase) != Some(Phase::Streaming) {
+                waiting.push(job.0);
+            }
+        }
+        if waiting.is_empty() {
+            pool.close().await;
+            return;
+        }
+        if let Some(s) = serve.0.try_wait().expect("serve status") {
+            panic!("serve exited with {s} while jobs {waiting:?} were not STREAMING");
+        }
+        assert!(
+            Instant::now() < until,
+            "jobs {waiting:?} not STREAMING in time"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let (sdb, tdb, tables) = schema(source, target);
+    let state = target.url_db(&format!("{tdb}_state"));
+    let data = tempfile::tempdir().expect("data dir");
+    let started = Instant::now();
+    let run = backfill(&[
+        "install",
+        "--state",
+        &state,
+        "--source",
+        &source.url(),
+        "--source-table",
+        &format!("{sdb}.*"),
+        "--target",
+        &target.url(),
+        "--target-table",
+        &format!("{tdb}.*"),
+        "--create-target",
+        "--window-rows",
+        "100",
+        "--page-rows",
+        "50",
+        "--format",
+        "json",
+    ]);
+    eprintln!(
+        "bulk install of 50 tables: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(run.code, 3, "some were refused: {}", run.all());
+    let report = json(&run);
+    assert_eq!(report["tables"], 50, "{report}");
+    let refused: BTreeMap<String, String> = report["refused"]
+        .as_array()
+        .expect("refused")
+        .iter()
+        .map(|r| {
+            (
+                r["source"]["table"].as_str().unwrap().to_string(),
+                r.to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<&str> = REFUSED.iter().map(|r| r.name).collect();
+    assert_eq!(
+        refused.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        want
+    );
+    for want in REFUSED {
+        let r = &refused[want.name];
+        assert!(
+            r.contains(want.cause) && r.contains("\"fix\""),
+            "{}: {r}",
+            want.name
+        );
+    }
+    assert_eq!(
+        report["failed"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+    let installed = report["installed"].as_array().expect("installed");
+    assert_eq!(installed.len(), tables.len(), "{report}");
+    let mut jobs = Vec::new();
+    for i in installed {
+        let name = i["source"]["table"].as_str().unwrap();
+        assert_eq!(i["target"]["table"], name);
+        assert_eq!(i["target"]["db"], tdb.as_str());
+        // Every target was created but the one made by hand, which is used as it is.
+        assert_eq!(i["target_created"], name != "int_pk_01", "{i}");
+        jobs.push((
+            JobId(i["job_id"].as_u64().unwrap()),
+            Generation(i["generation"].as_u64().unwrap()),
+        ));
+    }
+    // Refused tables lost nothing and got nothing: the non-empty target keeps its row, no
+    // table was created for a refused source.
+    assert_eq!(
+        target.sql_in(&tdb, "SELECT id, v FROM full_target"),
+        "42\t42"
+    );
+    let missing = target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{tdb}' \
+         AND TABLE_NAME IN ('nokey_a', 'nokey_b', 'prefix_key', 'myisam', 'cascade_child')"
+    ));
+    assert_eq!(missing, "0");
+    // The created targets carry no foreign key and no extra unique key.
+    let fks = target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS WHERE TABLE_SCHEMA = \
+         '{tdb}' AND CONSTRAINT_TYPE = 'FOREIGN KEY'"
+    ));
+    assert_eq!(fks, "0");
+    let uniq = target.sql_in(
+        &tdb,
+        "SELECT NON_UNIQUE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = 'types_00' AND INDEX_NAME = 'u_code'",
+    );
+    assert_eq!(uniq, "1", "extra unique key created non-unique");
+
+    let start = backfill(&[
+        "start",
+        "--state",
+        &state,
+        "--all",
+        "--max-sessions",
+        "64",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(start.code, 0, "{}", start.all());
+    assert_eq!(
+        json(&start)["jobs"].as_array().map(Vec::len),
+        Some(jobs.len())
+    );
+    // Nothing left to start: --all starts only jobs not yet started.
+    let again = backfill(&["start", "--state", &state, "--all"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+    assert!(again.stdout.contains("no installed job"), "{}", again.all());
+
+    let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing = tokio::spawn(writer(source.url_db(&sdb), names, stop.clone()));
+    let serve_started = Instant::now();
+    let mut serve = Serving(
+        backfill_tests::bin::command()
+            .args(["serve", "--state", &state, "--data-dir"])
+            .arg(data.path())
+            .args(["--owner", "bulk-test", "--max-sessions", "64"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn serve"),
+    );
+    wait_all_streaming(&state, &jobs, &mut serve).await;
+    eprintln!(
+        "{} tables to STREAMING under the writer: {:.1} s",
+        jobs.len(),
+        serve_started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let writes = writing.await.expect("writer");
+    assert!(writes > 0);
+    let until = Instant::now() + Duration::from_secs(120);
+    for t in &tables {
+        loop {
+            let d = compare::compare(source, &sdb, target, &tdb, &t.name, t.key);
+            if d.is_clean() {
+                assert!(d.rows > 0, "{}: {d}", t.name);
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "{} never compared clean: {d}",
+                t.name
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    eprintln!(
+        "{writes} writer statements; all {} tables compare clean",
+        tables.len()
+    );
+}
+
+#[tokio::test]
+async fn lists_patterns_and_mistakes_are_reported() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_l");
+    let tdb = target.fresh_db("bulk_lt");
+    let state = target.url_db(&format!("{tdb}_state"));
+    for t in ["orders", "order_items", "users"] {
+        source.sql_in(
+            &sdb,
+            &format!("CREATE TABLE {t} (id BIGINT NOT NULL PRIMARY KEY, v INT) ENGINE=InnoDB"),
+        );
+    }
+    source.sql_in(&sdb, "CREATE TABLE nokey (v INT) ENGINE=InnoDB");
+    let dir = tempfile::tempdir().expect("tmp");
+    let list = dir.path().join("tables.txt");
+    std::fs::write(
+        &list,
+        format!("# the order tables\n{sdb}.order*\n\n  # and one more\n{sdb}.nokey\n"),
+    )
+    .expect("list file");
+    let base = |extra: &[&str]| {
+        let mut a = vec![
+            "install".to_string(),
+            "--state".into(),
+            state.clone(),
+            "--source".into(),
+            source.url(),
+            "--target".into(),
+            target.url(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        backfill(&refs)
+    };
+    // A pattern that matches nothing names the pattern; nothing is installed.
+    let nothing = format!("{sdb}.nope_*");
+    let copy = format!("{tdb}.*");
+    let r = base(&["--source-table", &nothing, "--target-table", &copy]);
+    assert_eq!(r.code, 2, "{}", r.all());
+    assert!(
+        r.stderr.contains("nope_*") && r.stderr.contains("matches no base table"),
+        "{}",
+        r.all()
+    );
+    // A literal target for several sources.
+    let one = format!("{tdb}.t");
+    let r = base(&[
+        "--source-tables-from",
+        list.to_str().unwrap(),
+        "--target-table",
+        &one,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.all());
+    assert!(
+        r.stderr.contains("names one table but 3 source tables"),
+        "{}",
+        r.all()
+    );
+    // The list file plus a repeated flag, text report: three installed (targets created,
+    // `old_` prefix), one refused with its cause and fix.
+    let users = format!("{sdb}.users");
+    let old = format!("{tdb}.old_*");
+    let r = base(&[
+        "--source-tables-from",
+        list.to_str().unwrap(),
+        "--source-table",
+        &users,
+        "--target-table",
+        &old,
+        "--create-target",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stdout.starts_with("installed 3 of 4 tables\n"),
+        "{}",
+        r.all()
+    );
+    for t in ["order_items", "orders", "users"] {
+        let line = format!("`{sdb}`.`{t}` -> `{tdb}`.`old_{t}`");
+        assert!(r.stdout.contains(&line), "{line} missing:\n{}", r.stdout);
+    }
+    assert!(r.stdout.contains("(target created)"), "{}", r.stdout);
+    assert!(r.stdout.contains("refused 1 of 4 tables"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(&format!("`{sdb}`.`nokey` -> `{tdb}`.`old_nokey`:")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("fix:"), "{}", r.stdout);
+    let made = target.sql_in(&tdb, "SHOW TABLES");
+    assert_eq!(made, "old_order_items\nold_orders\nold_users");
+    // Installed again: every table is refused (a live job of each), nothing new created.
+    let r = base(&[
+        "--source-table",
+        &users,
+        "--source-table",
+        &format!("{sdb}.orders"),
+        "--target-table",
+        &old,
+        "--create-target",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stdout.starts_with("installed 0 of 2 tables\n"),
+        "{}",
+        r.all()
+    );
+}
