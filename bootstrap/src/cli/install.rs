@@ -108,28 +108,32 @@ pub fn render_text(r: &BulkReport) -> String {
             i.job_id, i.windows, i.key
         ));
     }
-    let refused: Vec<_> = r.refused().collect();
-    if !refused.is_empty() {
-        out.push_str(&format!(
-            "refused {} of {total} tables (nothing recorded for them; fix and install them again)\n",
-            refused.len()
-        ));
-        for (s, t, problems) in refused {
-            out.push_str(&format!("  {s} -> {t}:\n"));
-            for p in problems {
-                out.push_str(&format!("    - {p}\n"));
-            }
-        }
+    let refused: Vec<String> = r
+        .refused()
+        .map(|(s, t, problems)| {
+            let lines: String = problems.iter().map(|p| format!("\n    - {p}")).collect();
+            format!("{s} -> {t}:{lines}")
+        })
+        .collect();
+    let note = "nothing recorded for them; fix and install them again";
+    out.push_str(&section("refused", total, note, &refused));
+    let failed: Vec<String> = r
+        .failed()
+        .map(|(s, t, e)| format!("{s} -> {t}: {e}"))
+        .collect();
+    let note = "installing them again is safe";
+    out.push_str(&section("failed", total, note, &failed));
+    out
+}
+
+/// `what N of TOTAL tables (note)` and the entries, indented; empty without entries.
+fn section(what: &str, total: usize, note: &str, entries: &[String]) -> String {
+    if entries.is_empty() {
+        return String::new();
     }
-    let failed: Vec<_> = r.failed().collect();
-    if !failed.is_empty() {
-        out.push_str(&format!(
-            "failed {} of {total} tables (installing them again is safe)\n",
-            failed.len()
-        ));
-        for (s, t, e) in failed {
-            out.push_str(&format!("  {s} -> {t}: {e}\n"));
-        }
+    let mut out = format!("{what} {} of {total} tables ({note})\n", entries.len());
+    for e in entries {
+        out.push_str(&format!("  {e}\n"));
     }
     out
 }

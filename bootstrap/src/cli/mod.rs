@@ -227,26 +227,15 @@ mod tests {
 
     #[test]
     fn install_parses_with_defaults() {
-        let cli = Cli::try_parse_from([
-            "backfill",
-            "install",
-            "--state",
-            "mysql://r@h/s",
-            "--source",
-            "mysql://r@h",
+        let a = install_args(&[
             "--source-table",
             "d.t",
-            "--target",
-            "mysql://r@h2",
             "--target-table",
             "d.t2",
             "--format",
             "json",
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-        let Command::Install(a) = cli.command else {
-            panic!("install expected")
-        };
         assert_eq!(a.window_rows, DEFAULT_WINDOW_ROWS);
         assert_eq!(a.page_rows, DEFAULT_PAGE_ROWS);
         assert_eq!(a.format, Format::Json);

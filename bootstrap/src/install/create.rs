@@ -155,25 +155,9 @@ pub fn failed(target: &TableName, e: Error) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::checks::tests::{col, table};
     use super::*;
-    use kernel::introspect::{IndexDef, RawColumn};
-
-    fn col(name: &str, data_type: &str, column_type: &str, nullable: bool) -> RawColumn {
-        RawColumn {
-            name: name.into(),
-            data_type: data_type.into(),
-            column_type: column_type.into(),
-            nullable,
-            char_len: None,
-            numeric_precision: None,
-            numeric_scale: None,
-            datetime_precision: None,
-            charset: None,
-            collation: None,
-            extra: String::new(),
-            generation: None,
-        }
-    }
+    use kernel::introspect::IndexDef;
 
     fn index(name: &str, unique: bool, cols: &[(&str, Option<u64>)]) -> IndexDef {
         IndexDef {
@@ -184,36 +168,20 @@ mod tests {
         }
     }
 
-    fn facts(columns: Vec<RawColumn>, indexes: Vec<IndexDef>) -> TableFacts {
-        TableFacts {
-            database: "shop".into(),
-            table: "t".into(),
-            table_type: "BASE TABLE".into(),
-            engine: Some("InnoDB".into()),
-            estimated_rows: 0,
-            columns,
-            indexes,
-            triggers: vec![],
-            foreign_keys: vec![],
-        }
-    }
-
     #[test]
     fn the_ddl_keeps_columns_key_and_plain_indexes() {
-        let mut name = col("name", "varchar", "varchar(40)", true);
+        let mut name = col("name", "varchar", "varchar(40)");
+        name.nullable = true;
         name.charset = Some("utf8mb4".into());
         name.collation = Some("utf8mb4_bin".into());
-        let mut g = col("twice", "bigint", "bigint(20)", true);
+        let mut g = col("twice", "bigint", "bigint(20)");
         g.extra = "STORED GENERATED".into();
         g.generation = Some("`id` * 2".into());
-        let f = facts(
-            vec![col("id", "int", "int(11)", false), name, g],
-            vec![
-                index("PRIMARY", true, &[("id", None)]),
-                index("by_name", false, &[("name", Some(8))]),
-                index("u_name", true, &[("name", None)]),
-            ],
-        );
+        let mut f = table("shop");
+        f.columns = vec![col("id", "int", "int(11)"), name, g];
+        f.indexes
+            .push(index("by_name", false, &[("name", Some(8))]));
+        f.indexes.push(index("u_name", true, &[("name", None)]));
         let sealed = kernel::introspect::seal(&f).unwrap_or_else(|p| panic!("{p:?}"));
         let sql = create_table_sql(&TableName::new("copy", "t"), &f, &sealed);
         assert_eq!(
@@ -227,13 +195,9 @@ mod tests {
 
     #[test]
     fn a_unique_key_standing_in_for_the_primary_stays_unique() {
-        let f = facts(
-            vec![
-                col("a", "int", "int(11)", false),
-                col("b", "int", "int(11)", false),
-            ],
-            vec![index("u_ab", true, &[("a", None), ("b", None)])],
-        );
+        let mut f = table("shop");
+        f.columns = vec![col("a", "int", "int(11)"), col("b", "int", "int(11)")];
+        f.indexes = vec![index("u_ab", true, &[("a", None), ("b", None)])];
         let sealed = kernel::introspect::seal(&f).unwrap_or_else(|p| panic!("{p:?}"));
         let sql = create_table_sql(&TableName::new("c", "t"), &f, &sealed);
         assert!(sql.contains("UNIQUE KEY `u_ab` (`a`, `b`)"), "{sql}");

@@ -276,6 +276,29 @@ async fn writer(url: String, tables: Vec<String>, stop: Arc<AtomicBool>) -> u64 
     done
 }
 
+/// `backfill install` of `source` into `target` with the state store `state`; `tables`
+/// are the table flags and any other.
+fn install(state: &str, source: &Server, target_url: &str, tables: &[&str]) -> Run {
+    let source_url = source.url();
+    let mut a = vec![
+        "install",
+        "--state",
+        state,
+        "--source",
+        &source_url,
+        "--target",
+        target_url,
+    ];
+    a.extend_from_slice(tables);
+    backfill(&a)
+}
+
+/// Asserts that the report on stdout starts with `head`.
+#[track_caller]
+fn reports(r: &Run, head: &str) {
+    assert!(r.stdout.starts_with(head), "{}", r.all());
+}
+
 fn json(run: &Run) -> Value {
     serde_json::from_str(&run.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", run.stdout, run.stderr))
@@ -321,26 +344,25 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
     let state = target.url_db(&format!("{tdb}_state"));
     let data = tempfile::tempdir().expect("data dir");
     let started = Instant::now();
-    let run = backfill(&[
-        "install",
-        "--state",
+    let (pattern, copy) = (format!("{sdb}.*"), format!("{tdb}.*"));
+    let run = install(
         &state,
-        "--source",
-        &source.url(),
-        "--source-table",
-        &format!("{sdb}.*"),
-        "--target",
+        source,
         &target.url(),
-        "--target-table",
-        &format!("{tdb}.*"),
-        "--create-target",
-        "--window-rows",
-        "100",
-        "--page-rows",
-        "50",
-        "--format",
-        "json",
-    ]);
+        &[
+            "--source-table",
+            &pattern,
+            "--target-table",
+            &copy,
+            "--create-target",
+            "--window-rows",
+            "100",
+            "--page-rows",
+            "50",
+            "--format",
+            "json",
+        ],
+    );
     eprintln!(
         "bulk install of 50 tables: {:.1} s",
         started.elapsed().as_secs_f64()
@@ -502,20 +524,7 @@ async fn lists_patterns_and_mistakes_are_reported() {
         format!("# the order tables\n{sdb}.order*\n\n  # and one more\n{sdb}.nokey\n"),
     )
     .expect("list file");
-    let base = |extra: &[&str]| {
-        let mut a = vec![
-            "install".to_string(),
-            "--state".into(),
-            state.clone(),
-            "--source".into(),
-            source.url(),
-            "--target".into(),
-            target.url(),
-        ];
-        a.extend(extra.iter().map(|s| s.to_string()));
-        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-        backfill(&refs)
-    };
+    let base = |extra: &[&str]| install(&state, source, &target.url(), extra);
     // A pattern that matches nothing names the pattern; nothing is installed.
     let nothing = format!("{sdb}.nope_*");
     let copy = format!("{tdb}.*");
@@ -554,11 +563,7 @@ async fn lists_patterns_and_mistakes_are_reported() {
         "--create-target",
     ]);
     assert_eq!(r.code, 3, "{}", r.all());
-    assert!(
-        r.stdout.starts_with("installed 3 of 4 tables\n"),
-        "{}",
-        r.all()
-    );
+    reports(&r, "installed 3 of 4 tables\n");
     for t in ["order_items", "orders", "users"] {
         let line = format!("`{sdb}`.`{t}` -> `{tdb}`.`old_{t}`");
         assert!(r.stdout.contains(&line), "{line} missing:\n{}", r.stdout);
@@ -585,9 +590,70 @@ async fn lists_patterns_and_mistakes_are_reported() {
         "--create-target",
     ]);
     assert_eq!(r.code, 3, "{}", r.all());
+    reports(&r, "installed 0 of 2 tables\n");
+}
+
+#[tokio::test]
+async fn create_target_names_the_missing_grant_and_database() {
+    const PW: &str = "bulk-s3cret-pw";
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_g");
+    let tdb = target.fresh_db("bulk_gt");
+    let state = target.url_db(&format!("{tdb}_state"));
+    source.sql_in(
+        &sdb,
+        "CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB; \
+         CREATE TABLE b (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+    );
+    target.sql(&format!(
+        "CREATE USER IF NOT EXISTS 'bf_bulk_nocreate'@'%' IDENTIFIED BY '{PW}'; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON `{tdb}`.* TO 'bf_bulk_nocreate'@'%'"
+    ));
+    let all = format!("{sdb}.*");
+    let install = |target_url: &str, target_table: &str| {
+        let flags = [
+            "--source-table",
+            &all,
+            "--target-table",
+            target_table,
+            "--create-target",
+        ];
+        install(&state, source, target_url, &flags)
+    };
+    let limited = target.url_user("bf_bulk_nocreate", PW, "");
+    let r = install(&limited, &format!("{tdb}.*"));
+    assert_eq!(r.code, 3, "{}", r.all());
+    reports(&r, "installed 0 of 2 tables\n");
+    assert_eq!(
+        r.stdout
+            .matches("cannot be created by the target user")
+            .count(),
+        2
+    );
     assert!(
-        r.stdout.starts_with("installed 0 of 2 tables\n"),
+        r.stdout.contains(&format!(
+            "GRANT CREATE, SELECT, INSERT, UPDATE, DELETE ON `{tdb}`.*"
+        )),
         "{}",
         r.all()
     );
+    assert!(!r.all().contains(PW), "the password leaked:\n{}", r.all());
+    assert_eq!(target.sql_in(&tdb, "SHOW TABLES"), "");
+    // A target database that does not exist is named, with the statement that creates it.
+    let r = install(&target.url(), "bulk_no_such_db.*");
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("database `bulk_no_such_db` does not exist on the target")
+            && r.stdout.contains("CREATE DATABASE `bulk_no_such_db`"),
+        "{}",
+        r.all()
+    );
+    // Granted CREATE, the same command installs both.
+    target.sql(&format!(
+        "GRANT CREATE ON `{tdb}`.* TO 'bf_bulk_nocreate'@'%'"
+    ));
+    let r = install(&limited, &format!("{tdb}.*"));
+    assert_eq!(r.code, 0, "{}", r.all());
+    reports(&r, "installed 2 of 2 tables\n");
 }
