@@ -513,7 +513,8 @@ impl Session<'_> {
         let name = format!("target table {}", self.req.target_table);
         match introspect::probe_select(self.target, db, table).await? {
             SelectProbe::Allowed => {}
-            SelectProbe::Missing if self.req.create_target => {
+            // Once: a table still missing after it was created is refused below.
+            SelectProbe::Missing if self.req.create_target && !self.create => {
                 self.create = true;
                 return Ok(Vec::new());
             }
