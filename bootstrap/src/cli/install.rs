@@ -176,3 +176,66 @@ pub fn render_json(r: &BulkReport) -> Value {
         "failed": failed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::install::bulk::Outcome;
+    use crate::install::checks::Refusal;
+    use kernel::ids::{Digest, Generation, JobId};
+
+    fn report() -> BulkReport {
+        let installed = Installed {
+            job_id: JobId(7),
+            generation: Generation(1),
+            windows: 3,
+            fingerprint: Digest::of(b"f"),
+            plan_digest: Digest::of(b"p"),
+            estimated_rows: 10,
+            key: "PRIMARY (`id`)".into(),
+            created: true,
+        };
+        let s = |n: &str| TableName::new("shop", n);
+        let t = |n: &str| TableName::new("copy", n);
+        BulkReport {
+            tables: vec![
+                (s("a"), t("a"), Outcome::Installed(installed)),
+                (
+                    s("b"),
+                    t("b"),
+                    Outcome::Refused(vec![Refusal::new(
+                        "source table b",
+                        "has no key",
+                        "add one",
+                    )]),
+                ),
+                (s("c"), t("c"), Outcome::Failed("transient: lost".into())),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_text_report_lists_installed_refused_and_failed_tables() {
+        let text = render_text(&report());
+        assert_eq!(
+            text,
+            "installed 1 of 3 tables\n  job 7  `shop`.`a` -> `copy`.`a`  3 windows, key \
+             PRIMARY (`id`) (target created)\nrefused 1 of 3 tables (nothing recorded for \
+             them; fix and install them again)\n  `shop`.`b` -> `copy`.`b`:\n    - source \
+             table b: has no key; fix: add one\nfailed 1 of 3 tables (installing them again \
+             is safe)\n  `shop`.`c` -> `copy`.`c`: transient: lost\n"
+        );
+    }
+
+    #[test]
+    fn the_json_report_names_each_table_and_refusal() {
+        let j = render_json(&report());
+        assert_eq!(j["tables"], 3);
+        assert_eq!(j["installed"][0]["job_id"], 7);
+        assert_eq!(j["installed"][0]["target"]["db"], "copy");
+        assert_eq!(j["installed"][0]["target_created"], true);
+        assert_eq!(j["refused"][0]["source"]["table"], "b");
+        assert_eq!(j["refused"][0]["refusals"][0]["fix"], "add one");
+        assert_eq!(j["failed"][0]["error"], "transient: lost");
+    }
+}
