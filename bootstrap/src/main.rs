@@ -39,13 +39,13 @@ fn main() {
         }
     };
     let code = match runtime.block_on(bootstrap::cli::run::run(cli, logs)) {
-        Ok(out) => {
+        Ok((out, code)) => {
             let mut stdout = std::io::stdout().lock();
             match stdout
                 .write_all(out.as_bytes())
                 .and_then(|()| stdout.flush())
             {
-                Ok(()) => EXIT_OK,
+                Ok(()) => code,
                 Err(_) => EXIT_FAILURE,
             }
         }

@@ -5,12 +5,13 @@
 //! world ([`world::World`]), captured log events ([`logs`]) and the lock every test that
 //! runs `serve` in this process holds ([`in_process`]); tables of every key shape driven
 //! through the real program ([`keyed`]), tables of every charset ([`charsets`]) and their
-//! independent comparison ([`compare`]).
+//! independent comparison ([`compare`]), and the 50-table schema of bulk install ([`bulk`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 pub use harness;
 
 pub mod bf;
 pub mod bin;
+pub mod bulk;
 pub mod case;
 pub mod charsets;
 pub mod compare;

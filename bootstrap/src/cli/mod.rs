@@ -2,12 +2,14 @@
 //! documented and mirrored by an environment variable, `--format text|json`, and distinct
 //! exit codes. URLs are read from flags or the environment but never echoed with their
 //! password (`hide_env_values`, `kernel::redact`).
-use crate::install::{TableName, DEFAULT_PAGE_ROWS, DEFAULT_WINDOW_ROWS};
+use crate::install::select::{TablePattern, TargetMap};
+use crate::install::{DEFAULT_PAGE_ROWS, DEFAULT_WINDOW_ROWS};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub mod check;
 pub mod commands;
 pub mod config;
+pub mod install;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -19,6 +21,8 @@ pub const EXIT_FAILURE: i32 = 1;
 /// A usage or configuration error: bad flag, bad URL, unknown job.
 pub const EXIT_USAGE: i32 = 2;
 /// A precondition refused the operation (DESIGN §9): the message names the object and fix.
+/// A bulk install exits with it when it refused any table (the others are installed; the
+/// report on stdout lists both).
 pub const EXIT_REFUSED: i32 = 3;
 /// A check failed: `audit` found a finding or `verify` found a difference (the report on
 /// stdout names each), or stored evidence failed verification during another command.
@@ -112,15 +116,33 @@ pub struct InstallArgs {
     /// table and the binlog and writes the control table).
     #[arg(long, env = "BACKFILL_SOURCE", hide_env_values = true)]
     pub source: String,
-    /// Source table as db.table.
-    #[arg(long, env = "BACKFILL_SOURCE_TABLE")]
-    pub source_table: TableName,
+    /// Source table as db.table, or a pattern of table names in one database (`*` any run
+    /// of characters, `?` one; base tables only): shop.*, shop.order_*. Repeat the flag for
+    /// more; one job per table, each checked on its own.
+    #[arg(
+        long,
+        env = "BACKFILL_SOURCE_TABLE",
+        required_unless_present = "source_tables_from"
+    )]
+    pub source_table: Vec<TablePattern>,
+    /// A file of source tables: one db.table or pattern a line; lines starting with `#`
+    /// are comments. Adds to --source-table.
+    #[arg(long, env = "BACKFILL_SOURCE_TABLES_FROM", value_name = "FILE")]
+    pub source_tables_from: Option<std::path::PathBuf>,
     /// Target server URL, e.g. mysql://loader:pass@target-host:3306.
     #[arg(long, env = "BACKFILL_TARGET", hide_env_values = true)]
     pub target: String,
-    /// Target table as db.table: exclusive, empty, same definition as the source.
+    /// Target table as db.table (one source table), or a pattern with one `*` standing for
+    /// each source table's name: shop_copy.* (same names in database shop_copy),
+    /// shop_copy.old_*. Each target is exclusive, empty, same definition as its source.
     #[arg(long, env = "BACKFILL_TARGET_TABLE")]
-    pub target_table: TableName,
+    pub target_table: TargetMap,
+    /// Create each missing target table from the sealed source definition (same columns,
+    /// types, charsets, collations, key and non-unique indexes; no foreign keys, triggers or
+    /// extra unique keys). Needs CREATE on the target database. An existing target must
+    /// still be empty with the source's definition.
+    #[arg(long, env = "BACKFILL_CREATE_TARGET")]
+    pub create_target: bool,
     /// Rows per window: the primary-key ranges are cut so each holds this many keys at
     /// install time.
     #[arg(long, env = "BACKFILL_WINDOW_ROWS", default_value_t = DEFAULT_WINDOW_ROWS)]
@@ -195,6 +217,7 @@ impl DemoArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::install::TableName;
     use clap::CommandFactory;
 
     #[test]
@@ -204,30 +227,85 @@ mod tests {
 
     #[test]
     fn install_parses_with_defaults() {
-        let cli = Cli::try_parse_from([
-            "backfill",
-            "install",
-            "--state",
-            "mysql://r@h/s",
-            "--source",
-            "mysql://r@h",
+        let a = install_args(&[
             "--source-table",
             "d.t",
-            "--target",
-            "mysql://r@h2",
             "--target-table",
             "d.t2",
             "--format",
             "json",
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-        let Command::Install(a) = cli.command else {
-            panic!("install expected")
-        };
         assert_eq!(a.window_rows, DEFAULT_WINDOW_ROWS);
         assert_eq!(a.page_rows, DEFAULT_PAGE_ROWS);
         assert_eq!(a.format, Format::Json);
-        assert_eq!(a.target_table, TableName::new("d", "t2"));
+        assert_eq!(a.target_table, TargetMap::One(TableName::new("d", "t2")));
+        assert_eq!(
+            a.source_table,
+            vec!["d.t".parse().unwrap_or_else(|e| panic!("{e}"))]
+        );
+        assert!(!a.create_target);
         assert!(Cli::try_parse_from(["backfill", "install", "--source-table", "nodot"]).is_err());
+    }
+
+    fn install_args(extra: &[&str]) -> Result<InstallArgs, clap::Error> {
+        let mut argv = vec![
+            "backfill",
+            "install",
+            "--state",
+            "mysql://r@h/s",
+            "--source",
+            "mysql://r@h",
+            "--target",
+            "mysql://r@h2",
+        ];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Install(a) => Ok(a),
+            c => panic!("install expected, got {c:?}"),
+        }
+    }
+
+    #[test]
+    fn install_takes_patterns_lists_and_create_target() {
+        let a = install_args(&[
+            "--source-table",
+            "shop.*",
+            "--source-table",
+            "crm.user_*",
+            "--target-table",
+            "shop_copy.*",
+            "--create-target",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.source_table.len(), 2);
+        assert!(a.source_table[0].glob && a.source_table[1].matches("user_x"));
+        assert!(a.create_target);
+        assert!(matches!(a.target_table, TargetMap::Pattern { ref db, .. } if db == "shop_copy"));
+        let a = install_args(&["--source-tables-from", "t.txt", "--target-table", "c.*"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(a.source_table.is_empty());
+        assert_eq!(a.source_tables_from, Some("t.txt".into()));
+        // Neither a table nor a file; a target pattern with two stars; a glob database.
+        assert!(install_args(&["--target-table", "c.*"]).is_err());
+        assert!(install_args(&["--source-table", "s.*", "--target-table", "c.**"]).is_err());
+        assert!(install_args(&["--source-table", "s*.t", "--target-table", "c.*"]).is_err());
+    }
+
+    #[test]
+    fn start_takes_several_jobs_or_all() {
+        let start = |extra: &[&str]| {
+            let mut argv = vec!["backfill", "start", "--state", "mysql://r@h/s"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|c| match c.command {
+                Command::Start(a) => (a.jobs, a.all),
+                c => panic!("start expected, got {c:?}"),
+            })
+        };
+        assert_eq!(start(&["3"]).ok(), Some((vec![3], false)));
+        assert_eq!(start(&["3", "4", "9"]).ok(), Some((vec![3, 4, 9], false)));
+        assert_eq!(start(&["--all"]).ok(), Some((vec![], true)));
+        assert!(start(&[]).is_err(), "a job or --all is required");
+        assert!(start(&["3", "--all"]).is_err(), "jobs and --all conflict");
     }
 }

@@ -1,42 +1,16 @@
 //! Runs one parsed command and renders its output. Errors are returned to `main`, which
 //! prints them on stderr and maps them to the exit codes of [`crate::cli`].
-use crate::cli::{self, Cli, Command, Format};
-use crate::install::{self, InstallRequest};
+use crate::cli::{self, Cli, Command};
 use crate::supervisor::telemetry::LogCounts;
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
-use serde_json::json;
 
-/// Runs `cli`; returns what to print on stdout. `logs` are the log events counted by the
+/// Runs `cli`; returns what to print on stdout and the exit code (not 0 only for a bulk
+/// install that refused or failed some tables). `logs` are the log events counted by the
 /// program's tracing layer (shown by the metrics of `serve` and `demo`).
-pub async fn run(cli: Cli, logs: LogCounts) -> Result<String> {
-    match cli.command {
-        Command::Install(a) => {
-            let req = InstallRequest {
-                state_url: a.state.state,
-                source_url: a.source,
-                source_table: a.source_table,
-                target_url: a.target,
-                target_table: a.target_table,
-                window_rows: a.window_rows,
-                page_rows: a.page_rows,
-                control_schema: a.control_schema,
-            };
-            let done = install::install(&req).await?;
-            Ok(match a.format {
-                Format::Text => format!("{}\n", done.job_id),
-                Format::Json => format!(
-                    "{}\n",
-                    json!({
-                        "job_id": done.job_id.0,
-                        "generation": done.generation.0,
-                        "windows": done.windows,
-                        "fingerprint": done.fingerprint.to_hex(),
-                        "key": done.key,
-                    })
-                ),
-            })
-        }
+pub async fn run(cli: Cli, logs: LogCounts) -> Result<(String, i32)> {
+    let out = match cli.command {
+        Command::Install(a) => return crate::cli::install::command(a).await,
         Command::Status(a) => crate::cli::status::command(a).await,
         Command::Demo(a) => crate::demo::run(a.options(), logs).await,
         Command::Start(a) => crate::cli::serve::start(a).await,
@@ -45,7 +19,8 @@ pub async fn run(cli: Cli, logs: LogCounts) -> Result<String> {
         Command::Serve(a) => crate::cli::serve::serve(a, logs).await,
         Command::Audit(a) => crate::cli::check::audit(a).await,
         Command::Verify(a) => crate::cli::check::verify(a).await,
-    }
+    };
+    out.map(|o| (o, cli::EXIT_OK))
 }
 
 /// The exit code of an error.

@@ -15,8 +15,12 @@ use tokio_util::sync::CancellationToken;
 pub struct StartArgs {
     #[command(flatten)]
     pub state: StateArgs,
-    /// The job to start (as printed by install).
-    pub job: u64,
+    /// The jobs to start (as printed by install).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub jobs: Vec<u64>,
+    /// Start every installed job that has no start command yet (not cancelled ones).
+    #[arg(long, env = "BACKFILL_START_ALL")]
+    pub all: bool,
     /// Execution sessions of serve (same flag as serve's): a start beyond the jobs already
     /// started is refused.
     #[arg(long, env = "BACKFILL_MAX_SESSIONS", default_value_t = 8)]
@@ -130,22 +134,58 @@ pub struct ServeArgs {
     pub format: Format,
 }
 
-/// Persists `start` for a job.
+/// Persists `start` for each job named (or, with `--all`, each installed job not yet
+/// started). The session limit is checked for the whole set before any is recorded.
 pub async fn start(a: StartArgs) -> Result<String> {
     let pool = kernel::state::open(&a.state.state, &Default::default()).await?;
-    let r = crate::store::commands::start_within(&pool, JobId(a.job), a.max_sessions).await;
+    let r = start_on(&pool, &a).await;
     pool.close().await;
-    let g = r?;
+    let started = r?;
     Ok(match a.format {
-        Format::Text => format!(
-            "job {} {g}: start recorded; `backfill serve` runs it\n",
-            a.job
-        ),
-        Format::Json => format!(
+        Format::Text if started.is_empty() => {
+            "no installed job is waiting for a start command\n".to_string()
+        }
+        Format::Text => started
+            .iter()
+            .map(|(j, g)| format!("job {j} {g}: start recorded; `backfill serve` runs it\n"))
+            .collect(),
+        Format::Json if !a.all && started.len() == 1 => format!(
             "{}\n",
-            json!({ "job_id": a.job, "generation": g.0, "command": "start" })
+            json!({ "job_id": started[0].0 .0, "generation": started[0].1 .0, "command": "start" })
         ),
+        Format::Json => {
+            let jobs: Vec<_> = started
+                .iter()
+                .map(|(j, g)| json!({ "job_id": j.0, "generation": g.0 }))
+                .collect();
+            format!("{}\n", json!({ "command": "start", "jobs": jobs }))
+        }
     })
+}
+
+async fn start_on(
+    pool: &sqlx::MySqlPool,
+    a: &StartArgs,
+) -> Result<Vec<(JobId, kernel::ids::Generation)>> {
+    use crate::store::commands;
+    let jobs: Vec<JobId> = if a.all {
+        commands::unstarted(pool).await?
+    } else {
+        a.jobs.iter().map(|j| JobId(*j)).collect()
+    };
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let [job] = jobs.as_slice() {
+        let g = commands::start_within(pool, *job, a.max_sessions).await?;
+        return Ok(vec![(*job, g)]);
+    }
+    commands::check_sessions(pool, &jobs, a.max_sessions).await?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        out.push((job, commands::start(pool, job).await?));
+    }
+    Ok(out)
 }
 
 /// Refuses `--apply-streams` above `--target-writes`: every apply stream is a target write

@@ -356,7 +356,7 @@ pub const MAX_PAGE_ROWS: u64 = 1_000_000;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(in crate::install) mod tests {
     use super::*;
     use kernel::introspect::{ForeignKey, IndexDef, RawColumn};
     use std::collections::BTreeMap;
@@ -380,7 +380,8 @@ mod tests {
         ServerFacts::from_vars(&m)
     }
 
-    fn col(name: &str, dt: &str, ct: &str) -> RawColumn {
+    /// A NOT NULL column (create's tests use it too).
+    pub(in crate::install) fn col(name: &str, dt: &str, ct: &str) -> RawColumn {
         RawColumn {
             name: name.into(),
             data_type: dt.into(),
@@ -397,7 +398,8 @@ mod tests {
         }
     }
 
-    fn table(db: &str) -> TableFacts {
+    /// `db`.`t` (id BIGINT PRIMARY KEY, v INT), InnoDB.
+    pub(in crate::install) fn table(db: &str) -> TableFacts {
         TableFacts {
             database: db.into(),
             table: "t".into(),

@@ -12,10 +12,13 @@
 //! Nothing is read or written on the target besides checks (§4). A refusal is a definite
 //! [`DefiniteCode::Precondition`] error whose message lists every failed check, each naming
 //! the object and the fix.
+pub mod bulk;
 pub mod checks;
+pub mod create;
 pub mod identity;
 pub mod plan;
 pub mod privileges;
+pub mod select;
 
 use crate::io::connect;
 use crate::store::jobs::{self, NewJob, TableRef};
@@ -111,6 +114,9 @@ pub struct InstallRequest {
     pub page_rows: u64,
     /// Schema of the control table on the source.
     pub control_schema: String,
+    /// Create the target table from the sealed source definition when it does not exist
+    /// (`--create-target`, [`create`]).
+    pub create_target: bool,
 }
 
 impl InstallRequest {
@@ -131,6 +137,7 @@ impl InstallRequest {
             window_rows: DEFAULT_WINDOW_ROWS,
             page_rows: DEFAULT_PAGE_ROWS,
             control_schema: kernel::control::DEFAULT_SCHEMA.to_string(),
+            create_target: false,
         }
     }
 }
@@ -146,6 +153,8 @@ pub struct Installed {
     pub estimated_rows: u64,
     /// The key the table is copied by (DESIGN §14), e.g. `PRIMARY (`a`, `b`)`.
     pub key: String,
+    /// True when install created the target table (`--create-target`).
+    pub created: bool,
 }
 
 /// Installs a table: opens (and migrates) the state store, then [`install_with`].
@@ -160,6 +169,15 @@ pub async fn install(req: &InstallRequest) -> Result<Installed> {
 
 /// Installs a table into an open state store.
 pub async fn install_with(pool: &MySqlPool, req: &InstallRequest) -> Result<Installed> {
+    install_checked(pool, req).await?.map_err(|r| refused(&r))
+}
+
+/// Installs a table into an open state store; `Ok(Err(refusals))` lists every failed
+/// precondition (nothing of the table recorded), `Err` any other failure.
+pub async fn install_checked(
+    pool: &MySqlPool,
+    req: &InstallRequest,
+) -> Result<std::result::Result<Installed, Vec<Refusal>>> {
     checks::check_sizes(req.window_rows, req.page_rows)
         .map_err(|why| Error::definite(DefiniteCode::Usage, why))?;
     let source_opts = connect::opts(&req.source_url, "--source")?;
@@ -188,6 +206,7 @@ pub async fn install_with(pool: &MySqlPool, req: &InstallRequest) -> Result<Inst
             source: &mut source,
             source_opts: &source_opts,
             target: &mut target,
+            create: false,
         };
         s.run().await
     };
@@ -216,6 +235,9 @@ struct Session<'a> {
     source: &'a mut mysql_async::Conn,
     source_opts: &'a mysql_async::Opts,
     target: &'a mut mysql_async::Conn,
+    /// The target table is missing and `--create-target` was given: created once every
+    /// read-only check has passed.
+    create: bool,
 }
 
 /// What the read-only checks found.
@@ -226,19 +248,27 @@ struct Checked {
     sealed: SealedSchema,
     lineage: InstallLineage,
     estimated_rows: u64,
+    /// The source table's facts (the definition `--create-target` creates).
+    facts: TableFacts,
 }
 
 impl Session<'_> {
-    async fn run(&mut self) -> Result<Installed> {
+    async fn run(&mut self) -> Result<std::result::Result<Installed, Vec<Refusal>>> {
         let mut refusals = Vec::new();
         let checked = self.read_only_checks(&mut refusals).await?;
         let checked = match checked {
             Some(c) if refusals.is_empty() => c,
-            _ => return Err(refused(&refusals)),
+            _ => return Ok(Err(refusals)),
         };
         let ctl = &self.req.control_schema;
         if let Some(r) = privileges::ensure_control(self.source, ctl, &checked.account).await? {
-            return Err(refused(&[r]));
+            return Ok(Err(vec![r]));
+        }
+        if self.create {
+            let refusals = self.create_target(&checked).await?;
+            if !refusals.is_empty() {
+                return Ok(Err(refusals));
+            }
         }
         let plan = plan::plan(self.source, &checked.sealed, self.req.window_rows).await?;
         let job = NewJob {
@@ -257,7 +287,7 @@ impl Session<'_> {
         let (job_id, generation) = jobs::record_install(self.pool, &job).await?;
         let key = checked.sealed.describe_key();
         tracing::info!(job = %job_id, %generation, windows = plan.len(), %key, "installed");
-        Ok(Installed {
+        Ok(Ok(Installed {
             key,
             job_id,
             generation,
@@ -265,7 +295,22 @@ impl Session<'_> {
             fingerprint: checked.sealed.fingerprint(),
             plan_digest: plan.digest(),
             estimated_rows: checked.estimated_rows,
-        })
+            created: self.create,
+        }))
+    }
+
+    /// `--create-target`: creates the missing target, then reads it back through the same
+    /// checks as a hand-made one (empty, same definition), so a table the server created
+    /// otherwise than asked is refused, not copied into.
+    async fn create_target(&mut self, checked: &Checked) -> Result<Vec<Refusal>> {
+        let target = &self.req.target_table;
+        let made = create::create(self.target, target, &checked.facts, &checked.sealed)
+            .await
+            .map_err(|e| create::failed(target, e))?;
+        if let Some(r) = made {
+            return Ok(vec![r]);
+        }
+        self.target_table(Some(&checked.sealed)).await
     }
 
     fn source_ref(&self, f: &ServerFacts) -> TableRef {
@@ -331,14 +376,15 @@ impl Session<'_> {
         if let Some(job) = jobs::target_claim(self.pool, &tgt).await? {
             refusals.push(jobs::claim_refusal(&tgt, job));
         }
-        Ok(match (sealed, lineage) {
-            (Some(sealed), Some(lineage)) => Some(Checked {
+        Ok(match (sealed, lineage, table) {
+            (Some(sealed), Some(lineage), Some(facts)) => Some(Checked {
                 source_facts,
                 target_facts,
                 account,
                 sealed,
                 lineage,
-                estimated_rows: table.map_or(0, |t| t.estimated_rows),
+                estimated_rows: facts.estimated_rows,
+                facts,
             }),
             _ => None,
         })
@@ -467,12 +513,18 @@ impl Session<'_> {
         let name = format!("target table {}", self.req.target_table);
         match introspect::probe_select(self.target, db, table).await? {
             SelectProbe::Allowed => {}
+            // Once: a table still missing after it was created is refused below.
+            SelectProbe::Missing if self.req.create_target && !self.create => {
+                self.create = true;
+                return Ok(Vec::new());
+            }
             SelectProbe::Missing => {
                 return Ok(vec![Refusal::new(
                     name,
                     "does not exist on the target",
-                    "create it with the source's definition (SHOW CREATE TABLE on the source), \
-                     without triggers, foreign keys or extra unique keys",
+                    "pass --create-target, or create it with the source's definition (SHOW \
+                     CREATE TABLE on the source) without triggers, foreign keys or extra \
+                     unique keys",
                 )])
             }
             SelectProbe::Denied(d) => {

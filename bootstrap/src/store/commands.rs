@@ -53,6 +53,57 @@ pub async fn start_within(pool: &MySqlPool, job: JobId, max_sessions: u32) -> Re
     start(pool, job).await
 }
 
+/// Refuses starting `jobs` together when the started live jobs and the new ones would be
+/// more than `max_sessions` (as [`start_within`] for one job), before any is recorded.
+pub async fn check_sessions(pool: &MySqlPool, jobs: &[JobId], max_sessions: u32) -> Result<()> {
+    let others: Vec<JobId> = started(pool)
+        .await?
+        .into_iter()
+        .map(|(j, _)| j)
+        .filter(|j| !jobs.contains(j))
+        .collect();
+    if others.len() + jobs.len() <= max_sessions as usize {
+        return Ok(());
+    }
+    let names: Vec<String> = jobs.iter().take(20).map(ToString::to_string).collect();
+    let more = if jobs.len() > names.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    Err(Error::definite(
+        DefiniteCode::Precondition,
+        format!(
+            "starting {} jobs ({}{more}) refused, none recorded: with the {} jobs already \
+             started that is {} execution sessions, above the limit of {max_sessions} (each \
+             running table holds one; a streaming table keeps it). Raise the limit with \
+             --max-sessions N (BACKFILL_MAX_SESSIONS, or max_sessions in --config) on both \
+             `backfill start` and `backfill serve`, or start fewer jobs",
+            jobs.len(),
+            names.join(", "),
+            others.len(),
+            others.len() + jobs.len()
+        ),
+    ))
+}
+
+/// Live jobs still INSTALLED with no start or cancel command for their generation, oldest
+/// first (what `backfill start --all` starts; bounded like [`started`]).
+pub async fn unstarted(pool: &MySqlPool) -> Result<Vec<JobId>> {
+    let rows: Vec<(u64,)> = sqlx::query_as(
+        "SELECT j.job_id FROM jobs j WHERE j.state = ? AND NOT EXISTS (SELECT 1 FROM \
+         job_commands c WHERE c.job_id = j.job_id AND c.generation = j.generation \
+         AND c.command IN (?, ?)) ORDER BY j.job_id LIMIT 10000",
+    )
+    .bind(jobs::STATE_INSTALLED)
+    .bind(START)
+    .bind(CANCEL)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading jobs not yet started", &e))?;
+    Ok(rows.into_iter().map(|(j,)| JobId(j)).collect())
+}
+
 fn session_refusal(job: JobId, limit: u32, others: &[JobId]) -> Error {
     let shown: Vec<String> = others.iter().take(20).map(ToString::to_string).collect();
     let more = if others.len() > shown.len() {

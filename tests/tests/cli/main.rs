@@ -3,6 +3,7 @@
 mod config;
 mod demo;
 mod install;
+mod install_bulk;
 mod install_server;
 mod keys_refusals;
 mod metrics;

@@ -1,0 +1,104 @@
+//! Bulk `backfill install` (DESIGN §17): many tables in one command, one job per table.
+//!
+//! Safe because each table goes through the single-table path ([`super::install_checked`])
+//! on its own: its own checks, its own state-store transaction, its own refusal. A refused
+//! table records nothing and stops nothing; a table installed before a later one is
+//! refused stays installed (its job is complete on its own, as if installed by a separate
+//! command). What is decided for the whole command comes first and writes nothing: the
+//! patterns are expanded on the source and mapped to targets ([`super::select`]), so a
+//! pattern that matches nothing or two sources mapped onto one target stop the command
+//! before any table is installed.
+use super::checks::Refusal;
+use super::select::{self, TablePattern, TargetMap};
+use super::{install_checked, InstallRequest, Installed, TableName};
+use crate::io::connect;
+use kernel::error::DefiniteCode;
+use kernel::{Error, Result};
+
+/// What to install: every table `sources` names, each into its `target` mapping.
+#[derive(Clone, Debug)]
+pub struct BulkRequest {
+    /// The settings every table shares; its table names are replaced per table.
+    pub base: InstallRequest,
+    pub sources: Vec<TablePattern>,
+    pub target: TargetMap,
+}
+
+/// One table's outcome.
+#[derive(Debug)]
+pub enum Outcome {
+    Installed(Installed),
+    /// Every failed precondition; nothing of the table was recorded.
+    Refused(Vec<Refusal>),
+    /// Another failure (a lost connection, a server error): nothing of the table was
+    /// recorded unless the message says so; installing it again is safe.
+    Failed(String),
+}
+
+/// The report: every selected table with its outcome, in selection order.
+#[derive(Debug, Default)]
+pub struct BulkReport {
+    pub tables: Vec<(TableName, TableName, Outcome)>,
+}
+
+impl BulkReport {
+    /// The tables installed.
+    pub fn installed(&self) -> impl Iterator<Item = (&TableName, &TableName, &Installed)> {
+        self.tables.iter().filter_map(|(s, t, o)| match o {
+            Outcome::Installed(i) => Some((s, t, i)),
+            _ => None,
+        })
+    }
+
+    /// The tables refused, with their refusals.
+    pub fn refused(&self) -> impl Iterator<Item = (&TableName, &TableName, &[Refusal])> {
+        self.tables.iter().filter_map(|(s, t, o)| match o {
+            Outcome::Refused(r) => Some((s, t, r.as_slice())),
+            _ => None,
+        })
+    }
+
+    /// The tables that failed otherwise, with the error.
+    pub fn failed(&self) -> impl Iterator<Item = (&TableName, &TableName, &str)> {
+        self.tables.iter().filter_map(|(s, t, o)| match o {
+            Outcome::Failed(e) => Some((s, t, e.as_str())),
+            _ => None,
+        })
+    }
+}
+
+/// The source tables `sources` name, each paired with its target (the whole-command
+/// decisions: nothing is written).
+pub async fn select(req: &BulkRequest) -> Result<Vec<(TableName, TableName)>> {
+    let opts = connect::opts(&req.base.source_url, "--source")?;
+    let label = connect::server_label(&opts);
+    let mut conn = connect::connect(opts, "source", &req.base.source_url).await?;
+    let found = select::expand(&mut conn, &label, &req.sources).await;
+    connect::close(conn).await;
+    req.target.map(&found?)
+}
+
+/// Installs every selected table, one after the other, each on its own.
+pub async fn install_many(req: &BulkRequest) -> Result<BulkReport> {
+    super::checks::check_sizes(req.base.window_rows, req.base.page_rows)
+        .map_err(|why| Error::definite(DefiniteCode::Usage, why))?;
+    let pairs = select(req).await?;
+    let pool = kernel::state::open(&req.base.state_url, &Default::default()).await?;
+    let mut report = BulkReport::default();
+    for (source, target) in pairs {
+        let mut one = req.base.clone();
+        one.source_table = source.clone();
+        one.target_table = target.clone();
+        let outcome = match install_checked(&pool, &one).await {
+            Ok(Ok(done)) => Outcome::Installed(done),
+            Ok(Err(refusals)) => Outcome::Refused(refusals),
+            Err(e) => Outcome::Failed(kernel::redact::redact_text(&e.to_string())),
+        };
+        if let Outcome::Refused(r) = &outcome {
+            tracing::info!(table = %source, problems = r.len(), "install refused");
+        }
+        report.tables.push((source, target, outcome));
+    }
+    pool.close().await;
+    Ok(report)
+}

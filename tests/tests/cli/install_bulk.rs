@@ -1,0 +1,401 @@
+//! Bulk install (issue 17 item 3) through the real `backfill` program on real MariaDB: a
+//! schema of 50 tables of mixed keys and types, some that must be refused, installed with
+//! one `install --source-table 'db.*' --target-table 'copy.*' --create-target`; then
+//! `start --all` and one `serve` take every installed table to STREAMING under a small
+//! writer, and every table compares clean with the independent comparator.
+use backfill_tests::bin::{backfill, Run};
+use backfill_tests::bulk::{schema, writer, REFUSED};
+use backfill_tests::compare;
+use backfill_tests::keyed::Serving;
+use harness::Server;
+use kernel::ids::{Generation, JobId};
+use ledger::journal::Journal;
+use ledger::record::Phase;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `backfill install` of `source` into `target` with the state store `state`; `tables`
+/// are the table flags and any other.
+fn install(state: &str, source: &Server, target_url: &str, tables: &[&str]) -> Run {
+    let source_url = source.url();
+    let mut a = vec![
+        "install",
+        "--state",
+        state,
+        "--source",
+        &source_url,
+        "--target",
+        target_url,
+    ];
+    a.extend_from_slice(tables);
+    backfill(&a)
+}
+
+/// Asserts that the report on stdout starts with `head`.
+#[track_caller]
+fn reports(r: &Run, head: &str) {
+    assert!(r.stdout.starts_with(head), "{}", r.all());
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", run.stdout, run.stderr))
+}
+
+/// Waits until J of every job is STREAMING; fails on a pause or when serve exits.
+async fn wait_all_streaming(state: &str, jobs: &[(JobId, Generation)], serve: &mut Serving) {
+    let pool = kernel::state::open(state, &Default::default())
+        .await
+        .expect("state store");
+    let journal = Journal::new(pool.clone());
+    let until = Instant::now() + Duration::from_secs(400);
+    loop {
+        let mut waiting = Vec::new();
+        for (job, g) in jobs {
+            let head = journal.head(*job, *g).await.expect("J").map(|h| h.record);
+            if let Some(h) = &head {
+                assert!(h.paused.is_none(), "job {job} paused: {:?}", h.paused);
+            }
+            if head.as_ref().map(|h| h.phase) != Some(Phase::Streaming) {
+                waiting.push(job.0);
+            }
+        }
+        if waiting.is_empty() {
+            pool.close().await;
+            return;
+        }
+        if let Some(s) = serve.0.try_wait().expect("serve status") {
+            panic!("serve exited with {s} while jobs {waiting:?} were not STREAMING");
+        }
+        assert!(
+            Instant::now() < until,
+            "jobs {waiting:?} not STREAMING in time"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let (sdb, tdb, tables) = schema(source, target);
+    let state = target.url_db(&format!("{tdb}_state"));
+    let data = tempfile::tempdir().expect("data dir");
+    let started = Instant::now();
+    let (pattern, copy) = (format!("{sdb}.*"), format!("{tdb}.*"));
+    let run = install(
+        &state,
+        source,
+        &target.url(),
+        &[
+            "--source-table",
+            &pattern,
+            "--target-table",
+            &copy,
+            "--create-target",
+            "--window-rows",
+            "100",
+            "--page-rows",
+            "50",
+            "--format",
+            "json",
+        ],
+    );
+    eprintln!(
+        "bulk install of 50 tables: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(run.code, 3, "some were refused: {}", run.all());
+    let report = json(&run);
+    assert_eq!(report["tables"], 50, "{report}");
+    let refused: BTreeMap<String, String> = report["refused"]
+        .as_array()
+        .expect("refused")
+        .iter()
+        .map(|r| {
+            (
+                r["source"]["table"].as_str().unwrap().to_string(),
+                r.to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<&str> = REFUSED.iter().map(|r| r.name).collect();
+    assert_eq!(
+        refused.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        want
+    );
+    for want in REFUSED {
+        let r = &refused[want.name];
+        assert!(
+            r.contains(want.cause) && r.contains("\"fix\""),
+            "{}: {r}",
+            want.name
+        );
+    }
+    assert_eq!(
+        report["failed"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+    let installed = report["installed"].as_array().expect("installed");
+    assert_eq!(installed.len(), tables.len(), "{report}");
+    let mut jobs = Vec::new();
+    for i in installed {
+        let name = i["source"]["table"].as_str().unwrap();
+        assert_eq!(i["target"]["table"], name);
+        assert_eq!(i["target"]["db"], tdb.as_str());
+        // Every target was created but the one made by hand, which is used as it is.
+        assert_eq!(i["target_created"], name != "int_pk_01", "{i}");
+        jobs.push((
+            JobId(i["job_id"].as_u64().unwrap()),
+            Generation(i["generation"].as_u64().unwrap()),
+        ));
+    }
+    // Refused tables lost nothing and got nothing: the non-empty target keeps its row, no
+    // table was created for a refused source.
+    assert_eq!(
+        target.sql_in(&tdb, "SELECT id, v FROM full_target"),
+        "42\t42"
+    );
+    let missing = target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{tdb}' \
+         AND TABLE_NAME IN ('nokey_a', 'nokey_b', 'prefix_key', 'myisam', 'cascade_child')"
+    ));
+    assert_eq!(missing, "0");
+    // The created targets carry no foreign key and no extra unique key.
+    let fks = target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS WHERE TABLE_SCHEMA = \
+         '{tdb}' AND CONSTRAINT_TYPE = 'FOREIGN KEY'"
+    ));
+    assert_eq!(fks, "0");
+    let uniq = target.sql_in(
+        &tdb,
+        "SELECT NON_UNIQUE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = 'types_00' AND INDEX_NAME = 'u_code'",
+    );
+    assert_eq!(uniq, "1", "extra unique key created non-unique");
+
+    let start = backfill(&[
+        "start",
+        "--state",
+        &state,
+        "--all",
+        "--max-sessions",
+        "64",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(start.code, 0, "{}", start.all());
+    assert_eq!(
+        json(&start)["jobs"].as_array().map(Vec::len),
+        Some(jobs.len())
+    );
+    // Nothing left to start: --all starts only jobs not yet started.
+    let again = backfill(&["start", "--state", &state, "--all"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+    assert!(again.stdout.contains("no installed job"), "{}", again.all());
+
+    let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing = tokio::spawn(writer(source.url_db(&sdb), names, stop.clone()));
+    let serve_started = Instant::now();
+    let mut serve = Serving(
+        backfill_tests::bin::command()
+            .args(["serve", "--state", &state, "--data-dir"])
+            .arg(data.path())
+            .args(["--owner", "bulk-test", "--max-sessions", "64"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn serve"),
+    );
+    wait_all_streaming(&state, &jobs, &mut serve).await;
+    eprintln!(
+        "{} tables to STREAMING under the writer: {:.1} s",
+        jobs.len(),
+        serve_started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let writes = writing.await.expect("writer");
+    assert!(writes > 0);
+    let until = Instant::now() + Duration::from_secs(120);
+    for t in &tables {
+        loop {
+            let d = compare::compare(source, &sdb, target, &tdb, &t.name, t.key);
+            if d.is_clean() {
+                assert!(d.rows > 0, "{}: {d}", t.name);
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "{} never compared clean: {d}",
+                t.name
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    eprintln!(
+        "{writes} writer statements; all {} tables compare clean",
+        tables.len()
+    );
+}
+
+#[tokio::test]
+async fn lists_patterns_and_mistakes_are_reported() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_l");
+    let tdb = target.fresh_db("bulk_lt");
+    let state = target.url_db(&format!("{tdb}_state"));
+    for t in ["orders", "order_items", "users"] {
+        source.sql_in(
+            &sdb,
+            &format!("CREATE TABLE {t} (id BIGINT NOT NULL PRIMARY KEY, v INT) ENGINE=InnoDB"),
+        );
+    }
+    source.sql_in(&sdb, "CREATE TABLE nokey (v INT) ENGINE=InnoDB");
+    let dir = tempfile::tempdir().expect("tmp");
+    let list = dir.path().join("tables.txt");
+    std::fs::write(
+        &list,
+        format!("# the order tables\n{sdb}.order*\n\n  # and one more\n{sdb}.nokey\n"),
+    )
+    .expect("list file");
+    let base = |extra: &[&str]| install(&state, source, &target.url(), extra);
+    // A pattern that matches nothing names the pattern; nothing is installed.
+    let nothing = format!("{sdb}.nope_*");
+    let copy = format!("{tdb}.*");
+    let r = base(&["--source-table", &nothing, "--target-table", &copy]);
+    assert_eq!(r.code, 2, "{}", r.all());
+    assert!(
+        r.stderr.contains("nope_*") && r.stderr.contains("matches no base table"),
+        "{}",
+        r.all()
+    );
+    // A literal target for several sources.
+    let one = format!("{tdb}.t");
+    let r = base(&[
+        "--source-tables-from",
+        list.to_str().unwrap(),
+        "--target-table",
+        &one,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.all());
+    assert!(
+        r.stderr.contains("names one table but 3 source tables"),
+        "{}",
+        r.all()
+    );
+    // The list file plus a repeated flag, text report: three installed (targets created,
+    // `old_` prefix), one refused with its cause and fix.
+    let users = format!("{sdb}.users");
+    let old = format!("{tdb}.old_*");
+    let r = base(&[
+        "--source-tables-from",
+        list.to_str().unwrap(),
+        "--source-table",
+        &users,
+        "--target-table",
+        &old,
+        "--create-target",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    reports(&r, "installed 3 of 4 tables\n");
+    for t in ["order_items", "orders", "users"] {
+        let line = format!("`{sdb}`.`{t}` -> `{tdb}`.`old_{t}`");
+        assert!(r.stdout.contains(&line), "{line} missing:\n{}", r.stdout);
+    }
+    assert!(r.stdout.contains("(target created)"), "{}", r.stdout);
+    assert!(r.stdout.contains("refused 1 of 4 tables"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(&format!("`{sdb}`.`nokey` -> `{tdb}`.`old_nokey`:")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("fix:"), "{}", r.stdout);
+    let made = target.sql_in(&tdb, "SHOW TABLES");
+    assert_eq!(made, "old_order_items\nold_orders\nold_users");
+    // Installed again: every table is refused (a live job of each), nothing new created.
+    let r = base(&[
+        "--source-table",
+        &users,
+        "--source-table",
+        &format!("{sdb}.orders"),
+        "--target-table",
+        &old,
+        "--create-target",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    reports(&r, "installed 0 of 2 tables\n");
+}
+
+#[tokio::test]
+async fn create_target_names_the_missing_grant_and_database() {
+    const PW: &str = "bulk-s3cret-pw";
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_g");
+    let tdb = target.fresh_db("bulk_gt");
+    let state = target.url_db(&format!("{tdb}_state"));
+    source.sql_in(
+        &sdb,
+        "CREATE TABLE a (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB; \
+         CREATE TABLE b (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+    );
+    target.sql(&format!(
+        "CREATE USER IF NOT EXISTS 'bf_bulk_nocreate'@'%' IDENTIFIED BY '{PW}'; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON `{tdb}`.* TO 'bf_bulk_nocreate'@'%'"
+    ));
+    let all = format!("{sdb}.*");
+    let install = |target_url: &str, target_table: &str| {
+        let flags = [
+            "--source-table",
+            &all,
+            "--target-table",
+            target_table,
+            "--create-target",
+        ];
+        install(&state, source, target_url, &flags)
+    };
+    let limited = target.url_user("bf_bulk_nocreate", PW, "");
+    let r = install(&limited, &format!("{tdb}.*"));
+    assert_eq!(r.code, 3, "{}", r.all());
+    reports(&r, "installed 0 of 2 tables\n");
+    assert_eq!(
+        r.stdout
+            .matches("cannot be created by the target user")
+            .count(),
+        2
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "GRANT CREATE, SELECT, INSERT, UPDATE, DELETE ON `{tdb}`.*"
+        )),
+        "{}",
+        r.all()
+    );
+    assert!(!r.all().contains(PW), "the password leaked:\n{}", r.all());
+    assert_eq!(target.sql_in(&tdb, "SHOW TABLES"), "");
+    // A target database that does not exist is named, with the statement that creates it.
+    let r = install(&target.url(), "bulk_no_such_db.*");
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("database `bulk_no_such_db` does not exist on the target")
+            && r.stdout.contains("CREATE DATABASE `bulk_no_such_db`"),
+        "{}",
+        r.all()
+    );
+    // Granted CREATE, the same command installs both.
+    target.sql(&format!(
+        "GRANT CREATE ON `{tdb}`.* TO 'bf_bulk_nocreate'@'%'"
+    ));
+    let r = install(&limited, &format!("{tdb}.*"));
+    assert_eq!(r.code, 0, "{}", r.all());
+    reports(&r, "installed 2 of 2 tables\n");
+}
