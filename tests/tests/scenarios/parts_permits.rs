@@ -86,7 +86,7 @@ async fn held_kills_keep_both_permits(c: &Case, lock: &mut mysql_async::Conn, mi
     })
     .await;
     wait_for("a replay statement waiting on the lock", || {
-        waiting_on_lock(&c) > 0
+        waiting_on_lock(c) > 0
     })
     .await;
     // Past the client deadline: a KILL waits at the gate (it holds a clone of the gate
@@ -112,7 +112,7 @@ async fn held_kills_keep_both_permits(c: &Case, lock: &mut mysql_async::Conn, mi
         w.available == 0 && w.in_use.len() == 2 && w.holds.is_empty(),
         "{w:?}"
     );
-    assert!(waiting_on_lock(&c) > 0, "its statement is still running");
+    assert!(waiting_on_lock(c) > 0, "its statement is still running");
 
     // KILLs confirmed: both permits return; after the unlock the table converges.
     bf::seams::kills::open_kills();
