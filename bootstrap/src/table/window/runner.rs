@@ -141,13 +141,80 @@ async fn run_once(
         Ok(h) => h.record.completed,
         Err(e) => return ended(Err(e)),
     };
-    let progressed = attempt > 1 && streak.stuck_at != Some(now);
-    streak.stuck_at = Some(now);
-    let failures = if progressed { 1 } else { attempt };
+    let (failures, progressed) = count_failure(&mut streak.stuck_at, attempt, now);
     tracing::warn!(job = %ctx.id(), window = now, failures, error = %e, "window pipeline failed; it restarts from the evidence");
     if progressed {
         streak.carried = Some(e);
         return Ok(Outcome::Progressed);
     }
     Err(e)
+}
+
+/// After a failure of attempt `attempt` of a streak with J at `now`: the failures in a row
+/// at `now`, and whether J advanced since the streak's last failure (then this failure is
+/// the first of a new streak). `stuck_at` is J after the last failure.
+fn count_failure(stuck_at: &mut Option<u32>, attempt: u32, now: u32) -> (u32, bool) {
+    let progressed = attempt > 1 && *stuck_at != Some(now);
+    *stuck_at = Some(now);
+    (if progressed { 1 } else { attempt }, progressed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_failure;
+
+    /// The count as the loop kept it before the helper: +1 at the same position of J,
+    /// else 1.
+    fn by_hand(positions: &[u32]) -> Vec<u32> {
+        let (mut failures, mut stuck_at) = (0, None);
+        positions
+            .iter()
+            .map(|&now| {
+                failures = if stuck_at == Some(now) {
+                    failures + 1
+                } else {
+                    1
+                };
+                stuck_at = Some(now);
+                failures
+            })
+            .collect()
+    }
+
+    /// The count through streaks: a new streak starts (its attempt 1 is the carried
+    /// failure) whenever J advanced.
+    fn by_streaks(positions: &[u32]) -> Vec<u32> {
+        let (mut stuck_at, mut attempt) = (None, 0);
+        let mut out = Vec::new();
+        for &now in positions {
+            attempt += 1;
+            let (failures, progressed) = count_failure(&mut stuck_at, attempt, now);
+            if progressed {
+                attempt = 1;
+            }
+            out.push(failures);
+        }
+        out
+    }
+
+    #[test]
+    fn failures_count_in_a_row_at_one_position_of_j() {
+        let mut s = None;
+        assert_eq!(count_failure(&mut s, 1, 4), (1, false));
+        assert_eq!(count_failure(&mut s, 2, 4), (2, false));
+        assert_eq!(count_failure(&mut s, 3, 5), (1, true), "J advanced");
+        assert_eq!(s, Some(5));
+    }
+
+    #[test]
+    fn the_streaks_count_as_the_hand_written_loop_did() {
+        for positions in [
+            vec![0, 0, 0, 0, 0],
+            vec![0, 1, 2, 3],
+            vec![3, 3, 4, 4, 4, 7, 7],
+            vec![2, 2, 2, 5, 5, 5, 5],
+        ] {
+            assert_eq!(by_streaks(&positions), by_hand(&positions), "{positions:?}");
+        }
+    }
 }
