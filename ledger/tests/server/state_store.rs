@@ -401,6 +401,49 @@ async fn registered(
         .collect()
 }
 
+/// A RAW page with one byte flipped is named tampered (by the material check and the
+/// window check), a deleted one missing; each restored, the check passes again.
+async fn tampered_and_deleted_pages_are_found(
+    store: &LocalDirStore,
+    reg: &Registry,
+    (job, g): (JobId, Generation),
+    raw_refs: &[page::PageRef],
+    (ce, expect): (&ChainEntry, &Expect),
+) {
+    // Flip one byte of a RAW page.
+    let p0 = store.path_of(&raw_refs[0].digest);
+    let mut b = std::fs::read(&p0).unwrap();
+    let keep = b.clone();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&p0, &b).unwrap();
+    let f = check::materials_in(reg, store, job, g).await.unwrap();
+    assert!(
+        f.iter()
+            .any(|x| x.contains(&raw_refs[0].digest.to_hex()) && x.contains("tampered")),
+        "{f:?}"
+    );
+    assert!(
+        !check::window(store, &registered(reg, job, g).await, ce, expect)
+            .1
+            .is_empty()
+    );
+    std::fs::write(&p0, &keep).unwrap();
+    // Delete one.
+    std::fs::remove_file(store.path_of(&raw_refs[1].digest)).unwrap();
+    let f = check::materials_in(reg, store, job, g).await.unwrap();
+    assert!(f.iter().any(|x| x.contains("missing")), "{f:?}");
+    std::fs::write(
+        store.path_of(&raw_refs[1].digest),
+        page::seal(&raw(0, 1, 3)).bytes,
+    )
+    .unwrap();
+    assert!(check::materials_in(reg, store, job, g)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 #[tokio::test]
 async fn tampered_deleted_and_altered_materials_are_detected() {
     let (pool, db) = state_db("ls_material").await;
@@ -444,38 +487,7 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
     assert_eq!(mm, Some(m.clone()));
     assert!(f.is_empty(), "{f:?}");
 
-    // Flip one byte of a RAW page.
-    let p0 = store.path_of(&raw_refs[0].digest);
-    let mut b = std::fs::read(&p0).unwrap();
-    let keep = b.clone();
-    let last = b.len() - 1;
-    b[last] ^= 1;
-    std::fs::write(&p0, &b).unwrap();
-    let f = check::materials_in(&reg, &store, job, g).await.unwrap();
-    assert!(
-        f.iter()
-            .any(|x| x.contains(&raw_refs[0].digest.to_hex()) && x.contains("tampered")),
-        "{f:?}"
-    );
-    assert!(
-        !check::window(&store, &registered(&reg, job, g).await, &ce, &expect)
-            .1
-            .is_empty()
-    );
-    std::fs::write(&p0, &keep).unwrap();
-    // Delete one.
-    std::fs::remove_file(store.path_of(&raw_refs[1].digest)).unwrap();
-    let f = check::materials_in(&reg, &store, job, g).await.unwrap();
-    assert!(f.iter().any(|x| x.contains("missing")), "{f:?}");
-    std::fs::write(
-        store.path_of(&raw_refs[1].digest),
-        page::seal(&raw(0, 1, 3)).bytes,
-    )
-    .unwrap();
-    assert!(check::materials_in(&reg, &store, job, g)
-        .await
-        .unwrap()
-        .is_empty());
+    tampered_and_deleted_pages_are_found(&store, &reg, (job, g), &raw_refs, (&ce, &expect)).await;
     // An altered usage row is detected.
     let t = shared_target();
     t.sql_in(
