@@ -49,17 +49,54 @@ fn row(i: i64, v: u32) -> Row {
     ]
 }
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().unwrap())
-        .collect();
-    let rows = *args.first().unwrap_or(&200_000) as i64;
-    let group_rows = *args.get(1).unwrap_or(&1000);
-    let txn_rows = *args.get(2).unwrap_or(&20_000);
-    let stmt_rows = *args.get(3).unwrap_or(&Limits::default().stmt_rows);
-    let s = Server::start_private(ServerOpts::target().config("innodb_buffer_pool_size=512M"));
+/// The command line: `[ROWS] [GROUP_ROWS] [TXN_ROWS] [STMT_ROWS]`.
+struct Args {
+    rows: i64,
+    group_rows: usize,
+    txn_rows: usize,
+    stmt_rows: usize,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let args: Vec<usize> = std::env::args()
+            .skip(1)
+            .map(|a| a.parse().unwrap())
+            .collect();
+        Args {
+            rows: *args.first().unwrap_or(&200_000) as i64,
+            group_rows: *args.get(1).unwrap_or(&1000),
+            txn_rows: *args.get(2).unwrap_or(&20_000),
+            stmt_rows: *args.get(3).unwrap_or(&Limits::default().stmt_rows),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            txn_rows: self.txn_rows,
+            stmt_rows: self.stmt_rows,
+            ..Limits::default()
+        }
+    }
+
+    /// The figures of a pass that replayed `groups` groups in `secs`.
+    fn line(&self, groups: usize, secs: f64) -> String {
+        let (rows, group_rows, txn_rows, stmt_rows) =
+            (self.rows, self.group_rows, self.txn_rows, self.stmt_rows);
+        format!(
+            "replayed {rows} full-image updates in {groups} groups of {group_rows}, txn_rows={txn_rows} stmt_rows={stmt_rows}: {secs:.2}s = {:.0} rows/s",
+            rows as f64 / secs
+        )
+    }
+}
+
+/// The bench table in a fresh database of `s`, claimed, loaded with `rows` rows from FINAL
+/// pages: its database, the target context, the connection options and the connection
+/// that loaded it.
+async fn loaded_table(
+    s: &Server,
+    rows: i64,
+) -> (String, TargetCtx, mysql_async::Opts, mysql_async::Conn) {
     let db = s.fresh_db("bench_replay");
     s.sql_in(
         &db,
@@ -105,37 +142,117 @@ async fn main() {
             .await
             .unwrap();
     }
-    // Every row updated once per pass (same key, new full image), in groups of
-    // `group_rows`: first with prepared statements, then with text statements.
+    (db, ctx, o, c)
+}
+
+/// Asserts that every row holds pass `pass`'s image.
+fn assert_pass(s: &Server, db: &str, rows: i64, pass: u32) {
+    assert_eq!(
+        s.sql_in(
+            db,
+            &format!("SELECT COUNT(*) FROM t WHERE name LIKE '%-v{pass}-%'")
+        ),
+        rows.to_string()
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let rows = args.rows;
+    let s = Server::start_private(ServerOpts::target().config("innodb_buffer_pool_size=512M"));
+    let (db, ctx, o, mut c) = loaded_table(&s, rows).await;
+    let mut prev = serial_passes(&s, &db, &ctx, &mut c, &args).await;
+    println!("load average before the P passes: {}", loadavg());
+    for (i, (p, rc)) in parts_passes().into_iter().enumerate() {
+        let pass = 3 + i as u32;
+        let groups = updates(rows, args.group_rows, pass);
+        let mut conns = Vec::new();
+        for _ in 0..p {
+            conns.push(apply::connect(&o).await.unwrap());
+        }
+        let opts = PartsOpts {
+            read_committed: rc,
+            ..PartsOpts::default()
+        };
+        let t0 = Instant::now();
+        parts::apply_groups_parts_with(
+            &mut conns,
+            &ctx,
+            prev.as_ref(),
+            &groups,
+            args.limits(),
+            opts,
+        )
+        .await
+        .unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        assert_pass(&s, &db, rows, pass);
+        println!(
+            "parts P={p} {}: {}",
+            if rc || p == 1 {
+                "read-committed"
+            } else {
+                "default-isolation"
+            },
+            args.line(groups.len(), secs)
+        );
+        prev = groups.last().map(|g| g.end.clone());
+        for c in conns {
+            let _ = c.disconnect().await;
+        }
+    }
+    // Peer without any ledger: the same kind of full-image ODKU split by partition_of over
+    // n plain connections, one transaction per `txn_rows / n` rows on each (what the issue
+    // measured by hand), to see whether the server scales at all right now.
+    for (i, n) in [1usize, 2, 4, 1, 2, 4].into_iter().enumerate() {
+        let pass = 100 + i as u32;
+        let t0 = Instant::now();
+        raw_odku(&o, rows, n, args.txn_rows, pass).await;
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "raw ODKU over {n} connections (no ledger): {rows} rows: {secs:.2}s = {:.0} rows/s",
+            rows as f64 / secs
+        );
+    }
+    println!("load average after: {}", loadavg());
+}
+
+/// Every row updated once per pass (same key, new full image), in groups of `group_rows`:
+/// first with prepared statements, then with text statements, on the loading connection. Returns
+/// the end of the last group replayed.
+async fn serial_passes(
+    s: &Server,
+    db: &str,
+    ctx: &TargetCtx,
+    c: &mut mysql_async::Conn,
+    args: &Args,
+) -> Option<GroupEnd> {
     let mut prev: Option<GroupEnd> = None;
     for (pass, text) in [(1u32, false), (2, true)] {
-        let groups = updates(rows, group_rows, pass);
+        let groups = updates(args.rows, args.group_rows, pass);
         let t0 = Instant::now();
         let limits = Limits {
-            txn_rows,
-            stmt_rows,
             text_replay: text,
-            ..Limits::default()
+            ..args.limits()
         };
-        apply::apply_groups(&mut c, &ctx, prev.as_ref(), &groups, limits)
+        apply::apply_groups(c, ctx, prev.as_ref(), &groups, limits)
             .await
             .unwrap();
         let secs = t0.elapsed().as_secs_f64();
-        assert_eq!(
-            s.sql_in(
-                &db,
-                &format!("SELECT COUNT(*) FROM t WHERE name LIKE '%-v{pass}-%'")
-            ),
-            rows.to_string()
-        );
+        assert_pass(s, db, args.rows, pass);
         println!(
-            "{}: replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows} stmt_rows={stmt_rows}: {secs:.2}s = {:.0} rows/s",
+            "{}: {}",
             if text { "text" } else { "prepared" },
-            groups.len(),
-            rows as f64 / secs
+            args.line(groups.len(), secs)
         );
         prev = groups.last().map(|g| g.end.clone());
     }
+    prev
+}
+
+/// The (P, read committed) passes `BENCH_PARTS` and `BENCH_PARTS_RR` ask for.
+fn parts_passes() -> Vec<(usize, bool)> {
     let list = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "1,2,4".into());
     let rr = std::env::var("BENCH_PARTS_RR").is_ok_and(|v| v == "1");
     let mut passes: Vec<(usize, bool)> = Vec::new();
@@ -151,60 +268,7 @@ async fn main() {
             passes.push((p, false));
         }
     }
-    println!("load average before the P passes: {}", loadavg());
-    for (i, (p, rc)) in passes.into_iter().enumerate() {
-        let pass = 3 + i as u32;
-        let groups = updates(rows, group_rows, pass);
-        let mut conns = Vec::new();
-        for _ in 0..p {
-            conns.push(apply::connect(&o).await.unwrap());
-        }
-        let limits = Limits {
-            txn_rows,
-            stmt_rows,
-            ..Limits::default()
-        };
-        let opts = PartsOpts {
-            read_committed: rc,
-            ..PartsOpts::default()
-        };
-        let t0 = Instant::now();
-        parts::apply_groups_parts_with(&mut conns, &ctx, prev.as_ref(), &groups, limits, opts)
-            .await
-            .unwrap();
-        let secs = t0.elapsed().as_secs_f64();
-        assert_eq!(
-            s.sql_in(
-                &db,
-                &format!("SELECT COUNT(*) FROM t WHERE name LIKE '%-v{pass}-%'")
-            ),
-            rows.to_string()
-        );
-        println!(
-            "parts P={p} {}: replayed {rows} full-image updates in {} groups of {group_rows}, txn_rows={txn_rows} stmt_rows={stmt_rows}: {secs:.2}s = {:.0} rows/s",
-            if rc || p == 1 { "read-committed" } else { "default-isolation" },
-            groups.len(),
-            rows as f64 / secs
-        );
-        prev = groups.last().map(|g| g.end.clone());
-        for c in conns {
-            let _ = c.disconnect().await;
-        }
-    }
-    // Peer without any ledger: the same kind of full-image ODKU split by partition_of over
-    // n plain connections, one transaction per `txn_rows / n` rows on each (what the issue
-    // measured by hand), to see whether the server scales at all right now.
-    for (i, n) in [1usize, 2, 4, 1, 2, 4].into_iter().enumerate() {
-        let pass = 100 + i as u32;
-        let t0 = Instant::now();
-        raw_odku(&o, rows, n, txn_rows, pass).await;
-        let secs = t0.elapsed().as_secs_f64();
-        println!(
-            "raw ODKU over {n} connections (no ledger): {rows} rows: {secs:.2}s = {:.0} rows/s",
-            rows as f64 / secs
-        );
-    }
-    println!("load average after: {}", loadavg());
+    passes
 }
 
 async fn raw_odku(o: &mysql_async::Opts, rows: i64, n: usize, txn_rows: usize, pass: u32) {

@@ -423,6 +423,66 @@ pub fn plan_of(w: &World, n: u64, windows: u32) -> Vec<KeyRange> {
     KeyRange::plan_from_bounds(&bounds)
 }
 
+/// What a process holds to run the steps after the windows: the state store pool and its
+/// capture reader, a new lease (a new token) with its claim of the target, J, the
+/// material store, the plan and both servers' connection options.
+pub struct Finishing {
+    pub pool: MySqlPool,
+    pub reader: Reader,
+    pub lease: Lease,
+    pub ctx: TargetCtx,
+    pub journal: Journal,
+    pub store: LocalDirStore,
+    pub plan: Vec<KeyRange>,
+    pub source: mysql_async::Opts,
+    pub target: mysql_async::Opts,
+    pub fingerprint: Digest,
+}
+
+impl Finishing {
+    /// Opens the pool, starts the reader, takes the lease and claims the target for `plan`.
+    pub async fn open(w: &World, plan: Vec<KeyRange>) -> Finishing {
+        let pool = w.pool().await;
+        let reader = w.start_reader(&pool).await;
+        let lease = w.lease(&pool).await;
+        let ctx = w.ctx(lease.token).await;
+        w.claim(&ctx).await;
+        Finishing {
+            journal: Journal::new(pool.clone()),
+            store: w.store(),
+            plan,
+            source: mysql_async::Opts::from_url(&w.src_url()).unwrap(),
+            target: w.target_opts(),
+            fingerprint: w.sealed().await.fingerprint(),
+            pool,
+            reader,
+            lease,
+            ctx,
+        }
+    }
+
+    /// The steps after the windows with `replay` (no field comparison, F within 60 s).
+    pub fn finish<'a>(&'a self, w: &'a World, replay: ReplayConfig) -> Finish<'a> {
+        Finish {
+            pool: &self.pool,
+            scope: w.scope(),
+            journal: &self.journal,
+            lease: &self.lease,
+            store: &self.store,
+            plan: &self.plan,
+            schema_fingerprint: self.fingerprint,
+            source: &self.source,
+            control_schema: &w.ctl,
+            target: &self.target,
+            ctx: &self.ctx,
+            chain: None,
+            replay,
+            marker_wait: Duration::from_secs(60),
+            fields: None,
+        }
+    }
+}
+
 /// What a process does: the steps after the windows, with this configuration.
 pub async fn finish_steps(
     w: &World,
@@ -431,33 +491,8 @@ pub async fn finish_steps(
     replay_cfg: ReplayConfig,
     stream_for: Duration,
 ) {
-    let pool = w.pool().await;
-    let reader = w.start_reader(&pool).await;
-    let lease = w.lease(&pool).await;
-    let ctx = w.ctx(lease.token).await;
-    w.claim(&ctx).await;
-    let journal = Journal::new(pool.clone());
-    let store = w.store();
-    let plan = plan_of(w, n, windows);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
-    let f = Finish {
-        pool: &pool,
-        scope: w.scope(),
-        journal: &journal,
-        lease: &lease,
-        store: &store,
-        plan: &plan,
-        schema_fingerprint: w.sealed().await.fingerprint(),
-        source: &src_opts,
-        control_schema: &w.ctl,
-        target: &topts,
-        ctx: &ctx,
-        chain: None,
-        replay: replay_cfg,
-        marker_wait: Duration::from_secs(60),
-        fields: None,
-    };
+    let fin = Finishing::open(w, plan_of(w, n, windows)).await;
+    let f = fin.finish(w, replay_cfg);
     let a = f.activate().await.unwrap();
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
@@ -467,6 +502,6 @@ pub async fn finish_steps(
     });
     f.stream(a.b.seq, cancel).await.unwrap();
     stopper.await.unwrap();
-    reader.stop().await.unwrap();
-    pool.close().await;
+    fin.reader.stop().await.unwrap();
+    fin.pool.close().await;
 }

@@ -21,29 +21,29 @@ use mysql_async::prelude::Queryable;
 use std::collections::BTreeMap;
 
 /// One key shape: the table, its sealed columns and key, and its distinct keys.
-struct Shape {
-    name: &'static str,
-    ddl: &'static str,
-    columns: Vec<ColumnDef>,
-    key: Vec<usize>,
+pub(crate) struct Shape {
+    pub(crate) name: &'static str,
+    pub(crate) ddl: &'static str,
+    pub(crate) columns: Vec<ColumnDef>,
+    pub(crate) key: Vec<usize>,
     /// The index the key is (`PRIMARY`, or a NOT NULL UNIQUE key of a table without one).
-    key_name: &'static str,
+    pub(crate) key_name: &'static str,
     /// Key i's values in key order.
-    key_of: fn(usize) -> Vec<SqlValue>,
+    pub(crate) key_of: fn(usize) -> Vec<SqlValue>,
     /// What the server's HEX() shows of key i's columns, in key order.
-    hex_of: fn(usize) -> Vec<String>,
+    pub(crate) hex_of: fn(usize) -> Vec<String>,
     /// Another form of key 2 that the server stores as the same key (BINARY(16): the
     /// 15-byte value padded with its 0x00), when the type has one.
-    alias_2: Option<Vec<SqlValue>>,
+    pub(crate) alias_2: Option<Vec<SqlValue>>,
     /// `SELECT` of HEX() of every column: the key's columns in key order, then `v`.
-    select: &'static str,
+    pub(crate) select: &'static str,
 }
 
 fn hex_int(v: i64) -> String {
     format!("{:X}", v as u64)
 }
 
-fn hex_bytes(b: &[u8]) -> String {
+pub(crate) fn hex_bytes(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02X}")).collect()
 }
 
@@ -204,7 +204,7 @@ fn unique_varbinary_int() -> Shape {
     }
 }
 
-fn shapes() -> Vec<Shape> {
+pub(crate) fn shapes() -> Vec<Shape> {
     vec![
         int_int(),
         big_unsigned(),
@@ -223,7 +223,7 @@ impl Shape {
     }
 
     /// The row of key values `k` (key order) with `v` in the non-key column.
-    fn row(&self, k: &[SqlValue], v: &str) -> Row {
+    pub(crate) fn row(&self, k: &[SqlValue], v: &str) -> Row {
         let mut r = vec![SqlValue::Bytes(v.as_bytes().to_vec()); self.columns.len()];
         for (j, &c) in self.key.iter().enumerate() {
             r[c] = k[j].clone();
@@ -231,32 +231,32 @@ impl Shape {
         r
     }
 
-    fn ctx(&self, db: &str, job: u64) -> TargetCtx {
+    pub(crate) fn ctx(&self, db: &str, job: u64) -> TargetCtx {
         ctx_of(self.schema(db), job, 1)
     }
 }
 
 /// A change of the scenario, by key index (`A2` is key 2 in its alias form).
 #[derive(Clone, Copy)]
-enum K {
+pub(crate) enum K {
     I(usize),
     A2,
 }
 
-enum W {
+pub(crate) enum W {
     Ins(K, &'static str),
     Upd(K, K, &'static str),
     Del(K),
 }
-use K::{A2, I};
-use W::{Del, Ins, Upd};
+pub(crate) use K::{A2, I};
+pub(crate) use W::{Del, Ins, Upd};
 
 const BASE: usize = 7;
 
 /// The groups by key index; the last four (an update of key 2 into its alias form, a
 /// delete by that form, an insert by it and a delete by the first form) only for a shape
 /// with an alias.
-fn spec(alias: bool) -> Vec<Vec<W>> {
+pub(crate) fn spec(alias: bool) -> Vec<Vec<W>> {
     let mut s = vec![
         vec![
             Upd(I(0), I(0), "u0"),
@@ -297,7 +297,7 @@ fn idx(k: K) -> usize {
 }
 
 /// What the table holds after the baseline and the groups: key index -> v.
-fn model(spec: &[Vec<W>]) -> BTreeMap<usize, String> {
+pub(crate) fn model(spec: &[Vec<W>]) -> BTreeMap<usize, String> {
     let mut t: BTreeMap<usize, String> = (0..BASE).map(|i| (i, "base".to_string())).collect();
     for w in spec.iter().flatten() {
         match w {
@@ -324,7 +324,7 @@ fn end(g: usize) -> GroupEnd {
     )
 }
 
-fn groups(sh: &Shape, spec: &[Vec<W>]) -> Vec<ReplayGroup> {
+pub(crate) fn groups(sh: &Shape, spec: &[Vec<W>]) -> Vec<ReplayGroup> {
     let key = |k: K| match k {
         I(i) => (sh.key_of)(i),
         A2 => sh.alias_2.clone().unwrap(),
@@ -365,7 +365,7 @@ fn groups(sh: &Shape, spec: &[Vec<W>]) -> Vec<ReplayGroup> {
 }
 
 /// The expected HEX() lines of a model, sorted.
-fn expected(sh: &Shape, t: &BTreeMap<usize, String>) -> Vec<String> {
+pub(crate) fn expected(sh: &Shape, t: &BTreeMap<usize, String>) -> Vec<String> {
     let mut out: Vec<String> = t
         .iter()
         .map(|(i, v)| {
@@ -379,14 +379,20 @@ fn expected(sh: &Shape, t: &BTreeMap<usize, String>) -> Vec<String> {
 }
 
 /// The target's rows as the server shows them by HEX(), sorted.
-fn hex_dump(s: &Server, db: &str, sh: &Shape) -> Vec<String> {
+pub(crate) fn hex_dump(s: &Server, db: &str, sh: &Shape) -> Vec<String> {
     let mut out: Vec<String> = s.sql_in(db, sh.select).lines().map(String::from).collect();
     out.sort();
     out
 }
 
 /// A fresh target of `sh` holding the baseline keys 0..BASE from a FINAL page.
-async fn baseline(s: &Server, sh: &Shape, prefix: &str, job: u64, limits: Limits) -> String {
+pub(crate) async fn baseline(
+    s: &Server,
+    sh: &Shape,
+    prefix: &str,
+    job: u64,
+    limits: Limits,
+) -> String {
     let db = s.fresh_db(prefix);
     s.sql_in(&db, sh.ddl);
     let ctx = sh.ctx(&db, job);
@@ -556,187 +562,5 @@ async fn a_delete_of_one_composite_key_locks_only_its_row() {
         }
         other.query_drop("ROLLBACK").await.unwrap();
         assert_eq!(hex_dump(s, &db, &sh), expected(&sh, &model(&spec)));
-    }
-}
-
-/// The source server's weight of `v` in a VARCHAR(8) utf8mb4_general_ci key column, asked
-/// as DESIGN §14 says (`WEIGHT_STRING(v AS CHAR(n))`), here by the test itself.
-fn weight(s: &Server, v: &str) -> Vec<u8> {
-    let h = s.sql(&format!(
-        "SELECT HEX(WEIGHT_STRING(CONVERT(0x{} USING utf8mb4) COLLATE utf8mb4_general_ci AS CHAR(8)))",
-        hex_bytes(v.as_bytes())
-    ));
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-#[tokio::test]
-async fn a_case_only_key_change_under_a_ci_collation_writes_the_new_bytes() {
-    // 'a' -> 'A' and 'b' -> 'B ' are updates of ONE key under utf8mb4_general_ci (PAD
-    // SPACE): one upsert each, which must still write the new bytes of the key column; a
-    // delete by 'a ' removes the row 'A'.
-    let s = shared_target();
-    let vals = ["a", "A", "a ", "b", "B "];
-    let sh = Shape {
-        name: "varchar_ci",
-        ddl: "CREATE TABLE t (k VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci
-              NOT NULL PRIMARY KEY, v VARCHAR(32) NULL) ENGINE=InnoDB",
-        columns: vec![
-            ColumnDef {
-                charset: Some("utf8mb4".into()),
-                collation: Some("utf8mb4_general_ci".into()),
-                generated: None,
-                ..key_col("k", ColumnKind::Varchar, "varchar(8)", Some(8))
-            },
-            col("v", ColumnKind::Varchar),
-        ],
-        key: vec![0],
-        key_name: "PRIMARY",
-        key_of: |i| vec![SqlValue::Bytes(["a", "A", "a ", "b", "B "][i].into())],
-        hex_of: |i| vec![hex_bytes(["a", "A", "a ", "b", "B "][i].as_bytes())],
-        alias_2: None,
-        select: "SELECT HEX(k), HEX(v) FROM t",
-    };
-    let spec = vec![
-        vec![Upd(I(0), I(1), "case")],
-        vec![Upd(I(3), I(4), "pad")],
-        vec![Del(I(2))],
-        vec![Ins(I(0), "again")],
-    ];
-    let want = {
-        let mut w = vec![
-            format!("{}\t{}", hex_bytes(b"a"), hex_bytes(b"again")),
-            format!("{}\t{}", hex_bytes(b"B "), hex_bytes(b"pad")),
-        ];
-        w.sort();
-        w
-    };
-    let g = groups(&sh, &spec);
-    for (n, p) in [(0u64, 0usize), (1, 3)] {
-        let job = 330 + n;
-        let db = s.fresh_db("kc_ci");
-        s.sql_in(&db, sh.ddl);
-        let ctx = sh.ctx(&db, job);
-        for v in vals {
-            ctx.keyer
-                .insert_weight(0, v.as_bytes().to_vec(), weight(s, v));
-        }
-        // The sort key is the server's equality: 'a', 'A' and 'a ' are one key.
-        let sk = |i: usize| ctx.keyer.sort_key(&sh.row(&(sh.key_of)(i), "")).unwrap();
-        assert_eq!((sk(0), sk(0)), (sk(1), sk(2)));
-        assert_eq!(sk(3), sk(4));
-        assert_ne!(sk(0), sk(3));
-        let mut c = claimed(s, &db, &ctx).await;
-        let rows = [0, 3]
-            .iter()
-            .map(|&i| sh.row(&(sh.key_of)(i), "base"))
-            .collect();
-        apply::apply_page(
-            &mut c,
-            &ctx,
-            &codec::encode(&page(job, 0, 0, rows)),
-            Limits::default(),
-        )
-        .await
-        .unwrap();
-        if p == 0 {
-            apply::apply_groups(&mut c, &ctx, None, &g, Limits::default())
-                .await
-                .unwrap();
-        } else {
-            let mut cs = Vec::new();
-            for _ in 0..p {
-                cs.push(apply::connect(&opts(s, &db)).await.unwrap());
-            }
-            parts::apply_groups_parts(
-                &mut cs,
-                &ctx,
-                None,
-                &g,
-                Limits {
-                    txn_rows: 1,
-                    ..Limits::default()
-                },
-            )
-            .await
-            .unwrap();
-        }
-        assert_eq!(hex_dump(s, &db, &sh), want, "P = {p}");
-    }
-}
-
-/// In the child: the 3-part replay of shape `spec[2]` into `spec[0]` (job `spec[1]`) that
-/// a fault point interrupts.
-async fn keyed_child(spec: Vec<String>, port: u16) {
-    let (db, job, n): (&str, u64, usize) =
-        (&spec[0], spec[1].parse().unwrap(), spec[2].parse().unwrap());
-    let sh = shapes().swap_remove(n);
-    let g = groups(&sh, &self::spec(sh.alias_2.is_some()));
-    let ctx = sh.ctx(db, job);
-    let mut cs = Vec::new();
-    for _ in 0..3 {
-        cs.push(apply::connect(&opts_at(port, db)).await.unwrap());
-    }
-    let limits = Limits {
-        txn_rows: 4,
-        ..Limits::default()
-    };
-    parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
-        .await
-        .unwrap();
-}
-
-#[tokio::test]
-async fn killed_after_a_part_commit_composite_keys_converge_with_another_p() {
-    as_child(keyed_child).await;
-    let s = shared_target();
-    for (n, sh) in shapes().into_iter().enumerate() {
-        let spec = spec(sh.alias_2.is_some());
-        let g = groups(&sh, &spec);
-        let job = 340 + n as u64;
-        let db = baseline(s, &sh, &format!("kk_{}", sh.name), job, Limits::default()).await;
-        // Killed right after the first COMMIT of a part other than 0: main has nothing.
-        run_child(
-            &format!("{db},{job},{n}"),
-            "ledger.parts.after_part_commit@1",
-        );
-        assert_eq!(
-            s.sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor"),
-            "0"
-        );
-        // At least the part that hit the fault point committed; the parts run at once, so
-        // another may have committed before the process died (never main: checked above).
-        let parts: u64 = s
-            .sql_in(&db, "SELECT COUNT(*) FROM _backfill_ledger_cursor_parts")
-            .parse()
-            .unwrap();
-        assert!((1..=2).contains(&parts), "{}: {parts} part rows", sh.name);
-        // Restarted with P = 2 and one change per transaction.
-        let ctx = sh.ctx(&db, job);
-        let mut cs = Vec::new();
-        for _ in 0..2 {
-            cs.push(apply::connect(&opts(s, &db)).await.unwrap());
-        }
-        let limits = Limits {
-            txn_rows: 1,
-            ..Limits::default()
-        };
-        let r = parts::apply_groups_parts(&mut cs, &ctx, None, &g, limits)
-            .await
-            .unwrap();
-        assert_eq!(r, Applied::Committed);
-        assert_eq!(
-            hex_dump(s, &db, &sh),
-            expected(&sh, &model(&spec)),
-            "{}",
-            sh.name
-        );
-        let mut c = apply::connect(&opts(s, &db)).await.unwrap();
-        assert_eq!(
-            apply::resolve_groups(&mut c, &ctx, None, &g).await.unwrap(),
-            apply::Resolution::Committed
-        );
     }
 }

@@ -2,7 +2,8 @@
 //! (target_apply), text literals (literal_apply), the state store's journal, chain,
 //! registry and materials (state_store), one window end to end (window_flow) and the
 //! key-partitioned replay (parts_apply), tables keyed by composite, unsigned and binary
-//! keys (keyed_apply).
+//! keys (keyed_apply) and two edges of theirs: a case-only key change, a kill after a part
+//! commit (keyed_edges).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../common/mod.rs"]
@@ -10,6 +11,7 @@ mod common;
 
 mod charset_apply;
 mod keyed_apply;
+mod keyed_edges;
 mod literal_apply;
 mod parts_apply;
 mod state_store;

@@ -314,15 +314,20 @@ fn raw(w: u32, p: u32, rows: i64) -> RawPage {
     }
 }
 
-#[tokio::test]
-async fn tampered_deleted_and_altered_materials_are_detected() {
-    let (pool, db) = state_db("ls_material").await;
-    let dir = tempfile::tempdir().unwrap();
-    let store = LocalDirStore::open(dir.path()).unwrap();
-    let reg = Registry::new(pool.clone());
-    let (job, g) = (JobId(31), Generation(1));
-    reg.open_table(job, None).await.unwrap();
-    let fp = Digest([5; 32]);
+/// One window stored as install would store it: two RAW pages, its FINAL pages and a
+/// manifest (bytes, then registry, then manifest), fingerprint `fp`.
+struct StoredWindow {
+    raw_refs: Vec<page::PageRef>,
+    manifest: WindowManifest,
+    sealed: page::Sealed,
+}
+
+async fn store_window(
+    store: &LocalDirStore,
+    reg: &Registry,
+    (job, g): (JobId, Generation),
+    fp: Digest,
+) -> StoredWindow {
     // One window: two RAW pages, one FINAL page, a manifest; bytes, then registry, then manifest.
     let mut raw_refs = Vec::new();
     for p in 0..2 {
@@ -375,6 +380,84 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
     reg.register(job, g, Kind::Manifest, ms.digest, ms.bytes.len() as u64)
         .await
         .unwrap();
+    StoredWindow {
+        raw_refs,
+        manifest: m,
+        sealed: ms,
+    }
+}
+
+/// The registry's entries of `job`, by digest.
+async fn registered(
+    reg: &Registry,
+    job: JobId,
+    g: Generation,
+) -> BTreeMap<Digest, ledger::registry::Entry> {
+    reg.entries(job, g)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.digest, e))
+        .collect()
+}
+
+/// A RAW page with one byte flipped is named tampered (by the material check and the
+/// window check), a deleted one missing; each restored, the check passes again.
+async fn tampered_and_deleted_pages_are_found(
+    store: &LocalDirStore,
+    reg: &Registry,
+    (job, g): (JobId, Generation),
+    raw_refs: &[page::PageRef],
+    (ce, expect): (&ChainEntry, &Expect),
+) {
+    // Flip one byte of a RAW page.
+    let p0 = store.path_of(&raw_refs[0].digest);
+    let mut b = std::fs::read(&p0).unwrap();
+    let keep = b.clone();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&p0, &b).unwrap();
+    let f = check::materials_in(reg, store, job, g).await.unwrap();
+    assert!(
+        f.iter()
+            .any(|x| x.contains(&raw_refs[0].digest.to_hex()) && x.contains("tampered")),
+        "{f:?}"
+    );
+    assert!(
+        !check::window(store, &registered(reg, job, g).await, ce, expect)
+            .1
+            .is_empty()
+    );
+    std::fs::write(&p0, &keep).unwrap();
+    // Delete one.
+    std::fs::remove_file(store.path_of(&raw_refs[1].digest)).unwrap();
+    let f = check::materials_in(reg, store, job, g).await.unwrap();
+    assert!(f.iter().any(|x| x.contains("missing")), "{f:?}");
+    std::fs::write(
+        store.path_of(&raw_refs[1].digest),
+        page::seal(&raw(0, 1, 3)).bytes,
+    )
+    .unwrap();
+    assert!(check::materials_in(reg, store, job, g)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn tampered_deleted_and_altered_materials_are_detected() {
+    let (pool, db) = state_db("ls_material").await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalDirStore::open(dir.path()).unwrap();
+    let reg = Registry::new(pool.clone());
+    let (job, g) = (JobId(31), Generation(1));
+    reg.open_table(job, None).await.unwrap();
+    let fp = Digest([5; 32]);
+    let StoredWindow {
+        raw_refs,
+        manifest: m,
+        sealed: ms,
+    } = store_window(&store, &reg, (job, g), fp).await;
     let ce = ChainEntry {
         window: WindowId(0),
         range: KeyRange::ALL,
@@ -388,14 +471,6 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
         range: KeyRange::ALL,
         schema_fingerprint: fp,
     };
-    let registered = || async {
-        reg.entries(job, g)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.digest, e))
-            .collect::<BTreeMap<_, _>>()
-    };
     assert!(check::materials_in(&reg, &store, job, g)
         .await
         .unwrap()
@@ -408,40 +483,11 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
     store.remove(&junk).unwrap();
     let f = check::materials_in(&reg, &store, job, g).await.unwrap();
     assert!(f.is_empty(), "{f:?}");
-    let (mm, f) = check::window(&store, &registered().await, &ce, &expect);
+    let (mm, f) = check::window(&store, &registered(&reg, job, g).await, &ce, &expect);
     assert_eq!(mm, Some(m.clone()));
     assert!(f.is_empty(), "{f:?}");
 
-    // Flip one byte of a RAW page.
-    let p0 = store.path_of(&raw_refs[0].digest);
-    let mut b = std::fs::read(&p0).unwrap();
-    let keep = b.clone();
-    let last = b.len() - 1;
-    b[last] ^= 1;
-    std::fs::write(&p0, &b).unwrap();
-    let f = check::materials_in(&reg, &store, job, g).await.unwrap();
-    assert!(
-        f.iter()
-            .any(|x| x.contains(&raw_refs[0].digest.to_hex()) && x.contains("tampered")),
-        "{f:?}"
-    );
-    assert!(!check::window(&store, &registered().await, &ce, &expect)
-        .1
-        .is_empty());
-    std::fs::write(&p0, &keep).unwrap();
-    // Delete one.
-    std::fs::remove_file(store.path_of(&raw_refs[1].digest)).unwrap();
-    let f = check::materials_in(&reg, &store, job, g).await.unwrap();
-    assert!(f.iter().any(|x| x.contains("missing")), "{f:?}");
-    std::fs::write(
-        store.path_of(&raw_refs[1].digest),
-        page::seal(&raw(0, 1, 3)).bytes,
-    )
-    .unwrap();
-    assert!(check::materials_in(&reg, &store, job, g)
-        .await
-        .unwrap()
-        .is_empty());
+    tampered_and_deleted_pages_are_found(&store, &reg, (job, g), &raw_refs, (&ce, &expect)).await;
     // An altered usage row is detected.
     let t = shared_target();
     t.sql_in(
@@ -459,7 +505,7 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
     let mut altered = m.clone();
     altered.folded_changes = 99;
     std::fs::write(store.path_of(&ms.digest), altered.seal().bytes).unwrap();
-    let f = check::window(&store, &registered().await, &ce, &expect).1;
+    let f = check::window(&store, &registered(&reg, job, g).await, &ce, &expect).1;
     assert!(!f.is_empty());
     let f = check::materials_in(&reg, &store, job, g).await.unwrap();
     assert!(f.iter().any(|x| x.contains(&ms.digest.to_hex())), "{f:?}");
@@ -475,6 +521,6 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
         manifest_hash: os.digest,
         ..ce
     };
-    let f = check::window(&store, &registered().await, &ce2, &expect).1;
+    let f = check::window(&store, &registered(&reg, job, g).await, &ce2, &expect).1;
     assert!(f.iter().any(|x| x.contains("plan says")), "{f:?}");
 }

@@ -9,14 +9,14 @@ use kernel::position::BinlogPos;
 use ledger::apply::{self, Applied, Limits};
 use ledger::chain::{self, ChainEntry};
 use ledger::check;
-use ledger::journal::Journal;
+use ledger::journal::{Head, Journal};
 use ledger::manifest::Expect;
 use ledger::material::LocalDirStore;
 use ledger::page::{self, PageKey, RawPage};
 use ledger::range::KeyRange;
 use ledger::record::{JournalRecord, Phase};
 use ledger::registry::{Kind, Registry};
-use ledger::seal::{self, WindowFacts};
+use ledger::seal::{self, SealedWindow, WindowFacts};
 use ledger::target;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,58 +31,9 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
     let reg = Registry::new(pool.clone());
     let j = Journal::new(pool.clone());
     let (job, g) = (JobId(41), Generation(1));
-    let lease = ledger::lease::acquire(&pool, job, "w", Duration::from_secs(60))
-        .await
-        .unwrap();
-    reg.open_table(job, Some(10 << 20)).await.unwrap();
-    let mut h = j
-        .create(&lease, JournalRecord::installed(job, g))
-        .await
-        .unwrap();
-    for p in [Phase::Capturing, Phase::Windows] {
-        let mut n = h.record.clone();
-        n.phase = p;
-        h = j.append(&lease, &h, n).await.unwrap();
-    }
+    let (lease, h) = windows_phase(&pool, &j, &reg, (job, g)).await;
     let sch = schema(&tdb);
-    // RAW page of the read view, persisted before HIGH.
-    let raw = RawPage {
-        key: PageKey {
-            job,
-            generation: g,
-            window: WindowId(0),
-            attempt: Attempt(1),
-            page: kernel::ids::PageNo(0),
-        },
-        rows: (1..=25).map(|i| row(i, "raw")).collect(),
-    };
-    let rs = page::seal(&raw);
-    seal::persist(&store, &reg, job, g, Kind::Raw, &rs.bytes)
-        .await
-        .unwrap();
-    let facts = WindowFacts {
-        job,
-        generation: g,
-        window: WindowId(0),
-        range: KeyRange::ALL,
-        attempt: Attempt(1),
-        low: BinlogPos::new("mysql-bin.000001", 100),
-        high: BinlogPos::new("mysql-bin.000001", 500),
-        snapshot: Some(BinlogPos::new("mysql-bin.000001", 120)),
-        schema_fingerprint: sch.fingerprint(),
-        raw_pages: vec![raw.page_ref_for(&rs)],
-        folded_digest: Digest::of(b"no changes"),
-        folded_changes: 0,
-    };
-    let sealed = seal::seal_window(
-        &store,
-        &reg,
-        facts,
-        (1..=25).map(|i| row(i, "final")).collect(),
-        10,
-    )
-    .await
-    .unwrap();
+    let sealed = seal_first_window(&store, &reg, (job, g), sch.fingerprint()).await;
     assert_eq!(sealed.manifest.final_pages.len(), 3);
     // T: apply the saved FINAL bytes.
     let ctx = target::TargetCtx {
@@ -170,4 +121,76 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
     assert_eq!(code(&err), Some(DefiniteCode::EvidenceCorrupt), "{err}");
     assert!(!check::window(&store, &registered, &e, &expect).1.is_empty());
     assert_eq!(dml_count(s, &tdb), n);
+}
+
+/// J of `job` created under a fresh lease and moved to the windows phase (its table open
+/// in the registry).
+async fn windows_phase(
+    pool: &sqlx::MySqlPool,
+    j: &Journal,
+    reg: &Registry,
+    (job, g): (JobId, Generation),
+) -> (ledger::lease::Lease, Head) {
+    let lease = ledger::lease::acquire(pool, job, "w", Duration::from_secs(60))
+        .await
+        .unwrap();
+    reg.open_table(job, Some(10 << 20)).await.unwrap();
+    let mut h = j
+        .create(&lease, JournalRecord::installed(job, g))
+        .await
+        .unwrap();
+    for p in [Phase::Capturing, Phase::Windows] {
+        let mut n = h.record.clone();
+        n.phase = p;
+        h = j.append(&lease, &h, n).await.unwrap();
+    }
+    (lease, h)
+}
+
+/// Window 0 sealed as DESIGN §5 step 7 does: its RAW page of the read view persisted
+/// before HIGH, then 25 FINAL rows cut into pages of 10 and the manifest.
+async fn seal_first_window(
+    store: &LocalDirStore,
+    reg: &Registry,
+    (job, g): (JobId, Generation),
+    fingerprint: Digest,
+) -> SealedWindow {
+    // RAW page of the read view, persisted before HIGH.
+    let raw = RawPage {
+        key: PageKey {
+            job,
+            generation: g,
+            window: WindowId(0),
+            attempt: Attempt(1),
+            page: kernel::ids::PageNo(0),
+        },
+        rows: (1..=25).map(|i| row(i, "raw")).collect(),
+    };
+    let rs = page::seal(&raw);
+    seal::persist(store, reg, job, g, Kind::Raw, &rs.bytes)
+        .await
+        .unwrap();
+    let facts = WindowFacts {
+        job,
+        generation: g,
+        window: WindowId(0),
+        range: KeyRange::ALL,
+        attempt: Attempt(1),
+        low: BinlogPos::new("mysql-bin.000001", 100),
+        high: BinlogPos::new("mysql-bin.000001", 500),
+        snapshot: Some(BinlogPos::new("mysql-bin.000001", 120)),
+        schema_fingerprint: fingerprint,
+        raw_pages: vec![raw.page_ref_for(&rs)],
+        folded_digest: Digest::of(b"no changes"),
+        folded_changes: 0,
+    };
+    seal::seal_window(
+        store,
+        reg,
+        facts,
+        (1..=25).map(|i| row(i, "final")).collect(),
+        10,
+    )
+    .await
+    .unwrap()
 }

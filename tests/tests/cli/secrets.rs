@@ -34,8 +34,37 @@ fn url(port: u16, db: &str) -> String {
     format!("mysql://{USER}:{PW}@127.0.0.1:{port}/{db}")
 }
 
-#[test]
-fn no_password_in_any_output_at_debug_level() {
+/// Everything the runs printed, for the final search.
+#[derive(Default)]
+struct Transcript {
+    all: String,
+}
+
+impl Transcript {
+    /// Runs `backfill ARGS` ([`logged`]), asserts its exit code (`want` < 0: any failure)
+    /// and keeps what it printed.
+    fn run(&mut self, args: &[&str], env: &[(&str, &str)], want: i32) -> String {
+        let (code, out) = logged(args, env);
+        let ok = if want < 0 { code > 0 } else { code == want };
+        assert!(ok, "exit {code} (want {want}) {}", out.replace(PW, "<PW>"));
+        self.all.push_str(&out);
+        out
+    }
+}
+
+/// The URLs (each with the password) of one installed table's servers.
+struct Urls {
+    state: String,
+    state_db: String,
+    src: String,
+    tgt: String,
+    sdb: String,
+    tdb: String,
+    ctl: String,
+}
+
+/// The password user on both servers, a source table of 3000 rows and its empty target.
+fn servers() -> Urls {
     let source = harness::shared_source();
     let target = harness::shared_target();
     for s in [source, target] {
@@ -55,37 +84,36 @@ fn no_password_in_any_output_at_debug_level() {
         &sdb,
         "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_3000",
     );
-    let data = tempfile::tempdir().unwrap();
-    let data_dir = data.path().to_str().unwrap().to_string();
-    let state = url(target.port(), &state_db);
-    let src = url(source.port(), "");
-    let tgt = url(target.port(), "");
-    let src = src.trim_end_matches('/');
-    let tgt = tgt.trim_end_matches('/');
-    let mut all = String::new();
-    let mut run = |args: &[&str], env: &[(&str, &str)], want: i32| {
-        let (code, out) = logged(args, env);
-        // want < 0: any failure.
-        let ok = if want < 0 { code > 0 } else { code == want };
-        assert!(ok, "exit {code} (want {want}) {}", out.replace(PW, "<PW>"));
-        all.push_str(&out);
-        out
-    };
-    let out = run(
+    Urls {
+        state: url(target.port(), &state_db),
+        src: url(source.port(), "").trim_end_matches('/').to_string(),
+        tgt: url(target.port(), "").trim_end_matches('/').to_string(),
+        state_db,
+        sdb,
+        tdb,
+        ctl,
+    }
+}
+
+/// install, start, serve to STREAMING, status (text and JSON), audit and verify
+/// (quiescent and pinned), each succeeding.
+fn the_happy_path(t: &mut Transcript, u: &Urls, data_dir: &str) {
+    let (state, src, tgt) = (u.state.as_str(), u.src.as_str(), u.tgt.as_str());
+    let out = t.run(
         &[
             "install",
             "--state",
-            &state,
+            state,
             "--source",
             src,
             "--source-table",
-            &format!("{sdb}.t"),
+            &format!("{}.t", u.sdb),
             "--target",
             tgt,
             "--target-table",
-            &format!("{tdb}.t"),
+            &format!("{}.t", u.tdb),
             "--control-schema",
-            &ctl,
+            &u.ctl,
             "--window-rows",
             "1000",
             "--page-rows",
@@ -101,58 +129,65 @@ fn no_password_in_any_output_at_debug_level() {
         .unwrap()
         .trim()
         .to_string();
-    run(&["start", "--state", &state, &job], &[], 0);
-    let out = run(
-        &["serve", "--data-dir", &data_dir, "--exit-when-idle"],
+    let job = job.as_str();
+    t.run(&["start", "--state", state, job], &[], 0);
+    let out = t.run(
+        &["serve", "--data-dir", data_dir, "--exit-when-idle"],
         &[
-            ("BACKFILL_STATE", &state),
+            ("BACKFILL_STATE", state),
             ("BACKFILL_SOURCE", src),
             ("BACKFILL_TARGET", tgt),
         ],
         0,
     );
     assert!(out.contains("Streaming"), "{}", out.replace(PW, "<PW>"));
-    run(&["status", "--state", &state], &[], 0);
-    run(
-        &["status", "--state", &state, &job, "--format", "json"],
+    t.run(&["status", "--state", state], &[], 0);
+    t.run(
+        &["status", "--state", state, job, "--format", "json"],
         &[],
         0,
     );
-    run(
+    t.run(
         &[
             "audit",
             "--state",
-            &state,
-            &job,
+            state,
+            job,
             "--data-dir",
-            &data_dir,
+            data_dir,
             "--target",
             tgt,
         ],
         &[],
         0,
     );
-    run(
+    t.run(
         &[
-            "verify", "--state", &state, &job, "--source", src, "--target", tgt,
+            "verify", "--state", state, job, "--source", src, "--target", tgt,
         ],
         &[],
         0,
     );
     // Pinned: this command runs its own capture reader and replay with the URLs.
-    run(
+    t.run(
         &[
-            "verify", "--state", &state, &job, "--source", src, "--target", tgt, "--pinned",
+            "verify", "--state", state, job, "--source", src, "--target", tgt, "--pinned",
         ],
         &[],
         0,
     );
-    // Error paths: a URL that does not parse, a server that is not there, a refused login
-    // of a user without privileges and of a wrong password, help with secrets in the env.
+}
+
+/// Error paths: a URL that does not parse, a server that is not there, a refused login
+/// of a user without privileges and of a wrong password, help with secrets in the env,
+/// and a panic whose message quotes a URL (the hook prints it redacted; DESIGN §13).
+fn the_error_paths(t: &mut Transcript, u: &Urls) {
+    let target = harness::shared_target();
+    let (state, state_db, src, tgt) = (&u.state, &u.state_db, &u.src, &u.tgt);
     let bad_port = format!("mysql://{USER}:{PW}@127.0.0.1:notaport/x");
-    run(&["status", "--state", &bad_port], &[], 2);
+    t.run(&["status", "--state", &bad_port], &[], 2);
     let closed = format!("mysql://{USER}:{PW}@127.0.0.1:1/x");
-    run(&["status", "--state", &closed], &[], -1);
+    t.run(&["status", "--state", &closed], &[], -1);
     target.sql(&format!(
         "CREATE USER IF NOT EXISTS 'bf_secret_noperm'@'%' IDENTIFIED BY '{PW}'"
     ));
@@ -160,26 +195,25 @@ fn no_password_in_any_output_at_debug_level() {
         "mysql://bf_secret_noperm:{PW}@127.0.0.1:{}/{state_db}",
         target.port()
     );
-    run(&["status", "--state", &denied], &[], -1);
+    t.run(&["status", "--state", &denied], &[], -1);
     let wrong = format!(
         "mysql://{USER}:{PW}x@127.0.0.1:{}/{state_db}",
         target.port()
     );
-    run(&["status", "--state", &wrong], &[], -1);
-    run(
+    t.run(&["status", "--state", &wrong], &[], -1);
+    t.run(
         &["install", "--help"],
-        &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", &state)],
+        &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", state)],
         0,
     );
-    run(
+    t.run(
         &["install", "--source-table", "a.b"],
-        &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", &state)],
+        &[("BACKFILL_SOURCE", src), ("BACKFILL_STATE", state)],
         2,
     );
-    // A panic whose message quotes a URL (the hook prints it redacted; DESIGN §13).
     let quoted = format!("cannot go on with {src} and {tgt}");
-    let out = run(
-        &["status", "--state", &state],
+    let out = t.run(
+        &["status", "--state", state],
         &[("BACKFILL_TEST_PANIC", &quoted)],
         -1,
     );
@@ -188,6 +222,17 @@ fn no_password_in_any_output_at_debug_level() {
         "{}",
         out.replace(PW, "<PW>")
     );
+}
+
+#[test]
+fn no_password_in_any_output_at_debug_level() {
+    let u = servers();
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap().to_string();
+    let mut t = Transcript::default();
+    the_happy_path(&mut t, &u, &data_dir);
+    the_error_paths(&mut t, &u);
+    let all = t.all;
     assert!(all.contains("***"), "redacted URLs are expected somewhere");
     let hits: Vec<&str> = all.lines().filter(|l| l.contains(PW)).collect();
     assert!(

@@ -182,54 +182,134 @@ async fn converged(w: &World) -> bool {
     false
 }
 
+/// A writer on the source in a blocking task until `stop`: `sql(i)` for i = 0, 1, ...;
+/// returns how many it ran.
+fn spawn_writer(
+    db: &str,
+    stop: &CancellationToken,
+    sql: impl Fn(u64) -> String + Send + 'static,
+) -> tokio::task::JoinHandle<u64> {
+    let (stop, db, src) = (stop.clone(), db.to_string(), shared_source());
+    tokio::task::spawn_blocking(move || {
+        let mut i = 0u64;
+        while !stop.is_cancelled() {
+            src.sql_in(&db, &sql(i));
+            i += 1;
+        }
+        i
+    })
+}
+
+/// Pinned verify while a writer runs again: the replay is paused (no follow), the source
+/// is read at its snapshot position P and the target is driven to exactly P.
+async fn pinned_verify_under_a_writer(w: &World, f: &Finish<'_>, b: kernel::log::LSeq, n: u64) {
+    let stop = CancellationToken::new();
+    let writer = spawn_writer(&w.db, &stop, move |i| {
+        format!(
+            "INSERT INTO t VALUES ({}, 'p', 1, 1.0, NULL); UPDATE t SET n = n + 1 WHERE id = {}",
+            n + 700_000 + i,
+            2000 + i % 300
+        )
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sep = Endpoint::from_url(&w.src_url(), &w.db, "t").unwrap();
+    let tep = Endpoint::from_url(&w.tgt_url_db(&w.tdb), &w.tdb, "t").unwrap();
+    let opts = VerifyOptions::default();
+    let pinned =
+        backfill_tests::bf::verify::pinned::verify_finish(f, b, &sep, &tep, &["id"], &opts)
+            .await
+            .unwrap();
+    stop.cancel();
+    writer.await.unwrap();
+    let t = &pinned.cursor.tally;
+    assert!(pinned.source_snapshot.is_some());
+    assert_eq!(
+        (t.missing.count, t.extra.count, t.differing_fields.count),
+        (0, 0, 0),
+        "pinned: {pinned:?}"
+    );
+}
+
+/// Re-running every step after activation runs no business DML (I2) and re-audits.
+async fn a_rerun_after_activation_writes_nothing(w: &World, fin: &Finishing, f: &Finish<'_>) {
+    let tgt = shared_target();
+    let before = dml_count(tgt, w);
+    let again = f.activate().await.unwrap();
+    assert!(!again.activated.written);
+    assert_eq!(again.replayed.groups_applied, 0);
+    let mut tc = ledger::apply::connect(&fin.target).await.unwrap();
+    let ev = audit::gather(&mut Sources {
+        pool: &fin.pool,
+        scope: &w.scope(),
+        store: &fin.store,
+        target: &mut tc,
+        ctx: &fin.ctx,
+        plan: &fin.plan,
+        schema_fingerprint: w.sealed().await.fingerprint(),
+    })
+    .await
+    .unwrap();
+    let rep = audit::audit(&ev, Require::Activated);
+    assert!(rep.passed(), "{}", rep.text());
+    assert_eq!(dml_count(tgt, w), before);
+    let progress = replay::replay_progress(&fin.pool, w.scope().job, w.scope().generation)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(progress.phase, "STREAMING");
+    tc.disconnect().await.unwrap();
+}
+
+/// verify finds edits made directly in the target: a delete, an extra row, a changed field.
+async fn verify_finds_edits_in_the_target(w: &World) {
+    let tgt = shared_target();
+    let some: Vec<String> = tgt
+        .sql_in(&w.tdb, "SELECT id FROM t ORDER BY id LIMIT 3 OFFSET 10")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    tgt.sql_in(&w.tdb, &format!("DELETE FROM t WHERE id = {}", some[0]));
+    tgt.sql_in(
+        &w.tdb,
+        "INSERT INTO t VALUES (-999999, 'extra', 0, 0, NULL)",
+    );
+    tgt.sql_in(
+        &w.tdb,
+        &format!("UPDATE t SET v = 'changed' WHERE id = {}", some[1]),
+    );
+    let report = verify_clean(w).await;
+    let t = &report.cursor.tally;
+    assert_eq!(
+        (t.missing.count, t.extra.count, t.differing_fields.count),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    let key = backfill_tests::bf::verify::Key::of_i64;
+    assert_eq!(
+        t.missing.examples,
+        vec![key(some[0].parse::<i64>().unwrap())]
+    );
+    assert_eq!(t.extra.examples, vec![key(-999_999)]);
+    assert_eq!(t.differing_fields.examples[0].column, "v");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
     let started = std::time::Instant::now();
     let n = rows();
     let (src, tgt) = (shared_source(), shared_target());
     let w = prepared("fin_e2e", 9101, n, 4, true).await;
-    let pool = w.pool().await;
-    let reader = w.start_reader(&pool).await;
-    let lease = w.lease(&pool).await;
-    let ctx = w.ctx(lease.token).await;
-    w.claim(&ctx).await;
-    let journal = Journal::new(pool.clone());
-    let store = w.store();
-    let plan = plan_of(&w, n, 4);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
-    let f = Finish {
-        pool: &pool,
-        scope: w.scope(),
-        journal: &journal,
-        lease: &lease,
-        store: &store,
-        plan: &plan,
-        schema_fingerprint: w.sealed().await.fingerprint(),
-        source: &src_opts,
-        control_schema: &w.ctl,
-        target: &topts,
-        ctx: &ctx,
-        chain: None,
-        replay: cfg(700, 50),
-        marker_wait: Duration::from_secs(60),
-        fields: None,
-    };
+    let fin = Finishing::open(&w, plan_of(&w, n, 4)).await;
+    let f = fin.finish(&w, cfg(700, 50));
     // A writer keeps going through F, replay and activation.
     let stop = CancellationToken::new();
-    let writer = {
-        let stop = stop.clone();
-        let db = w.db.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut i = 0u64;
-            while !stop.is_cancelled() {
-                let id = n + 500_000 + i;
-                src.sql_in(&db, &format!("INSERT INTO t VALUES ({id}, 'w', 1, 1.0, NULL); UPDATE t SET n = n + 1 WHERE id = {}", 1000 + i % 500));
-                i += 1;
-            }
-            i
-        })
-    };
+    let writer = spawn_writer(&w.db, &stop, move |i| {
+        let id = n + 500_000 + i;
+        format!(
+            "INSERT INTO t VALUES ({id}, 'w', 1, 1.0, NULL); UPDATE t SET n = n + 1 WHERE id = {}",
+            1000 + i % 500
+        )
+    });
     let a = f.activate().await.unwrap();
     assert!(a.activated.written);
     assert!(a.replayed.groups_applied > 0, "{:?}", a.replayed);
@@ -244,45 +324,15 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         stop.cancel();
         let written = writer.await.unwrap();
-        catch_up(&w, &pool).await;
+        catch_up(&w, &fin.pool).await;
         let ok = converged(&w).await;
         cancel.cancel();
         (written, ok)
     };
     let (streamed, (written, ok)) = tokio::join!(follow, work);
-    // Pinned verify while a writer runs again: the replay is paused (no follow), the
-    // source is read at its snapshot position P and the target is driven to exactly P.
-    let stop2 = CancellationToken::new();
-    let writer2 = {
-        let stop = stop2.clone();
-        let db = w.db.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut i = 0u64;
-            while !stop.is_cancelled() {
-                src.sql_in(&db, &format!("INSERT INTO t VALUES ({}, 'p', 1, 1.0, NULL); UPDATE t SET n = n + 1 WHERE id = {}", n + 700_000 + i, 2000 + i % 300));
-                i += 1;
-            }
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let sep = Endpoint::from_url(&w.src_url(), &w.db, "t").unwrap();
-    let tep = Endpoint::from_url(&w.tgt_url_db(&w.tdb), &w.tdb, "t").unwrap();
-    let opts = VerifyOptions::default();
-    let pinned =
-        backfill_tests::bf::verify::pinned::verify_finish(&f, a.b.seq, &sep, &tep, &["id"], &opts)
-            .await
-            .unwrap();
-    stop2.cancel();
-    writer2.await.unwrap();
-    let t = &pinned.cursor.tally;
-    assert!(pinned.source_snapshot.is_some());
-    assert_eq!(
-        (t.missing.count, t.extra.count, t.differing_fields.count),
-        (0, 0, 0),
-        "pinned: {pinned:?}"
-    );
+    pinned_verify_under_a_writer(&w, &f, a.b.seq, n).await;
     // The writer's last changes after P: caught up by a later replay.
-    catch_up(&w, &pool).await;
+    catch_up(&w, &fin.pool).await;
     f.catch_up(a.b.seq).await.unwrap();
     let streamed = streamed.unwrap();
     assert!(ok, "the stream did not catch up");
@@ -299,62 +349,9 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
     );
     assert!(report.is_clean());
     assert_eq!(checksum(src, &w.db, "t"), checksum(tgt, &w.tdb, "t"));
-    // Re-running every step after activation runs no business DML (I2) and re-audits.
-    let before = dml_count(tgt, &w);
-    let again = f.activate().await.unwrap();
-    assert!(!again.activated.written);
-    assert_eq!(again.replayed.groups_applied, 0);
-    let mut tc = ledger::apply::connect(&topts).await.unwrap();
-    let ev = audit::gather(&mut Sources {
-        pool: &pool,
-        scope: &w.scope(),
-        store: &store,
-        target: &mut tc,
-        ctx: &ctx,
-        plan: &plan,
-        schema_fingerprint: w.sealed().await.fingerprint(),
-    })
-    .await
-    .unwrap();
-    let rep = audit::audit(&ev, Require::Activated);
-    assert!(rep.passed(), "{}", rep.text());
-    assert_eq!(dml_count(tgt, &w), before);
-    let progress = replay::replay_progress(&pool, w.scope().job, w.scope().generation)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(progress.phase, "STREAMING");
-    // verify finds edits made directly in the target.
-    let some: Vec<String> = tgt
-        .sql_in(&w.tdb, "SELECT id FROM t ORDER BY id LIMIT 3 OFFSET 10")
-        .lines()
-        .map(str::to_string)
-        .collect();
-    tgt.sql_in(&w.tdb, &format!("DELETE FROM t WHERE id = {}", some[0]));
-    tgt.sql_in(
-        &w.tdb,
-        "INSERT INTO t VALUES (-999999, 'extra', 0, 0, NULL)",
-    );
-    tgt.sql_in(
-        &w.tdb,
-        &format!("UPDATE t SET v = 'changed' WHERE id = {}", some[1]),
-    );
-    let report = verify_clean(&w).await;
-    let t = &report.cursor.tally;
-    assert_eq!(
-        (t.missing.count, t.extra.count, t.differing_fields.count),
-        (1, 1, 1),
-        "{report:?}"
-    );
-    let key = backfill_tests::bf::verify::Key::of_i64;
-    assert_eq!(
-        t.missing.examples,
-        vec![key(some[0].parse::<i64>().unwrap())]
-    );
-    assert_eq!(t.extra.examples, vec![key(-999_999)]);
-    assert_eq!(t.differing_fields.examples[0].column, "v");
-    tc.disconnect().await.unwrap();
-    reader.stop().await.unwrap();
+    a_rerun_after_activation_writes_nothing(&w, &fin, &f).await;
+    verify_finds_edits_in_the_target(&w).await;
+    fin.reader.stop().await.unwrap();
     eprintln!(
         "end to end: {n} rows, {} groups replayed to F, {} streamed, writer {written} txns, {:?}",
         a.replayed.groups_applied,
@@ -478,39 +475,14 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
     let (_src, tgt) = (shared_source(), shared_target());
     let n = 1_500;
     let w = prepared("fin_tamper", 9140, n, 2, true).await;
-    let pool = w.pool().await;
-    let reader = w.start_reader(&pool).await;
-    let lease = w.lease(&pool).await;
-    let ctx = w.ctx(lease.token).await;
-    w.claim(&ctx).await;
-    let journal = Journal::new(pool.clone());
-    let store = w.store();
-    let plan = plan_of(&w, n, 2);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
-    let fp = w.sealed().await.fingerprint();
-    let f = Finish {
-        pool: &pool,
-        scope: w.scope(),
-        journal: &journal,
-        lease: &lease,
-        store: &store,
-        plan: &plan,
-        schema_fingerprint: fp,
-        source: &src_opts,
-        control_schema: &w.ctl,
-        target: &topts,
-        ctx: &ctx,
-        chain: None,
-        replay: cfg(500, 10),
-        marker_wait: Duration::from_secs(60),
-        fields: None,
-    };
+    let fin = Finishing::open(&w, plan_of(&w, n, 2)).await;
+    let (journal, store) = (&fin.journal, &fin.store);
+    let f = fin.finish(&w, cfg(500, 10));
     let chain = journal
         .chain(w.scope().job, w.scope().generation)
         .await
         .unwrap();
-    let (m1, _) = ledger::seal::load_final_pages(&store, &chain[1].0.manifest_hash).unwrap();
+    let (m1, _) = ledger::seal::load_final_pages(store, &chain[1].0.manifest_hash).unwrap();
     let page = m1.final_pages[0].digest;
     let manifest = chain[0].0.manifest_hash;
     let flip = |d: &kernel::ids::Digest| {
@@ -587,5 +559,5 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
     assert!(a.activated.written);
     assert_eq!(phase(&w).await, Phase::Streaming);
     assert!(verify_clean(&w).await.is_clean());
-    reader.stop().await.unwrap();
+    fin.reader.stop().await.unwrap();
 }

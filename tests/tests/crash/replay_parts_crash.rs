@@ -83,21 +83,7 @@ fn step(n: i64, i: i64, fresh: bool, next: &AtomicU64) -> String {
 async fn serve_killed_inside_partitioned_replay_converges_with_each_change_applied_once() {
     let n = 2_000;
     let c = Case::new("rpcrash", n, 500, 250).await;
-    // Per-key log of every business DML the target executes (install refuses triggers, so
-    // they are created after it; the replay never reads them). The shared counter row of
-    // the window tests' trigger goes: key partitions commit together (part 0 last), so a
-    // row every partition's inserts update serialises them into a lock wait across
-    // connections that InnoDB cannot see as a deadlock (a target with triggers is refused
-    // by install, DESIGN §9; this one exists only in tests). Inserts into a log table
-    // without a key do not conflict.
-    c.target.sql_in(
-        &c.tdb,
-        "DROP TRIGGER t_ins; DROP TRIGGER t_upd; DROP TRIGGER t_del;
-         CREATE TABLE dml_log (id BIGINT NOT NULL, op CHAR(1) NOT NULL);
-         CREATE TRIGGER log_bi BEFORE INSERT ON t FOR EACH ROW INSERT INTO dml_log VALUES (NEW.id, 'I');
-         CREATE TRIGGER log_bu BEFORE UPDATE ON t FOR EACH ROW INSERT INTO dml_log VALUES (NEW.id, 'U');
-         CREATE TRIGGER log_bd BEFORE DELETE ON t FOR EACH ROW INSERT INTO dml_log VALUES (OLD.id, 'D');",
-    );
+    log_target_dml(&c);
     let stop = Arc::new(AtomicBool::new(false));
     let fresh = Arc::new(AtomicBool::new(false));
     let next = Arc::new(AtomicU64::new(0));
@@ -156,6 +142,33 @@ async fn serve_killed_inside_partitioned_replay_converges_with_each_change_appli
     assert_eq!(serve(&c, 4, 1000, None), Some(0));
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
 
+    assert_audit_and_verify_pass(&c);
+
+    assert_each_fresh_key_applied_once(&c, next.load(Ordering::SeqCst));
+}
+
+/// Replaces the window tests' triggers by a per-key log of every business DML the target
+/// executes.
+fn log_target_dml(c: &Case) {
+    // Per-key log of every business DML the target executes (install refuses triggers, so
+    // they are created after it; the replay never reads them). The shared counter row of
+    // the window tests' trigger goes: key partitions commit together (part 0 last), so a
+    // row every partition's inserts update serialises them into a lock wait across
+    // connections that InnoDB cannot see as a deadlock (a target with triggers is refused
+    // by install, DESIGN §9; this one exists only in tests). Inserts into a log table
+    // without a key do not conflict.
+    c.target.sql_in(
+        &c.tdb,
+        "DROP TRIGGER t_ins; DROP TRIGGER t_upd; DROP TRIGGER t_del;
+         CREATE TABLE dml_log (id BIGINT NOT NULL, op CHAR(1) NOT NULL);
+         CREATE TRIGGER log_bi BEFORE INSERT ON t FOR EACH ROW INSERT INTO dml_log VALUES (NEW.id, 'I');
+         CREATE TRIGGER log_bu BEFORE UPDATE ON t FOR EACH ROW INSERT INTO dml_log VALUES (NEW.id, 'U');
+         CREATE TRIGGER log_bd BEFORE DELETE ON t FOR EACH ROW INSERT INTO dml_log VALUES (OLD.id, 'D');",
+    );
+}
+
+/// `backfill audit` and `backfill verify` pass and the target equals the source.
+fn assert_audit_and_verify_pass(c: &Case) {
     let state = c.state_url();
     let job = c.job.0.to_string();
     let data = c.data.path().to_str().unwrap().to_string();
@@ -170,9 +183,11 @@ async fn serve_killed_inside_partitioned_replay_converges_with_each_change_appli
         assert_eq!(v["cursor"]["tally"][k]["count"], 0, "{k}: {out}");
     }
     c.assert_target_equals_source();
+}
 
-    // Every fresh key was inserted once on the source: its target DML ran exactly once.
-    let inserted = next.load(Ordering::SeqCst);
+/// Every fresh key (`inserted` of them) was inserted once on the source: its target DML
+/// ran exactly once.
+fn assert_each_fresh_key_applied_once(c: &Case, inserted: u64) {
     assert!(inserted > 100, "the writer inserted fresh keys: {inserted}");
     let on_source = c.source.sql_in(
         &c.sdb,

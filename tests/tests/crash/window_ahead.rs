@@ -105,13 +105,20 @@ async fn killed_while_windows_ahead_are_sealed_and_j_is_behind() {
     stop.store(true, Ordering::SeqCst);
     let writes = writer_task.expect("the writer ran").await.unwrap();
     eprintln!("{exits} fault-point exits, {writes} writes");
+    assert_converged(&c, n, abrupt).await;
+}
+
+/// After the last run: every window in J, no pause, the evidence agrees, no sealed window
+/// re-read, every FINAL is its range's state at HIGH and in the target once, one seal per
+/// window, and no material left over but what `abrupt` abrupt ends can explain.
+async fn assert_converged(c: &Case, n: usize, abrupt: usize) {
     let head = c.head().await;
     assert_eq!(head.completed as usize, n);
     assert_eq!(head.paused, None);
     c.assert_evidence_agrees().await;
     c.assert_sealed_windows_not_reread().await;
-    assert_final_is_state_at_high(&c, &filled_state(ROWS)).await;
-    assert_target_is_finals(&c).await;
+    assert_final_is_state_at_high(c, &filled_state(ROWS)).await;
+    assert_target_is_finals(c).await;
     let finals: usize = c.final_rows().await.iter().map(|f| f.len()).sum();
     assert_eq!(
         c.audit_count(),

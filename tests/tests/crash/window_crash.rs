@@ -20,23 +20,7 @@ async fn serve_killed_at_every_fault_point_converges() {
     let t0 = Instant::now();
     let c = Case::new("wk", ROWS, 1_000, 400).await;
     let n_windows = c.plan().await.len();
-    let hook = c.data.path().join("hook.sql");
-    // After every LOW: a key leaves window 1 for the last window or comes back (1700 <->
-    // 101700), another leaves window 3 or comes back (3100 <-> 100050), and row 3000 is
-    // updated. Exactly one key of each pair exists at any time and the writer never
-    // touches these keys, so every statement changes a row each time it runs.
-    // The hook runs on a connection without a default database: tables are qualified.
-    std::fs::write(
-        &hook,
-        format!(
-            "UPDATE `{0}`.t SET id = IF(id = 1700, 101700, 1700) WHERE id IN (1700, 101700); \
-             UPDATE `{0}`.t SET id = IF(id = 3100, 100050, 3100) WHERE id IN (3100, 100050); \
-             UPDATE `{0}`.t SET k = k + 7 WHERE id = 3000;",
-            c.sdb
-        ),
-    )
-    .unwrap();
-    let hook = format!("after_low={}", hook.display());
+    let hook = write_hook(&c);
     let stop = Arc::new(AtomicBool::new(false));
     let mut w = None;
     let page_sizes = [400u64, 250, 777];
@@ -103,7 +87,34 @@ async fn serve_killed_at_every_fault_point_converges() {
         missed.is_empty(),
         "fault points never reached: {missed:?} ({hits:?})"
     );
-    // The hook ran and found its rows: row 3000 moved by 7 per run, nothing else moves it.
+    assert_the_hook_ran(&c);
+    assert_converged(&c, n_windows).await;
+}
+
+/// Writes the `after_low` hook's SQL file; returns the hook argument of serve.
+fn write_hook(c: &Case) -> String {
+    let hook = c.data.path().join("hook.sql");
+    // After every LOW: a key leaves window 1 for the last window or comes back (1700 <->
+    // 101700), another leaves window 3 or comes back (3100 <-> 100050), and row 3000 is
+    // updated. Exactly one key of each pair exists at any time and the writer never
+    // touches these keys, so every statement changes a row each time it runs.
+    // The hook runs on a connection without a default database: tables are qualified.
+    std::fs::write(
+        &hook,
+        format!(
+            "UPDATE `{0}`.t SET id = IF(id = 1700, 101700, 1700) WHERE id IN (1700, 101700); \
+             UPDATE `{0}`.t SET id = IF(id = 3100, 100050, 3100) WHERE id IN (3100, 100050); \
+             UPDATE `{0}`.t SET k = k + 7 WHERE id = 3000;",
+            c.sdb
+        ),
+    )
+    .unwrap();
+    format!("after_low={}", hook.display())
+}
+
+/// The hook ran and found its rows: row 3000 moved by 7 per run, nothing else moves it,
+/// and one key of each moving pair exists.
+fn assert_the_hook_ran(c: &Case) {
     let k: i64 = c
         .source
         .sql_in(&c.sdb, "SELECT k FROM t WHERE id = 3000")
@@ -116,12 +127,17 @@ async fn serve_killed_at_every_fault_point_converges() {
          SELECT COUNT(*) FROM t WHERE id IN (3100, 100050)",
     );
     assert_eq!(pairs, "1\n1", "one key of each moving pair");
+}
+
+/// Every window in J, no pause, the evidence agrees, every FINAL is its range's state at
+/// HIGH and the target holds them, each FINAL row inserted once, one seal per window.
+async fn assert_converged(c: &Case, n_windows: usize) {
     let head = c.head().await;
     assert_eq!(head.completed as usize, n_windows);
     assert_eq!(head.paused, None);
     c.assert_evidence_agrees().await;
-    assert_final_is_state_at_high(&c, &filled_state(ROWS)).await;
-    assert_target_is_finals(&c).await;
+    assert_final_is_state_at_high(c, &filled_state(ROWS)).await;
+    assert_target_is_finals(c).await;
     let finals: usize = c.final_rows().await.iter().map(|f| f.len()).sum();
     assert_eq!(
         c.audit_count(),

@@ -19,6 +19,7 @@ use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::case::*;
 use backfill_tests::serving as serve;
 use backfill_tests::*;
+use ledger::journal::Journal;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -58,7 +59,19 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
         .unwrap();
     let mine = format!("job {} ", c.job);
 
-    // Phase 1: the batch times out with its KILLs held back: both permits stay in use.
+    held_kills_keep_both_permits(&c, &mut lock, &mine).await;
+    an_unconfirmed_kill_holds_one_permit(&c, &j, &mut lock, &mine).await;
+    lock.query_drop("UNLOCK TABLES").await.unwrap();
+    lock.disconnect().await.unwrap();
+    stop.cancel();
+    let out = task.await.unwrap().unwrap();
+    let o = out.get(&c.job).cloned().unwrap_or_default();
+    assert!(o.starts_with("paused"), "job {}: {o}", c.job);
+}
+
+/// Phase 1: the batch times out with its KILLs held back: both permits stay in use; once
+/// the KILLs are confirmed both return and, after the unlock, the table converges.
+async fn held_kills_keep_both_permits(c: &Case, lock: &mut mysql_async::Conn, mine: &str) {
     let gate = bf::seams::kills::gate_kills();
     lock.query_drop("LOCK TABLES t WRITE").await.unwrap();
     // Many keys: both partitions have changes, so both connections write.
@@ -69,11 +82,11 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
         w.in_use.len() == 2
             && w.in_use
                 .iter()
-                .all(|p| p.owner.starts_with(&mine) && p.owner.contains("streaming replay"))
+                .all(|p| p.owner.starts_with(mine) && p.owner.contains("streaming replay"))
     })
     .await;
     wait_for("a replay statement waiting on the lock", || {
-        waiting_on_lock(&c) > 0
+        waiting_on_lock(c) > 0
     })
     .await;
     // Past the client deadline: a KILL waits at the gate (it holds a clone of the gate
@@ -99,7 +112,7 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
         w.available == 0 && w.in_use.len() == 2 && w.holds.is_empty(),
         "{w:?}"
     );
-    assert!(waiting_on_lock(&c) > 0, "its statement is still running");
+    assert!(waiting_on_lock(c) > 0, "its statement is still running");
 
     // KILLs confirmed: both permits return; after the unlock the table converges.
     bf::seams::kills::open_kills();
@@ -115,9 +128,16 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
         w.available == 2 && w.holds.is_empty()
     })
     .await;
+}
 
-    // Phase 2: one of the two KILLs cannot be confirmed: exactly one hold, naming its
-    // connection, the other permit released, and the table pauses.
+/// Phase 2: one of the two KILLs cannot be confirmed: exactly one hold, naming its
+/// connection, the other permit released, and the table pauses.
+async fn an_unconfirmed_kill_holds_one_permit(
+    c: &Case,
+    j: &Journal,
+    lock: &mut mysql_async::Conn,
+    mine: &str,
+) {
     bf::seams::kills::fail_confirmations(1);
     lock.query_drop("LOCK TABLES t WRITE").await.unwrap();
     c.source
@@ -147,7 +167,7 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
     );
     let h = &w.holds[0];
     assert!(
-        h.owner.starts_with(&mine) && h.reason.starts_with("target connection "),
+        h.owner.starts_with(mine) && h.reason.starts_with("target connection "),
         "{h:?}"
     );
     let id: String = h
@@ -160,12 +180,6 @@ async fn a_batch_on_two_streams_holds_two_permits_until_both_connections_are_gon
         d.message.contains(&id),
         "the pause names connection {id}: {d:?}"
     );
-    lock.query_drop("UNLOCK TABLES").await.unwrap();
-    lock.disconnect().await.unwrap();
-    stop.cancel();
-    let out = task.await.unwrap().unwrap();
-    let o = out.get(&c.job).cloned().unwrap_or_default();
-    assert!(o.starts_with("paused"), "job {}: {o}", c.job);
 }
 
 async fn a_permit_wait_timeout_is_retried_not_a_pause() {

@@ -27,15 +27,13 @@
 //! sees it minus when the writer's COMMIT returned on the source (both clocks are this
 //! process's): an over-estimate by at most the poll period.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::table::activation::Finish;
-use backfill_tests::bf::table::replay::{ReplayConfig, Replayer, Until};
+use backfill_tests::bf::table::replay::{self, ReplayConfig, Replayer, Until};
 use backfill_tests::world::*;
 use backfill_tests::*;
 use harness::{Server, ServerOpts};
 use kernel::log::LSeq;
 use kernel::position::BinlogPos;
 use kernel::range::KeyRange;
-use ledger::journal::Journal;
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
 
@@ -131,6 +129,194 @@ async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> LSeq {
         .seq
 }
 
+/// The workload's procedures, created before B (a DDL naming the table after B pauses
+/// it): `gen_a()` commits `txns` single-row INSERTs, `gen_b()` `big` UPDATEs of 1 000 rows.
+async fn create_procedures(sc: &mut mysql_async::Conn, pdb: &str, db: &str, txns: u64, big: u64) {
+    sc.query_drop(format!(
+            "CREATE PROCEDURE `{pdb}`.gen_a() BEGIN DECLARE i INT DEFAULT 0; WHILE i < {txns} DO \
+             INSERT INTO `{db}`.t VALUES (1000001 + i, 'a', i, 1.5, NOW(6)); SET i = i + 1; END WHILE; END"
+        ))
+    .await
+    .unwrap();
+    sc.query_drop(
+        format!(
+            "CREATE PROCEDURE `{pdb}`.gen_b() BEGIN DECLARE k INT DEFAULT 0; WHILE k < {big} DO \
+             UPDATE `{db}`.t SET n = n + 1, v = 'b' WHERE id BETWEEN 1000001 + (k * 1000) % {txns} AND 1000000 + (k * 1000) % {txns} + 1000; \
+             SET k = k + 1; END WHILE; END"
+        ),
+    )
+    .await
+    .unwrap();
+}
+
+/// The replica of `src`: everything up to `p0` first (schema and setup), not timed.
+async fn replica_at(rc: &mut mysql_async::Conn, src: &Server, p0: &BinlogPos) {
+    rc.query_drop(format!(
+        "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {}, MASTER_USER = 'root', \
+         MASTER_LOG_FILE = 'mysql-bin.000001', MASTER_LOG_POS = 4, MASTER_USE_GTID = no",
+        src.port()
+    ))
+    .await
+    .unwrap();
+    rc.query_drop("START SLAVE IO_THREAD").await.unwrap();
+    replica_apply_until(rc, p0, &gtid_at(src, p0).await).await;
+    eprintln!("bench: replica at P0 {p0}");
+}
+
+/// Waits until the replica's IO thread fetched everything up to `pb`, so its SQL thread's
+/// clock starts with the relay log in place.
+async fn replica_fetched(rc: &mut mysql_async::Conn, pb: &BinlogPos) {
+    loop {
+        let r: mysql_async::Row = rc.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
+        let file: String = r
+            .get::<Option<String>, _>("Master_Log_File")
+            .flatten()
+            .unwrap_or_default();
+        let pos: u64 = r
+            .get::<Option<String>, _>("Read_Master_Log_Pos")
+            .flatten()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0);
+        if file == pb.file && pos >= pb.pos {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The replica's times for workload A (up to `pa`) and for each B segment (`segs`).
+async fn replica_times(
+    rc: &mut mysql_async::Conn,
+    src: &Server,
+    pa: &BinlogPos,
+    segs: &[(BinlogPos, LSeq)],
+) -> (Duration, Vec<Duration>) {
+    let ga = gtid_at(src, pa).await;
+    let d = replica_apply_until(rc, pa, &ga).await;
+    let mut rep_b = Vec::new();
+    for (pb, _) in segs {
+        let gb = gtid_at(src, pb).await;
+        rep_b.push(replica_apply_until(rc, pb, &gb).await);
+    }
+    (d, rep_b)
+}
+
+/// Ours and the replica's times of one run, for the report.
+struct Timings {
+    txns: u64,
+    big: u64,
+    oa: replay::Outcome,
+    ours_a: Duration,
+    rep_a: Duration,
+    ours_b: Vec<(usize, replay::Outcome, Duration)>,
+    rep_b: Vec<Duration>,
+}
+
+/// Prints the A and B figures with their same-run ratios and the settings; asserts that
+/// every group was applied once.
+fn report(t: &Timings, cfg: &ReplayConfig, log_updates: bool) {
+    let rate = |n: u64, d: Duration| n as f64 / d.as_secs_f64();
+    let (txns, big, ours_a, rep_a) = (t.txns, t.big, t.ours_a, t.rep_a);
+    eprintln!(
+        "A single-row: ours {} groups in {ours_a:?} = {:.0} txn/s; replica {rep_a:?} = {:.0} txn/s; ratio {:.2}",
+        t.oa.groups_applied,
+        rate(txns, ours_a),
+        rate(txns, rep_a),
+        rep_a.as_secs_f64() / ours_a.as_secs_f64()
+    );
+    for ((n, ob, ours), rep) in t.ours_b.iter().zip(&t.rep_b) {
+        eprintln!(
+            "B 1000-row, {n} apply stream(s): ours {} groups in {ours:?} = {:.0} rows/s; replica {rep:?} = {:.0} rows/s; ratio {:.2}",
+            ob.groups_applied,
+            rate(big * 1000, *ours),
+            rate(big * 1000, *rep),
+            rep.as_secs_f64() / ours.as_secs_f64()
+        );
+        assert_eq!(ob.groups_applied, big, "{n} streams");
+    }
+    eprintln!(
+        "settings: ours batch_rows={} batch_groups={} read_page={} stmt_rows={} stmt_bytes={}; \
+         both durable (flush_log_at_trx_commit=1, sync_binlog=1, binlog on), replica \
+         log_slave_updates={log_updates}",
+        cfg.batch_rows,
+        cfg.batch_groups,
+        cfg.read_page,
+        cfg.limits().stmt_rows,
+        cfg.limits().stmt_bytes
+    );
+    assert_eq!(t.oa.groups_applied, txns);
+}
+
+/// Workload A (`txns` single-row transactions), then one B segment (1 000-row
+/// transactions) per stream count, each waited for in L: A's end on the source and in L,
+/// and each segment's.
+async fn workloads(
+    sc: &mut mysql_async::Conn,
+    pdb: &str,
+    (src, w, pool): (&Server, &World, &sqlx::MySqlPool),
+    streams: &[usize],
+    txns: u64,
+) -> (BinlogPos, LSeq, Vec<(BinlogPos, LSeq)>) {
+    // Workload A: single-row transactions.
+    let g = Instant::now();
+    sc.query_drop(format!("CALL `{pdb}`.gen_a()"))
+        .await
+        .unwrap();
+    eprintln!(
+        "generated {txns} single-row transactions in {:?}",
+        g.elapsed()
+    );
+    let pa = end_of(src).await;
+    let g = Instant::now();
+    let sa = wait_l(w, pool, &pa).await;
+    eprintln!(
+        "bench: L holds workload A {:?} after the writer finished",
+        g.elapsed()
+    );
+    // Workload B: 1 000-row transactions, one segment per stream count.
+    let mut segs = Vec::new();
+    for _ in streams {
+        sc.query_drop(format!("CALL `{pdb}`.gen_b()"))
+            .await
+            .unwrap();
+        let pb = end_of(src).await;
+        let sb = wait_l(w, pool, &pb).await;
+        segs.push((pb, sb));
+    }
+    (pa, sa, segs)
+}
+
+/// Our replay of workload A on one stream, then of each B segment on its stream count,
+/// each timed.
+async fn ours(
+    r: &Replayer<'_>,
+    b: LSeq,
+    sa: LSeq,
+    streams: &[usize],
+    segs: &[(BinlogPos, LSeq)],
+) -> (
+    replay::Outcome,
+    Duration,
+    Vec<(usize, replay::Outcome, Duration)>,
+) {
+    let t = Instant::now();
+    let oa = r.run(b, Until::CatchUp { upto: sa }).await.unwrap();
+    let ours_a = t.elapsed();
+    let mut ours_b = Vec::new();
+    for (&n, (_, sb)) in streams.iter().zip(segs) {
+        let cfg_n = ReplayConfig {
+            apply_streams: n,
+            ..r.cfg.clone()
+        };
+        let rn = Replayer { cfg: &cfg_n, ..*r };
+        let t = Instant::now();
+        let ob = rn.run(b, Until::CatchUp { upto: *sb }).await.unwrap();
+        ours_b.push((n, ob, t.elapsed()));
+    }
+    (oa, ours_a, ours_b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn streaming_apply_versus_a_native_replica() {
     // Alone: its timings, and the tests beside it with client deadlines of a few seconds,
@@ -158,193 +344,61 @@ async fn streaming_apply_versus_a_native_replica() {
         &w.tdb,
         "DROP TRIGGER t_bi; DROP TRIGGER t_bu; DROP TRIGGER t_bd",
     );
-    // The workload's procedures exist before B: a DDL naming the table after B pauses it.
     let pdb = src.fresh_db("benchproc");
     let mut sc = w.src_conn().await;
-    let db = w.db.clone();
-    sc.query_drop(format!(
-            "CREATE PROCEDURE `{pdb}`.gen_a() BEGIN DECLARE i INT DEFAULT 0; WHILE i < {txns} DO \
-             INSERT INTO `{db}`.t VALUES (1000001 + i, 'a', i, 1.5, NOW(6)); SET i = i + 1; END WHILE; END"
-        ))
-    .await
-    .unwrap();
-    sc.query_drop(
-        format!(
-            "CREATE PROCEDURE `{pdb}`.gen_b() BEGIN DECLARE k INT DEFAULT 0; WHILE k < {big} DO \
-             UPDATE `{db}`.t SET n = n + 1, v = 'b' WHERE id BETWEEN 1000001 + (k * 1000) % {txns} AND 1000000 + (k * 1000) % {txns} + 1000; \
-             SET k = k + 1; END WHILE; END"
-        ),
-    )
-    .await
-    .unwrap();
-    let pool = w.pool().await;
-    let reader = w.start_reader(&pool).await;
-    let lease = w.lease(&pool).await;
-    let ctx = w.ctx(lease.token).await;
-    w.claim(&ctx).await;
-    start(&w, &pool, &lease).await;
-    window(&w, &pool, &lease, &ctx, 0, KeyRange::ALL, 1000).await;
-    let journal = Journal::new(pool.clone());
-    let store = w.store();
-    let plan = vec![KeyRange::ALL];
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
+    create_procedures(&mut sc, &pdb, &w.db, txns, big).await;
+    let fin = Finishing::open(&w, vec![KeyRange::ALL]).await;
+    let pool = &fin.pool;
+    start(&w, pool, &fin.lease).await;
+    window(&w, pool, &fin.lease, &fin.ctx, 0, KeyRange::ALL, 1000).await;
     let cfg = ReplayConfig::default();
-    let f = Finish {
-        pool: &pool,
-        scope: w.scope(),
-        journal: &journal,
-        lease: &lease,
-        store: &store,
-        plan: &plan,
-        schema_fingerprint: w.sealed().await.fingerprint(),
-        source: &src_opts,
-        control_schema: &w.ctl,
-        target: &topts,
-        ctx: &ctx,
-        chain: None,
-        replay: cfg.clone(),
-        marker_wait: Duration::from_secs(60),
-        fields: None,
-    };
+    let f = fin.finish(&w, cfg.clone());
     let a = f.activate().await.unwrap();
     eprintln!("bench: activated");
     let p0 = end_of(&src).await;
-    // The replica: everything up to P0 first (schema and setup), not timed.
     let mut rc = match &rep {
         Some(r) => Some(conn(r).await),
         None => None,
     };
     if let Some(rc) = rc.as_mut() {
-        rc.query_drop(format!(
-            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {}, MASTER_USER = 'root', \
-         MASTER_LOG_FILE = 'mysql-bin.000001', MASTER_LOG_POS = 4, MASTER_USE_GTID = no",
-            src.port()
-        ))
-        .await
-        .unwrap();
-        rc.query_drop("START SLAVE IO_THREAD").await.unwrap();
-        replica_apply_until(rc, &p0, &gtid_at(&src, &p0).await).await;
-        eprintln!("bench: replica at P0 {p0}");
+        replica_at(rc, &src, &p0).await;
     }
-    // Workload A: single-row transactions.
-    let g = Instant::now();
-    sc.query_drop(format!("CALL `{pdb}`.gen_a()"))
-        .await
-        .unwrap();
-    eprintln!(
-        "generated {txns} single-row transactions in {:?}",
-        g.elapsed()
-    );
-    let pa = end_of(&src).await;
-    let g = Instant::now();
-    let sa = wait_l(&w, &pool, &pa).await;
-    eprintln!(
-        "bench: L holds workload A {:?} after the writer finished",
-        g.elapsed()
-    );
-    // Workload B: 1 000-row transactions, one segment per stream count.
-    let mut segs = Vec::new();
-    for _ in &streams {
-        sc.query_drop(format!("CALL `{pdb}`.gen_b()"))
-            .await
-            .unwrap();
-        let pb = end_of(&src).await;
-        let sb = wait_l(&w, &pool, &pb).await;
-        segs.push((pb, sb));
-    }
+    let (pa, sa, segs) = workloads(&mut sc, &pdb, (&src, &w, pool), &streams, txns).await;
     let pb = segs.last().map(|s| s.0.clone()).unwrap();
-    // The replica's IO thread fetches everything before its SQL thread's clock starts.
-    while let Some(rc) = rc.as_mut() {
-        let r: mysql_async::Row = rc.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
-        let file: String = r
-            .get::<Option<String>, _>("Master_Log_File")
-            .flatten()
-            .unwrap_or_default();
-        let pos: u64 = r
-            .get::<Option<String>, _>("Read_Master_Log_Pos")
-            .flatten()
-            .unwrap_or_default()
-            .parse()
-            .unwrap_or(0);
-        if file == pb.file && pos >= pb.pos {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    if let Some(rc) = rc.as_mut() {
+        replica_fetched(rc, &pb).await;
     }
-    let sopts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
     let r = Replayer {
-        pool: &pool,
+        pool,
         scope: &w.scope(),
-        source: &sopts,
-        target: &topts,
-        ctx: &ctx,
+        source: &fin.source,
+        target: &fin.target,
+        ctx: &fin.ctx,
         cfg: &cfg,
         chain: None,
     };
-    let t = Instant::now();
-    let oa = r.run(a.b.seq, Until::CatchUp { upto: sa }).await.unwrap();
-    let ours_a = t.elapsed();
-    let mut ours_b = Vec::new();
-    for (&n, (_, sb)) in streams.iter().zip(&segs) {
-        let cfg_n = ReplayConfig {
-            apply_streams: n,
-            ..cfg.clone()
-        };
-        let rn = Replayer { cfg: &cfg_n, ..r };
-        let t = Instant::now();
-        let ob = rn.run(a.b.seq, Until::CatchUp { upto: *sb }).await.unwrap();
-        ours_b.push((n, ob, t.elapsed()));
-    }
-    let ga = gtid_at(&src, &pa).await;
-    let mut rep_b = Vec::new();
-    let rep_a = match rc.as_mut() {
-        Some(rc) => {
-            let d = replica_apply_until(rc, &pa, &ga).await;
-            for (pb, _) in &segs {
-                let gb = gtid_at(&src, pb).await;
-                rep_b.push(replica_apply_until(rc, pb, &gb).await);
-            }
-            d
-        }
-        None => Duration::ZERO,
+    let (oa, ours_a, ours_b) = ours(&r, a.b.seq, sa, &streams, &segs).await;
+    let (rep_a, mut rep_b) = match rc.as_mut() {
+        Some(rc) => replica_times(rc, &src, &pa, &segs).await,
+        None => (Duration::ZERO, Vec::new()),
     };
     rep_b.resize(segs.len(), Duration::ZERO);
-    let rate = |n: u64, d: Duration| n as f64 / d.as_secs_f64();
-    eprintln!(
-        "A single-row: ours {} groups in {ours_a:?} = {:.0} txn/s; replica {rep_a:?} = {:.0} txn/s; ratio {:.2}",
-        oa.groups_applied,
-        rate(txns, ours_a),
-        rate(txns, rep_a),
-        rep_a.as_secs_f64() / ours_a.as_secs_f64()
-    );
-    for ((n, ob, ours), rep) in ours_b.iter().zip(&rep_b) {
-        eprintln!(
-            "B 1000-row, {n} apply stream(s): ours {} groups in {ours:?} = {:.0} rows/s; replica {rep:?} = {:.0} rows/s; ratio {:.2}",
-            ob.groups_applied,
-            rate(big * 1000, *ours),
-            rate(big * 1000, *rep),
-            rep.as_secs_f64() / ours.as_secs_f64()
-        );
-        assert_eq!(ob.groups_applied, big, "{n} streams");
-    }
-    eprintln!(
-        "settings: ours batch_rows={} batch_groups={} read_page={} stmt_rows={} stmt_bytes={}; \
-         both durable (flush_log_at_trx_commit=1, sync_binlog=1, binlog on), replica \
-         log_slave_updates={log_updates}",
-        cfg.batch_rows,
-        cfg.batch_groups,
-        cfg.read_page,
-        cfg.limits().stmt_rows,
-        cfg.limits().stmt_bytes
-    );
-    assert_eq!(oa.groups_applied, txns);
+    let timings = Timings {
+        txns,
+        big,
+        oa,
+        ours_a,
+        rep_a,
+        ours_b,
+        rep_b,
+    };
+    report(&timings, &cfg, log_updates);
     assert_eq!(checksum(&src, &w.db, "t"), checksum(&tgt, &w.tdb, "t"));
     if let (Some(rep), Some(rc)) = (&rep, rc) {
         assert_eq!(checksum(&src, &w.db, "t"), checksum(rep, &w.db, "t"));
         rc.disconnect().await.unwrap();
     }
-    let (lags, in_l) = lag_phase(&pool, &tgt, &w, &r, a.b.seq).await;
+    let (lags, in_l) = lag_phase(pool, &tgt, &w, &r, a.b.seq).await;
     eprintln!(
         "lag under a steady {} rows/s writer for {} s ({} rows): source commit -> target \
          commit p50 {:?} p99 {:?} max {:?}; of which source commit -> in L p50 {:?} p99 {:?}",
@@ -358,7 +412,7 @@ async fn streaming_apply_versus_a_native_replica() {
         pct(&in_l, 99),
     );
     assert_eq!(checksum(&src, &w.db, "t"), checksum(&tgt, &w.tdb, "t"));
-    reader.stop().await.unwrap();
+    fin.reader.stop().await.unwrap();
 }
 
 /// BENCH_STREAMS: the apply-stream counts of the B segments (default `1,2`).

@@ -6,6 +6,8 @@
 //! group at its `XA COMMIT`.
 mod release;
 mod store;
+#[cfg(test)]
+mod tests;
 
 use release::release;
 use store::{queue, Pending, Replay, Writer};
@@ -17,6 +19,7 @@ use crate::error::{from_mysql, DefiniteCode, Error, Result};
 use crate::lineage;
 use crate::log::{self, Position};
 use crate::position::{Flavor, Gtid};
+use admission::{retry_with, RetryError, RetryPolicy};
 use futures_util::StreamExt;
 use mysql_async::prelude::Queryable;
 use sqlx::mysql::MySqlPool;
@@ -116,41 +119,106 @@ impl Reader {
 }
 
 /// Runs sessions until cancelled, a definite error, or `max_failures` sessions in a row
-/// that stored nothing.
+/// that stored nothing ([`sessions`]).
 pub async fn run(
     pool: &MySqlPool,
     cfg: &ReaderConfig,
     set: &SharedCaptureSet,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let mut failures = 0u32;
-    let mut backoff = Duration::from_millis(50);
-    loop {
+    let session = || async {
         let progressed = Arc::new(AtomicBool::new(false));
         let r = session(pool, cfg, set, cancel, &progressed).await;
-        match r {
-            Ok(()) => return Ok(()),
-            Err(e @ Error::Definite(_)) => {
-                tracing::error!(stream = %cfg.stream, error = %e, "capture stopped");
-                return Err(e);
+        (r, progressed.load(Ordering::Relaxed))
+    };
+    sessions(&cfg.stream, cfg.max_failures, cancel, &session).await
+}
+
+/// The retry bound of [`run`] over `session` (which says whether it stored anything).
+///
+/// Each streak of failed sessions is one bounded [`admission::retry_with`]: a definite
+/// error is permanent, at most `max_failures` sessions, 50 ms doubling to 2 s between them,
+/// ended by `cancel`. A session that stored something before it failed starts a new streak
+/// in which it is the first failure (carried into the streak's first attempt), so the
+/// budget counts failures in a row without progress.
+async fn sessions<F, Fut>(
+    stream: &str,
+    max_failures: u32,
+    cancel: &CancellationToken,
+    session: &F,
+) -> Result<()>
+where
+    F: Fn() -> Fut + Sync,
+    Fut: std::future::Future<Output = (Result<()>, bool)> + Send,
+{
+    let policy = RetryPolicy::exponential(
+        max_failures,
+        Duration::from_millis(50),
+        Duration::from_secs(2),
+    );
+    let failed = || Error::transient("capture session failed");
+    let mut carried: Option<Error> = None;
+    loop {
+        let streak = retry_with(
+            &mut carried,
+            |carried, attempt| {
+                Box::pin(async move {
+                    if let Some(e) = carried.take() {
+                        return Err(e);
+                    }
+                    let (r, progressed) = session().await;
+                    streak_step(stream, r, progressed, attempt, carried)
+                })
+            },
+            |e: &Error| !e.is_transient(),
+            &policy,
+            cancel,
+        )
+        .await;
+        match streak {
+            Ok(Streak::Ended) | Err(RetryError::Cancelled { .. }) => return Ok(()),
+            // A budget of one: the failure that made progress is the last one.
+            Ok(Streak::Progressed) if max_failures <= 1 => {
+                return Err(carried.take().unwrap_or_else(failed))
             }
-            Err(e) => {
-                if progressed.load(Ordering::Relaxed) {
-                    failures = 0;
-                    backoff = Duration::from_millis(50);
-                }
-                failures += 1;
-                tracing::warn!(stream = %cfg.stream, error = %e, failures, "capture session ended; resuming from D");
-                if failures >= cfg.max_failures {
-                    return Err(e);
-                }
+            Ok(Streak::Progressed) => {}
+            Err(e) => return Err(e.into_last().unwrap_or_else(failed)),
+        }
+    }
+}
+
+/// How a streak of [`sessions`] ended without giving up.
+#[derive(Debug)]
+enum Streak {
+    /// A session ended without an error (cancelled).
+    Ended,
+    /// A session failed after storing something: its error is carried into a new streak.
+    Progressed,
+}
+
+/// What session attempt `attempt` of a streak that ended with `r` means for the streak.
+fn streak_step(
+    stream: &str,
+    r: Result<()>,
+    progressed: bool,
+    attempt: u32,
+    carried: &mut Option<Error>,
+) -> Result<Streak> {
+    match r {
+        Ok(()) => Ok(Streak::Ended),
+        Err(e @ Error::Definite(_)) => {
+            tracing::error!(stream = %stream, error = %e, "capture stopped");
+            Err(e)
+        }
+        Err(e) => {
+            let failures = if progressed { 1 } else { attempt };
+            tracing::warn!(stream = %stream, error = %e, failures, "capture session ended; resuming from D");
+            if progressed && attempt > 1 {
+                *carried = Some(e);
+                return Ok(Streak::Progressed);
             }
+            Err(e)
         }
-        tokio::select! {
-            _ = cancel.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -10,6 +10,9 @@ use crate::codec::Versioned;
 use crate::ids::Digest;
 use serde::{Deserialize, Serialize};
 
+mod legacy;
+pub use legacy::{ColumnDefV2, SealedSchemaV1, SealedSchemaV2};
+
 /// The physical type of a supported column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ColumnKind {
@@ -178,64 +181,7 @@ pub struct ColumnDef {
     pub generated: Option<Generated>,
 }
 
-/// A column as SCHM v1 and v2 stored it (before generated columns). Also the form the
-/// fingerprint of a table without generated columns is computed over, so every table
-/// sealed before SCHM v3 keeps its fingerprint.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ColumnDefV2 {
-    pub name: String,
-    pub kind: ColumnKind,
-    pub column_type: String,
-    pub unsigned: bool,
-    pub nullable: bool,
-    pub char_len: Option<u64>,
-    pub numeric_precision: Option<u64>,
-    pub numeric_scale: Option<u64>,
-    pub datetime_precision: Option<u64>,
-    pub charset: Option<String>,
-    pub collation: Option<String>,
-}
-
-impl From<ColumnDefV2> for ColumnDef {
-    fn from(c: ColumnDefV2) -> ColumnDef {
-        ColumnDef {
-            name: c.name,
-            kind: c.kind,
-            column_type: c.column_type,
-            unsigned: c.unsigned,
-            nullable: c.nullable,
-            char_len: c.char_len,
-            numeric_precision: c.numeric_precision,
-            numeric_scale: c.numeric_scale,
-            datetime_precision: c.datetime_precision,
-            charset: c.charset,
-            collation: c.collation,
-            generated: None,
-        }
-    }
-}
-
 impl ColumnDef {
-    /// The v2 form of a column that is not generated (None for a generated one).
-    pub fn to_v2(&self) -> Option<ColumnDefV2> {
-        if self.generated.is_some() {
-            return None;
-        }
-        Some(ColumnDefV2 {
-            name: self.name.clone(),
-            kind: self.kind,
-            column_type: self.column_type.clone(),
-            unsigned: self.unsigned,
-            nullable: self.nullable,
-            char_len: self.char_len,
-            numeric_precision: self.numeric_precision,
-            numeric_scale: self.numeric_scale,
-            datetime_precision: self.datetime_precision,
-            charset: self.charset.clone(),
-            collation: self.collation.clone(),
-        })
-    }
-
     /// The expression a read selects for this column: the column, or `CAST(c AS BINARY)`
     /// for the binary-form types ([`ColumnKind::is_binary_form`]), whose plain SELECT
     /// is their text (`1.2.3.4`) while the binlog carries the binary form.
@@ -291,75 +237,6 @@ pub struct SealedSchema {
 /// The name of a primary key index.
 pub const PRIMARY: &str = "PRIMARY";
 
-/// The physical part of a definition that the fingerprint covers: everything but names of
-/// the database and table, so a target can be compared with its source. Version 1 (one
-/// primary-key column) is kept so every fingerprint sealed before composite keys stays.
-#[derive(Serialize)]
-struct PhysicalV1<'a> {
-    columns: &'a [ColumnDefV2],
-    pk: usize,
-}
-
-#[derive(Serialize)]
-struct PhysicalV2<'a> {
-    columns: &'a [ColumnDefV2],
-    key: &'a [usize],
-    primary: bool,
-}
-
-/// The physical definition of a table with a generated column (its own tag, so it never
-/// collides with a v1/v2 one).
-#[derive(Serialize)]
-struct PhysicalV3<'a> {
-    columns: &'a [ColumnDef],
-    key: &'a [usize],
-    primary: bool,
-}
-
-/// SCHM version 1: the single signed integer primary-key column. Public so formats that
-/// embed a schema (test fixtures) can decode their own old versions.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SealedSchemaV1 {
-    pub database: String,
-    pub table: String,
-    pub columns: Vec<ColumnDefV2>,
-    pub pk: usize,
-}
-
-impl From<SealedSchemaV1> for SealedSchema {
-    fn from(v1: SealedSchemaV1) -> SealedSchema {
-        SealedSchema {
-            database: v1.database,
-            table: v1.table,
-            columns: v1.columns.into_iter().map(ColumnDef::from).collect(),
-            key: vec![v1.pk],
-            key_name: PRIMARY.into(),
-        }
-    }
-}
-
-/// SCHM version 2: composite keys, columns without a generated part.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SealedSchemaV2 {
-    pub database: String,
-    pub table: String,
-    pub columns: Vec<ColumnDefV2>,
-    pub key: Vec<usize>,
-    pub key_name: String,
-}
-
-impl From<SealedSchemaV2> for SealedSchema {
-    fn from(v2: SealedSchemaV2) -> SealedSchema {
-        SealedSchema {
-            database: v2.database,
-            table: v2.table,
-            columns: v2.columns.into_iter().map(ColumnDef::from).collect(),
-            key: v2.key,
-            key_name: v2.key_name,
-        }
-    }
-}
-
 /// Version 3 adds [`ColumnDef::generated`].
 impl Versioned for SealedSchema {
     const KIND: [u8; 4] = *b"SCHM";
@@ -400,35 +277,7 @@ impl SealedSchema {
     /// their fingerprint; a table without generated columns keeps the v1/v2 column form,
     /// so tables sealed before generated columns keep theirs.
     pub fn fingerprint(&self) -> Digest {
-        let Some(v2) = self
-            .columns
-            .iter()
-            .map(ColumnDef::to_v2)
-            .collect::<Option<Vec<_>>>()
-        else {
-            let mut bytes = b"backfill-schema-v3".to_vec();
-            bytes.extend(crate::codec::to_canonical(&PhysicalV3 {
-                columns: &self.columns,
-                key: &self.key,
-                primary: self.key_is_primary(),
-            }));
-            return Digest::of(&bytes);
-        };
-        if let ([pk], true) = (self.key.as_slice(), self.key_is_primary()) {
-            let mut bytes = b"backfill-schema-v1".to_vec();
-            bytes.extend(crate::codec::to_canonical(&PhysicalV1 {
-                columns: &v2,
-                pk: *pk,
-            }));
-            return Digest::of(&bytes);
-        }
-        let mut bytes = b"backfill-schema-v2".to_vec();
-        bytes.extend(crate::codec::to_canonical(&PhysicalV2 {
-            columns: &v2,
-            key: &self.key,
-            primary: self.key_is_primary(),
-        }));
-        Digest::of(&bytes)
+        legacy::fingerprint(self)
     }
 
     /// The key a table is copied by, for people: `PRIMARY (`a`, `b`)`, or
@@ -587,135 +436,4 @@ mod tests {
 }
 
 #[cfg(test)]
-mod golden {
-    use super::*;
-
-    /// SCHM v1 bytes as every table installed before composite keys stored them.
-    const V1: &str = "5343484d010001640174010269640406626967696e740000000113010000000000";
-
-    fn v1_schema() -> SealedSchemaV1 {
-        SealedSchemaV1 {
-            database: "d".into(),
-            table: "t".into(),
-            columns: vec![ColumnDefV2 {
-                name: "id".into(),
-                kind: ColumnKind::BigInt,
-                column_type: "bigint".into(),
-                unsigned: false,
-                nullable: false,
-                char_len: None,
-                numeric_precision: Some(19),
-                numeric_scale: Some(0),
-                datetime_precision: None,
-                charset: None,
-                collation: None,
-            }],
-            pk: 0,
-        }
-    }
-
-    #[test]
-    fn v1_bytes_still_decode_to_a_one_column_primary_key() {
-        let mut bytes = b"SCHM\x01\x00".to_vec();
-        bytes.extend(crate::codec::to_canonical(&v1_schema()));
-        assert_eq!(hex::encode(&bytes), V1, "the v1 encoding is pinned");
-        let s = SealedSchema::decode(&bytes).unwrap();
-        assert_eq!((s.key.clone(), s.key_is_primary()), (vec![0], true));
-        // The fingerprint of a v1 table is the one it was sealed with.
-        assert_eq!(
-            s.fingerprint().to_hex(),
-            "5d24ef08717d85d04ada7e820552912dc99f10d2da3950ba724e81cca8a9bfeb"
-        );
-        let v3 = crate::codec::encode(&s);
-        assert_eq!(&v3[4..6], &[3, 0]);
-        assert_eq!(SealedSchema::decode(&v3).unwrap(), s);
-    }
-
-    /// A composite key over (INT, VARCHAR): SCHM v2 as tables installed before generated
-    /// columns stored it, and its fingerprint (computed by the code before SCHM v3).
-    const V2: &str = "5343484d0200016401740201610303696e74000000000000000001620f0b76617263686172\
-                      283130290000010a0000000107757466386d6234010b757466386d62345f62696e0200\
-                      01075052494d415259";
-    const V2_FINGERPRINT: &str = "6803c7286199c3b9c8eae2116db69be08bc28dc438b72368393dd2de3f9493e5";
-
-    fn v2_schema() -> SealedSchemaV2 {
-        let mut b = ColumnDef::plain("b", ColumnKind::Varchar, "varchar(10)");
-        b.char_len = Some(10);
-        b.charset = Some("utf8mb4".into());
-        b.collation = Some("utf8mb4_bin".into());
-        let a = ColumnDef::plain("a", ColumnKind::Int, "int");
-        SealedSchemaV2 {
-            database: "d".into(),
-            table: "t".into(),
-            columns: vec![a.to_v2().unwrap(), b.to_v2().unwrap()],
-            key: vec![0, 1],
-            key_name: PRIMARY.into(),
-        }
-    }
-
-    #[test]
-    fn v2_bytes_still_decode_and_keep_their_fingerprint() {
-        let bytes = crate::codec::encode_version(*b"SCHM", 2, &v2_schema());
-        if std::env::var("BLESS").is_ok() {
-            let s = SealedSchema::decode(&bytes).unwrap();
-            eprintln!(
-                "V2 = {}\nfp = {}",
-                hex::encode(&bytes),
-                s.fingerprint().to_hex()
-            );
-        }
-        assert_eq!(hex::encode(&bytes), V2, "the v2 encoding is pinned");
-        let s = SealedSchema::decode(&bytes).unwrap();
-        assert_eq!(s.key, vec![0, 1]);
-        assert!(s.columns.iter().all(|c| c.generated.is_none()));
-        assert_eq!(s.fingerprint().to_hex(), V2_FINGERPRINT);
-    }
-
-    /// SCHM v3 with a STORED and a VIRTUAL generated column: pinned bytes, its own
-    /// fingerprint formula, and the written columns leave both out.
-    const V3: &str = "5343484d0300016401740401610303696e7400000000000000000001620f0b76617263686172\
-                      283130290000010a0000000107757466386d6234010b757466386d62345f62696e0001\
-                      730303696e740001000000000000010107606160202a203201760303696e7400010000\
-                      00000000010007606160202a2032020001075052494d415259";
-    const V3_FINGERPRINT: &str = "66091888dab68b0f63a3c6444bdf96eb205e928d6dc479580b9b2023c5cf77bb";
-
-    fn v3_schema() -> SealedSchema {
-        let mut s: SealedSchema = v2_schema().into();
-        for (name, stored) in [("s", true), ("v", false)] {
-            let mut g = ColumnDef::plain(name, ColumnKind::Int, "int");
-            g.nullable = true;
-            g.generated = Some(Generated {
-                stored,
-                expression: "`a` * 2".into(),
-            });
-            s.columns.push(g);
-        }
-        s
-    }
-
-    #[test]
-    fn v3_bytes_are_pinned_and_generated_columns_are_not_written() {
-        let s = v3_schema();
-        let bytes = crate::codec::encode(&s);
-        if std::env::var("BLESS").is_ok() {
-            eprintln!(
-                "V3 = {}\nfp = {}",
-                hex::encode(&bytes),
-                s.fingerprint().to_hex()
-            );
-        }
-        assert_eq!(hex::encode(&bytes), V3, "the v3 encoding is pinned");
-        assert_eq!(SealedSchema::decode(&bytes).unwrap(), s);
-        assert_eq!(s.fingerprint().to_hex(), V3_FINGERPRINT);
-        assert_eq!(s.written_columns(), vec![0, 1]);
-        let mut virt = s.clone();
-        virt.columns[3].generated.as_mut().unwrap().stored = true;
-        assert_ne!(
-            virt.fingerprint(),
-            s.fingerprint(),
-            "VIRTUAL vs STORED differ"
-        );
-        let plain: SealedSchema = v2_schema().into();
-        assert_eq!(plain.written_columns(), vec![0, 1]);
-    }
-}
+mod golden;
