@@ -389,8 +389,13 @@ pub async fn after_windows(
                 cancel: &ctx.cancel,
                 write_deadline: ctx.deadlines.target_write,
             };
-            f.stream_admitted(a.b.seq, ctx.cancel.clone(), &permits)
-                .await
+            let b = a.b.seq;
+            let verify = || {
+                let work = crate::table::periodic::compare(ctx, f.replayer(), b);
+                under_write_permits(ctx, "periodic verify", n, &ctx.cancel, work)
+            };
+            let follow = |stop| f.stream_admitted(b, stop, &permits);
+            crate::table::periodic::stream(ctx, follow, verify).await
         }
         .map(Some)
     }

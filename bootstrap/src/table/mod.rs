@@ -19,8 +19,10 @@ pub mod hooks;
 pub mod legacy;
 pub mod markers;
 pub mod pause;
+pub mod periodic;
 pub mod replay;
 pub mod target_write;
+pub mod turns;
 pub mod window;
 
 use crate::store::commands;

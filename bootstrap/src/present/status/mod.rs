@@ -31,6 +31,7 @@ use ledger::registry::Registry;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
 
+pub mod fleet;
 mod json;
 mod text;
 
@@ -226,11 +227,20 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
 impl JobStatus {
     /// The state to show: PAUSED(phase) while paused, else J's phase, else install's state.
     pub fn state(&self) -> String {
-        match (&self.paused, &self.phase) {
-            (Some(_), Some(p)) => format!("PAUSED({p})"),
-            (None, Some(p)) => p.clone(),
-            (_, None) => self.job.state.clone(),
-        }
+        state_of(
+            self.paused.is_some(),
+            self.phase.as_deref(),
+            &self.job.state,
+        )
+    }
+}
+
+/// PAUSED(phase) while paused, else J's phase, else the state install recorded.
+pub fn state_of(paused: bool, phase: Option<&str>, installed: &str) -> String {
+    match (paused, phase) {
+        (true, Some(p)) => format!("PAUSED({p})"),
+        (false, Some(p)) => p.to_string(),
+        (_, None) => installed.to_string(),
     }
 }
 
@@ -247,37 +257,25 @@ pub fn runbook(code: DefiniteCode) -> &'static str {
     }
 }
 
-/// The status of every job (or of `job`) and of the serve processes, as text or as one
-/// JSON document.
-pub async fn render(pool: &MySqlPool, job: Option<JobId>, json: bool) -> Result<String> {
-    let mut all = Vec::new();
-    for j in read(pool, job).await? {
-        all.push(gather(pool, j).await?);
-    }
+/// `status JOB` (the per-job detail, text or one JSON document) or, without a job, the
+/// fleet view of every job that `filter` keeps ([`fleet`]).
+pub async fn render(
+    pool: &MySqlPool,
+    job: Option<JobId>,
+    filter: &fleet::Filter,
+    json: bool,
+) -> Result<String> {
+    let Some(job) = job else {
+        return fleet::render(pool, filter, json).await;
+    };
+    let s = gather(pool, jobs::load_job(pool, job).await?).await?;
     let serves = processes::read(pool).await?;
-    Ok(match (json, job) {
-        (true, Some(_)) => {
-            let mut v = all
-                .first()
-                .map(|s| job_json(s, &serves))
-                .unwrap_or_default();
-            v["serve"] = serves_json(&serves);
-            format!("{v}\n")
-        }
-        (true, None) => format!(
-            "{}\n",
-            json!({
-                "jobs": all.iter().map(|s| job_json(s, &serves)).collect::<Vec<_>>(),
-                "serve": serves_json(&serves),
-            })
-        ),
-        (false, _) if all.is_empty() => {
-            format!("no jobs installed\n{}", serves_text(&serves))
-        }
-        (false, _) => {
-            let jobs: String = all.iter().map(|s| job_text(s, &serves)).collect();
-            format!("{jobs}{}", serves_text(&serves))
-        }
+    Ok(if json {
+        let mut v = job_json(&s, &serves);
+        v["serve"] = serves_json(&serves);
+        format!("{v}\n")
+    } else {
+        format!("{}{}", job_text(&s, &serves), serves_text(&serves))
     })
 }
 
