@@ -122,6 +122,22 @@ pub async fn read_all(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), V
 }
 
 impl Verifies {
+    /// As `status --format json` shows it (the fleet view and `status JOB`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "verifies": self.verifies,
+            "failures": self.failures,
+            "last_at": self.last_at,
+            "last_rows": self.last_rows,
+            "last_differing": self.last_differing,
+            "last_ms": self.last_ms,
+            "last_position": self.last_position,
+            "last_clean_at": self.last_clean.as_ref().map(|c| &c.0),
+            "last_clean_rows": self.last_clean.as_ref().map(|c| c.1),
+            "line": self.line(),
+        })
+    }
+
     /// One status line: `12 verifies, last clean at ... (1000 rows, 35 ms)`.
     pub fn line(&self) -> String {
         let mut s = format!(

@@ -212,15 +212,7 @@ impl FleetRow {
                 "message": kernel::redact::redact_text(&p.message),
                 "runbook": super::runbook(p.code),
             })),
-            "verifies": self.verifies.as_ref().map(|v| json!({
-                "verifies": v.verifies,
-                "failures": v.failures,
-                "last_at": v.last_at,
-                "last_rows": v.last_rows,
-                "last_differing": v.last_differing,
-                "last_clean_at": v.last_clean.as_ref().map(|c| &c.0),
-                "last_clean_rows": v.last_clean.as_ref().map(|c| c.1),
-            })),
+            "verifies": self.verifies.as_ref().map(Verifies::json),
         })
     }
 }

@@ -11,6 +11,8 @@
 //! * the capture position D of the job's source stream;
 //! * the activation audit's last field check and a `verify` finding on a STREAMING table
 //!   (`field_checks`), until a later clean verify clears it;
+//! * the periodic verifies of `serve --verify-every` (`periodic_verifies`): how many, how
+//!   many found a difference, the last one and the last clean one;
 //! * commands recorded but not yet carried out by `serve` (`start`, `cancel`, `resume`);
 //! * the admission state each `serve` persisted (`crate::store::processes`): permits in use,
 //!   holds whose release is unknown and queues, with the jobs they belong to, marked stale
@@ -75,6 +77,8 @@ pub struct JobStatus {
     /// The activation audit's last field check and a verify's standing finding
     /// (`crate::store::field_checks`).
     pub field_checks: Vec<crate::store::field_checks::FieldCheck>,
+    /// The periodic verifies of `serve --verify-every` (`crate::store::verifies`).
+    pub verifies: Option<crate::store::verifies::Verifies>,
 }
 
 /// The window J is on, while the table is in the window phase.
@@ -194,6 +198,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
     let pending = pending(pool, &job, head.is_some()).await?;
     let field_checks = crate::store::field_checks::read(pool, job.job_id, job.generation).await?;
+    let verifies = crate::store::verifies::read(pool, job.job_id, job.generation).await?;
     let window = match &head {
         Some(h) => window_now(pool, &job, h).await?,
         None => None,
@@ -221,6 +226,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         pending,
         window,
         field_checks,
+        verifies,
     })
 }
 
