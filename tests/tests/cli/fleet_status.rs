@@ -110,7 +110,11 @@ fn job_lines(text: &str) -> Vec<(u64, String, String, String)> {
     assert!(lines[0].trim_start().starts_with("JOB "), "{text}");
     lines[1..]
         .iter()
-        .take_while(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .take_while(|l| {
+            // The summary line follows the jobs: `N jobs: ...` or `N of M jobs: ...`.
+            let second = l.split_whitespace().nth(1);
+            !matches!(second, Some("jobs:" | "of"))
+        })
         .map(|l| {
             let mut w = l.split_whitespace();
             let job = w.next().unwrap().parse().unwrap();
@@ -125,6 +129,7 @@ fn job_lines(text: &str) -> Vec<(u64, String, String, String)> {
 async fn serve_started(f: &Fleet) {
     let mut cfg = ServeConfig::new(&f.state_url, f.data.path().to_path_buf());
     cfg.exit_when_idle = true;
+    cfg.finish = Some(backfill_tests::bf::table::replay::ReplayConfig::default());
     cfg.poll = Duration::from_millis(100);
     cfg.reader = |r| {
         r.heartbeat = Duration::from_millis(200);

@@ -178,10 +178,10 @@ impl FleetRow {
             None => String::new(),
         });
         let line = format!(
-            "{:>6} {:<30} {:<18} {:>11} {:>8} {:>8} {:>8}  {note}",
+            "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6}  {note}",
             self.job.job_id.0,
-            cut(&name(&self.job.source), 30),
-            cut(&self.state(), 18),
+            cut(&name(&self.job.source), 28),
+            cut(&self.state(), 17),
             format!("{}/{}", self.windows_done, self.job.windows),
             self.rows_per_sec()
                 .map_or_else(|| "-".into(), |r| format!("{r:.0}")),
@@ -220,7 +220,7 @@ impl FleetRow {
 /// The header of the fleet lines.
 pub fn header() -> String {
     format!(
-        "{:>6} {:<30} {:<18} {:>11} {:>8} {:>8} {:>8}  {}",
+        "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6}  {}",
         "JOB", "TABLE", "STATE", "WINDOWS", "ROWS/S", "ETA", "LAG", "PAUSE REASON / NOTE"
     )
 }
