@@ -100,3 +100,24 @@ pub fn names(msg: &str, needles: &[&str]) {
     }
     assert!(msg.contains("fix:"), "refusal names no fix:\n{msg}");
 }
+
+/// Installs one job per table of `tables`: `template` with its source and target tables
+/// replaced by `sdb.T` and `tdb.T` for each name T (the many-tables suites). Returns each
+/// job with its table name, in order.
+pub async fn install_each(
+    template: &InstallRequest,
+    (sdb, tdb): (&str, &str),
+    tables: &[String],
+) -> Vec<(kernel::ids::JobId, kernel::ids::Generation, String)> {
+    let mut jobs = Vec::new();
+    for table in tables {
+        let mut req = template.clone();
+        req.source_table = TableName::new(sdb, table);
+        req.target_table = TableName::new(tdb, table);
+        let done = install(&req)
+            .await
+            .unwrap_or_else(|e| panic!("install {table}: {e}"));
+        jobs.push((done.job_id, done.generation, table.clone()));
+    }
+    jobs
+}

@@ -243,12 +243,7 @@ impl Finish<'_> {
                 seed: rand::random(),
             })
             .await;
-        match &compared {
-            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
-                permit.mark_release_unknown(d.message.clone());
-            }
-            _ => permit.release_confirmed(),
-        }
+        crate::io::bounded::settle(permit, &compared);
         let sample = compared?;
         crate::store::field_checks::record(self.pool, job, g, &sample.record()).await?;
         tracing::info!(
@@ -459,13 +454,7 @@ pub(crate) async fn under_write_permits<T>(
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
     let r = work.await;
     for permit in permits {
-        match &r {
-            // A target statement of `work` may still run (its KILL was not confirmed).
-            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
-                permit.mark_release_unknown(d.message.clone());
-            }
-            _ => permit.release_confirmed(),
-        }
+        crate::io::bounded::settle(permit, &r);
     }
     r
 }

@@ -160,12 +160,7 @@ pub async fn compare(
             seed: 0,
         })
         .await;
-    match &compared {
-        Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
-            permit.mark_release_unknown(d.message.clone());
-        }
-        _ => permit.release_confirmed(),
-    }
+    crate::io::bounded::settle(permit, &compared);
     let sample = compared?;
     if !sample.complete {
         tracing::warn!(%job, rows = sample.rows_checked, "periodic verify did not reach the end of the key space (stopping?): no result recorded");

@@ -5,7 +5,7 @@
 //! state is the job's real state in J, a summary line counting them, filters by state and
 //! table pattern, the same data as JSON, and answers within a few seconds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::install::{install, InstallRequest, TableName};
+use backfill_tests::bf::install::{InstallRequest, TableName};
 use backfill_tests::case::{status_cli, DDL};
 use backfill_tests::serving::ServeConfig;
 use backfill_tests::{backfill, in_process, init_tracing};
@@ -39,38 +39,35 @@ async fn fleet(n: usize) -> Fleet {
     let ctl = source.fresh_db("fleet_c");
     let tdb = target.fresh_db("fleet_t");
     let state_url = target.url_db(&format!("{tdb}_state"));
-    let (mut src, mut tgt) = (String::new(), String::new());
-    for i in 1..=n {
-        let ddl = DDL.replace("TABLE t ", &format!("TABLE t{i} "));
-        src.push_str(&format!("{ddl};\n"));
-        src.push_str(&match i {
-            1 => "INSERT INTO t1 VALUES (1,1,'a'),(2,2,'b'),(3,3,'c'),(4,4,'d'),(5,5,'e');\n"
-                .to_string(),
-            _ => format!("INSERT INTO t{i} SELECT * FROM t1;\n"),
-        });
-        tgt.push_str(&format!("{ddl};\n"));
+    // In batches: the harness passes SQL as a command-line argument.
+    for batch in (1..=n).collect::<Vec<_>>().chunks(100) {
+        let (mut src, mut tgt) = (String::new(), String::new());
+        for &i in batch {
+            let ddl = DDL.replace("TABLE t ", &format!("TABLE t{i} "));
+            src.push_str(&format!("{ddl};\n"));
+            src.push_str(&match i {
+                1 => "INSERT INTO t1 VALUES (1,1,'a'),(2,2,'b'),(3,3,'c'),(4,4,'d'),(5,5,'e');\n"
+                    .to_string(),
+                _ => format!("INSERT INTO t{i} SELECT * FROM t1;\n"),
+            });
+            tgt.push_str(&format!("{ddl};\n"));
+        }
+        source.sql_in(&sdb, &src);
+        target.sql_in(&tdb, &tgt);
     }
-    source.sql_in(&sdb, &src);
-    target.sql_in(&tdb, &tgt);
     let started = Instant::now();
-    let mut jobs = Vec::new();
-    for i in 1..=n {
-        let table = format!("t{i}");
-        let mut req = InstallRequest::new(
-            state_url.clone(),
-            source.url(),
-            TableName::new(&sdb, &table),
-            target.url(),
-            TableName::new(&tdb, &table),
-        );
-        req.window_rows = 2;
-        req.page_rows = 1;
-        req.control_schema = ctl.clone();
-        let done = install(&req)
-            .await
-            .unwrap_or_else(|e| panic!("install {table}: {e}"));
-        jobs.push((done.job_id, done.generation, table));
-    }
+    let mut template = InstallRequest::new(
+        state_url.clone(),
+        source.url(),
+        TableName::new(&sdb, "t1"),
+        target.url(),
+        TableName::new(&tdb, "t1"),
+    );
+    template.window_rows = 2;
+    template.page_rows = 1;
+    template.control_schema = ctl.clone();
+    let tables: Vec<String> = (1..=n).map(|i| format!("t{i}")).collect();
+    let jobs = backfill_tests::install::install_each(&template, (&sdb, &tdb), &tables).await;
     eprintln!("installed {n} jobs in {:?}", started.elapsed());
     Fleet {
         sdb,

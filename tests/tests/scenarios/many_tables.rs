@@ -12,7 +12,7 @@
 //!   both (so the bound is not vacuous).
 //! * Every table verifies clean with the independent comparator; no permit is leaked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::install::{install, InstallRequest, TableName};
+use backfill_tests::bf::install::{InstallRequest, TableName};
 use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
 use backfill_tests::case::DDL;
@@ -64,24 +64,18 @@ async fn world() -> World {
     }
     source.sql_in(&sdb, &src_sql);
     target.sql_in(&tdb, &tgt_sql);
-    let mut jobs = Vec::new();
-    for i in 1..=TABLES {
-        let table = format!("t{i}");
-        let mut req = InstallRequest::new(
-            state_url.clone(),
-            source.url(),
-            TableName::new(&sdb, &table),
-            target.url(),
-            TableName::new(&tdb, &table),
-        );
-        req.window_rows = 50;
-        req.page_rows = 10;
-        req.control_schema = ctl.clone();
-        let done = install(&req)
-            .await
-            .unwrap_or_else(|e| panic!("install {table}: {e}"));
-        jobs.push((done.job_id, done.generation, table));
-    }
+    let mut template = InstallRequest::new(
+        state_url.clone(),
+        source.url(),
+        TableName::new(&sdb, "t1"),
+        target.url(),
+        TableName::new(&tdb, "t1"),
+    );
+    template.window_rows = 50;
+    template.page_rows = 10;
+    template.control_schema = ctl.clone();
+    let tables: Vec<String> = (1..=TABLES).map(|i| format!("t{i}")).collect();
+    let jobs = backfill_tests::install::install_each(&template, (&sdb, &tdb), &tables).await;
     World {
         source,
         target,

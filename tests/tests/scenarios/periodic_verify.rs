@@ -99,6 +99,14 @@ async fn a_row_changed_on_the_target_pauses_its_table_with_verify_failed_and_res
     let h = head(&c, clean, clean_g).await.unwrap();
     assert!(h.paused.is_none() && h.phase == Phase::Streaming, "{h:?}");
     assert_eq!(verifies(&c, clean).1, 0);
+    let last = c.target.sql_in(
+        &c.state_db,
+        &format!(
+            "SELECT last_rows, last_ms FROM periodic_verifies WHERE job_id = {}",
+            clean.0
+        ),
+    );
+    eprintln!("periodic verify of the clean table (rows, ms): {last}");
     let body = scrape(&addr).expect("metrics answer");
     let total = value(&body, "backfill_verifies_total").unwrap();
     assert!(total >= (before + 2 + 2) as f64, "{total}: {body}");
