@@ -5,7 +5,6 @@
 //! state is the job's real state in J, a summary line counting them, filters by state and
 //! table pattern, the same data as JSON, and answers within a few seconds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::install::{InstallRequest, TableName};
 use backfill_tests::case::{status_cli, DDL};
 use backfill_tests::serving::ServeConfig;
 use backfill_tests::{backfill, in_process, init_tracing};
@@ -56,18 +55,16 @@ async fn fleet(n: usize) -> Fleet {
         target.sql_in(&tdb, &tgt);
     }
     let started = Instant::now();
-    let mut template = InstallRequest::new(
-        state_url.clone(),
-        source.url(),
-        TableName::new(&sdb, "t1"),
-        target.url(),
-        TableName::new(&tdb, "t1"),
-    );
-    template.window_rows = 2;
-    template.page_rows = 1;
-    template.control_schema = ctl.clone();
     let tables: Vec<String> = (1..=n).map(|i| format!("t{i}")).collect();
-    let jobs = backfill_tests::install::install_each(&template, (&sdb, &tdb), &tables).await;
+    let at = backfill_tests::install::Each {
+        state_url: &state_url,
+        source: (source, &sdb),
+        target: (target, &tdb),
+        control_schema: &ctl,
+        window_rows: 2,
+        page_rows: 1,
+    };
+    let jobs = backfill_tests::install::install_each(&at, &tables).await;
     eprintln!("installed {n} jobs in {:?}", started.elapsed());
     Fleet {
         sdb,
