@@ -259,6 +259,7 @@ pub fn runbook(code: DefiniteCode) -> &'static str {
             "runbooks/audit-failure.md"
         }
         DefiniteCode::TargetRejected => "runbooks/target-tampered.md",
+        DefiniteCode::VerifyFailed => "runbooks/periodic-verify.md",
         _ => "runbooks/pauses.md",
     }
 }
@@ -343,6 +344,19 @@ mod tests {
         let seq = kernel::log::LSeq(9);
         assert_eq!(serde_json::to_value(seq).unwrap(), json!(9));
         assert_eq!(json!({ "l_seq": seq }).to_string(), r#"{"l_seq":9}"#);
+    }
+
+    #[test]
+    fn every_runbook_named_exists() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for code in crate::supervisor::telemetry::PAUSE_CODES {
+            let path = root.join(runbook(code));
+            assert!(path.is_file(), "{code:?}: {}", path.display());
+        }
+        assert_eq!(
+            runbook(DefiniteCode::VerifyFailed),
+            "runbooks/periodic-verify.md"
+        );
     }
 
     #[test]
