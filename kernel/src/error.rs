@@ -98,6 +98,10 @@ pub enum DefiniteCode {
     JournalMissing,
     /// A job failed transiently too many times in a row (its last error is named).
     RetriesExhausted,
+    /// A periodic verify (`serve --verify-every`) found the STREAMING target differing
+    /// from the source at a pinned point (the first differing keys are named). Added
+    /// last: J records written before it keep their codes.
+    VerifyFailed,
 }
 
 impl DefiniteCode {
@@ -120,6 +124,7 @@ impl DefiniteCode {
             DefiniteCode::Internal => "internal",
             DefiniteCode::JournalMissing => "journal_missing",
             DefiniteCode::RetriesExhausted => "retries_exhausted",
+            DefiniteCode::VerifyFailed => "verify_failed",
         }
     }
 }

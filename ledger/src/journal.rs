@@ -94,6 +94,27 @@ impl Journal {
         head_in(&mut conn, job, generation).await
     }
 
+    /// The head of every table-generation, in one query (`status` of a fleet: one read for
+    /// a thousand jobs, not one per job), each digest link checked like [`Journal::head`].
+    pub async fn heads_all(&self) -> Result<Vec<Head>> {
+        let rows = sqlx::query(
+            "SELECT j.job_id, j.generation, j.seq, j.record, j.prev_digest, j.digest \
+             FROM ledger_journal j JOIN (SELECT job_id, generation, MAX(seq) AS seq \
+             FROM ledger_journal GROUP BY job_id, generation) h \
+             ON h.job_id = j.job_id AND h.generation = j.generation AND h.seq = j.seq",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(sq("reading the heads of J"))?;
+        rows.iter()
+            .map(|r| {
+                let job = JobId(r.try_get("job_id").map_err(sq("reading J"))?);
+                let g = Generation(r.try_get("generation").map_err(sq("reading J"))?);
+                decode_row(job, g, r)
+            })
+            .collect()
+    }
+
     /// Appends `next` after `expected` (same window count and chain root).
     pub async fn append(
         &self,

@@ -100,3 +100,40 @@ pub fn names(msg: &str, needles: &[&str]) {
     }
     assert!(msg.contains("fix:"), "refusal names no fix:\n{msg}");
 }
+
+/// Where [`install_each`] installs: the source and target servers with their databases,
+/// the state store, the control schema, and the window and page sizes.
+pub struct Each<'a> {
+    pub state_url: &'a str,
+    pub source: (&'a Server, &'a str),
+    pub target: (&'a Server, &'a str),
+    pub control_schema: &'a str,
+    pub window_rows: u64,
+    pub page_rows: u64,
+}
+
+/// Installs one job per table name of `tables` (`db.T` on the source to `db.T` on the
+/// target), for the many-tables suites. Returns each job with its table name, in order.
+pub async fn install_each(
+    at: &Each<'_>,
+    tables: &[String],
+) -> Vec<(kernel::ids::JobId, kernel::ids::Generation, String)> {
+    let mut jobs = Vec::new();
+    for table in tables {
+        let mut req = InstallRequest::new(
+            at.state_url,
+            at.source.0.url(),
+            TableName::new(at.source.1, table),
+            at.target.0.url(),
+            TableName::new(at.target.1, table),
+        );
+        req.window_rows = at.window_rows;
+        req.page_rows = at.page_rows;
+        req.control_schema = at.control_schema.to_string();
+        let done = install(&req)
+            .await
+            .unwrap_or_else(|e| panic!("install {table}: {e}"));
+        jobs.push((done.job_id, done.generation, table.clone()));
+    }
+    jobs
+}

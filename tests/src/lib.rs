@@ -19,6 +19,7 @@ pub mod demo;
 pub mod install;
 pub mod keyed;
 pub mod logs;
+pub mod scrape;
 pub mod serving;
 pub mod typed;
 pub mod world;

@@ -53,6 +53,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("apply_streams", "BACKFILL_APPLY_STREAMS"),
     ("windows_only", "BACKFILL_WINDOWS_ONLY"),
     ("metrics_addr", "BACKFILL_METRICS_ADDR"),
+    ("verify_every", "BACKFILL_VERIFY_EVERY"),
     ("log_format", "BACKFILL_LOG_FORMAT"),
     ("format", "BACKFILL_FORMAT"),
 ];

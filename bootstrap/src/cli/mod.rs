@@ -65,7 +65,8 @@ pub enum Command {
     /// Check every precondition, seal the source schema, record its lineage, plan the
     /// windows and register the table under a new generation; prints the job id.
     Install(InstallArgs),
-    /// Show installed jobs: tables, generation, state and planned windows.
+    /// Show jobs: without a JOB one line per job (state, windows, rows/s, ETA, lag, pause
+    /// reason) and a summary; with a JOB its detail.
     Status(StatusArgs),
     /// Record a start command for a job; `serve` runs it (the process may be down now).
     Start(crate::cli::serve::StartArgs),
@@ -163,8 +164,26 @@ pub struct InstallArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub state: StateArgs,
-    /// Only this job.
+    /// Only this job, in detail; without it, one line per job and a summary line.
     pub job: Option<u64>,
+    /// Without a JOB: only jobs in this state (INSTALLED, CAPTURING, WINDOWS, FENCED,
+    /// REPLAYING, AUDITED, STREAMING, CANCELING, CANCELLED, or PAUSED for any pause).
+    #[arg(
+        long,
+        env = "BACKFILL_STATUS_IN_STATE",
+        value_name = "STATE",
+        conflicts_with = "job"
+    )]
+    pub in_state: Option<String>,
+    /// Without a JOB: only jobs whose source or target `db.table` matches PATTERN (`*`
+    /// any run, `?` one character; case-insensitive), e.g. 'shop.*'.
+    #[arg(
+        long,
+        env = "BACKFILL_STATUS_TABLE",
+        value_name = "PATTERN",
+        conflicts_with = "job"
+    )]
+    pub table: Option<String>,
     /// Redraw every SECS seconds until Ctrl-C (JSON: one document per line each time).
     #[arg(long, env = "BACKFILL_STATUS_WATCH", value_name = "SECS")]
     pub watch: Option<u64>,

@@ -129,9 +129,38 @@ pub struct ServeArgs {
     /// Keys per chunk of the audit's field comparison.
     #[arg(long, env = "BACKFILL_AUDIT_CHUNK_ROWS", default_value_t = 10_000)]
     pub audit_chunk_rows: usize,
+    /// Verify each STREAMING table in turn at a pinned binlog point (every row, chunks of
+    /// --audit-chunk-rows), one table at a time, the next starting DURATION after the
+    /// previous ended (e.g. 30s, 5m, 1h; a bare number is seconds). A difference pauses
+    /// the table with `verify_failed` (runbooks/periodic-verify.md). Default: off.
+    #[arg(long, env = "BACKFILL_VERIFY_EVERY", value_name = "DURATION", value_parser = parse_duration)]
+    pub verify_every: Option<std::time::Duration>,
     /// Output format of the final report.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// Parses a DURATION: a number with a unit `ms`, `s`, `m`, `h` or `d` (a bare number is
+/// seconds), above zero.
+pub fn parse_duration(s: &str) -> std::result::Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let bad = || format!("`{s}` is not a duration like 500ms, 30s, 5m, 1h or 1d");
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let ms = match unit.trim() {
+        "ms" => Some(n),
+        "" | "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        "d" => n.checked_mul(86_400_000),
+        _ => return Err(bad()),
+    }
+    .ok_or_else(bad)?;
+    if ms == 0 {
+        return Err(format!("`{s}`: the duration must be above zero"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// Persists `start` for each job named (or, with `--all`, each installed job not yet
@@ -232,6 +261,9 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
         chunk_rows: a.audit_chunk_rows.max(1),
     };
     cfg.task_retries = a.task_retries;
+    cfg.run.verify = a
+        .verify_every
+        .map(|d| std::sync::Arc::new(crate::table::turns::Turns::new(d)));
     if !a.windows_only {
         cfg.finish = Some(crate::table::replay::ReplayConfig {
             batch_rows: a.replay_batch_rows.max(1),
@@ -273,4 +305,25 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
             json!({ "jobs": outcomes.iter().map(|(j, o)| json!({"job_id": j.0, "outcome": o})).collect::<Vec<_>>() })
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_take_a_unit_or_mean_seconds() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        for bad in ["", "s", "1x", "-1s", "1.5s", "99999999999999999999d"] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains("not a duration"), "{bad}: {e}");
+        }
+        assert!(parse_duration("0s").unwrap_err().contains("above zero"));
+    }
 }

@@ -19,6 +19,18 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 use std::time::Duration;
 
+/// Gives `permit` back once `r`, the work done under it, has ended: confirmed, unless `r`
+/// says a statement of it may still run (`release_unconfirmed`): then it stays a hold
+/// (release unknown) with that reason.
+pub fn settle<T>(permit: admission::Permit, r: &Result<T>) {
+    match r {
+        Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
+            permit.mark_release_unknown(d.message.clone());
+        }
+        _ => permit.release_confirmed(),
+    }
+}
+
 /// How long the server may take to show a KILLed connection gone.
 pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -12,7 +12,9 @@
 //!   (`backfill_retries_total`: job task and capture reader restarts, lease renewals,
 //!   uncertain target commits resolved from T) and tables paused per pause code
 //!   (`backfill_pauses_total`, reported by the one place a pause is recorded in J,
-//!   `crate::table::pause`, through `table::ctx::Events`).
+//!   `crate::table::pause`, through `table::ctx::Events`), and the periodic verifies of
+//!   `serve --verify-every` (`backfill_verifies_total`, `backfill_verify_failures_total`,
+//!   `backfill_verify_differing_rows_total`).
 //!
 //! Labels are low-cardinality: job id, pool, phase, pause code, module; never error text.
 use crate::present::status::{self, JobStatus};
@@ -186,7 +188,35 @@ pub async fn render(pool: &MySqlPool, t: &Telemetry) -> String {
     ev.write(&mut out);
     retries_family(t).write(&mut out);
     pauses_family(t).write(&mut out);
+    verify_families(t).iter().for_each(|f| f.write(&mut out));
     out
+}
+
+/// The periodic verifies of `serve --verify-every`: how many ran, how many found a
+/// difference, and the differing rows they found.
+fn verify_families(t: &Telemetry) -> [Family; 3] {
+    let v = t.verifies();
+    let mut all = [
+        Family::new(
+            "backfill_verifies_total",
+            "counter",
+            "periodic verifies (serve --verify-every) that ended with a result",
+        ),
+        Family::new(
+            "backfill_verify_failures_total",
+            "counter",
+            "periodic verifies that found a difference (each paused its table: verify_failed)",
+        ),
+        Family::new(
+            "backfill_verify_differing_rows_total",
+            "counter",
+            "rows the periodic verifies found differing (missing, extra, differing fields)",
+        ),
+    ];
+    for (f, n) in all.iter_mut().zip([v.verifies, v.failed, v.differing_rows]) {
+        f.add(&[], n as f64);
+    }
+    all
 }
 
 fn retries_family(t: &Telemetry) -> Family {

@@ -1,5 +1,5 @@
 //! L0: the only SQL on bootstrap's own tables in the state store: jobs, generations,
-//! sealed schemas, range plans, persisted commands, serve processes; and the two values
+//! sealed schemas, range plans, persisted commands, serve processes, periodic verifies; and the two values
 //! they hold that install produces (the range plan, a refusal).
 pub mod commands;
 pub mod field_checks;
@@ -8,3 +8,4 @@ pub mod plan;
 pub mod processes;
 pub mod refusal;
 pub mod schema_versions;
+pub mod verifies;

@@ -25,7 +25,7 @@ const MAX_RETRY_KINDS: usize = 32;
 
 /// Every pause code, each listed at 0 in the pause counts (the label set is this list,
 /// never free text).
-pub const PAUSE_CODES: [DefiniteCode; 16] = [
+pub const PAUSE_CODES: [DefiniteCode; 17] = [
     DefiniteCode::Precondition,
     DefiniteCode::Usage,
     DefiniteCode::SchemaChanged,
@@ -42,6 +42,7 @@ pub const PAUSE_CODES: [DefiniteCode; 16] = [
     DefiniteCode::Internal,
     DefiniteCode::JournalMissing,
     DefiniteCode::RetriesExhausted,
+    DefiniteCode::VerifyFailed,
 ];
 
 /// Fails to compile when a code is added to [`DefiniteCode`]: whoever adds it here adds it
@@ -62,7 +63,8 @@ const _: fn(DefiniteCode) = |c| match c {
     | DefiniteCode::Preparation
     | DefiniteCode::Internal
     | DefiniteCode::JournalMissing
-    | DefiniteCode::RetriesExhausted => {}
+    | DefiniteCode::RetriesExhausted
+    | DefiniteCode::VerifyFailed => {}
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -80,7 +82,19 @@ struct Inner {
     retries: Mutex<BTreeMap<String, u64>>,
     admission: Mutex<Option<Admission>>,
     throttles: Mutex<Vec<Arc<Throttle>>>,
+    verifies: Mutex<VerifyCounts>,
     log: LogCounts,
+}
+
+/// What the periodic verifies of one process found (`serve --verify-every`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerifyCounts {
+    /// Verifies that ended with a result (clean or not).
+    pub verifies: u64,
+    /// Verifies that found a difference (each paused its table).
+    pub failed: u64,
+    /// Differing rows found, summed (missing, extra and differing fields).
+    pub differing_rows: u64,
 }
 
 impl Default for Telemetry {
@@ -104,6 +118,7 @@ impl Telemetry {
                 retries: Mutex::new(RETRY_KINDS.iter().map(|k| ((*k).to_string(), 0)).collect()),
                 admission: Mutex::new(None),
                 throttles: Mutex::new(Vec::new()),
+                verifies: Mutex::new(VerifyCounts::default()),
                 log,
             }),
         }
@@ -160,6 +175,11 @@ impl Telemetry {
             .collect()
     }
 
+    /// The periodic verifies' counts.
+    pub fn verifies(&self) -> VerifyCounts {
+        *lock(&self.inner.verifies)
+    }
+
     /// WARN and ERROR events per (level, module).
     pub fn log_events(&self) -> Vec<((&'static str, String), u64)> {
         self.inner.log.snapshot()
@@ -184,6 +204,13 @@ impl Events for Telemetry {
 
     fn retried(&self, _job: Option<JobId>, kind: &'static str) {
         self.count_retry(kind);
+    }
+
+    fn verified(&self, _job: JobId, differing: u64) {
+        let mut v = lock(&self.inner.verifies);
+        v.verifies += 1;
+        v.failed += u64::from(differing > 0);
+        v.differing_rows += differing;
     }
 }
 
@@ -248,6 +275,11 @@ mod tests {
         t.retried(Some(JobId(2)), "job_task");
         let n = t.retries().into_iter().find(|(k, _)| k == "job_task");
         assert_eq!(n, Some(("job_task".to_string(), 2)));
+        assert_eq!(t.verifies(), VerifyCounts::default());
+        t.verified(JobId(3), 0);
+        t.verified(JobId(3), 2);
+        let v = t.verifies();
+        assert_eq!((v.verifies, v.failed, v.differing_rows), (2, 1, 2));
     }
 
     #[test]

@@ -247,12 +247,7 @@ impl Finish<'_> {
                 seed: rand::random(),
             })
             .await;
-        match &compared {
-            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
-                permit.mark_release_unknown(d.message.clone());
-            }
-            _ => permit.release_confirmed(),
-        }
+        crate::io::bounded::settle(permit, &compared);
         let sample = compared?;
         crate::store::field_checks::record(self.pool, job, g, &sample.record()).await?;
         tracing::info!(
@@ -577,7 +572,13 @@ async fn stream_once(
         cancel: &ctx.cancel,
         write_deadline: ctx.deadlines.target_write,
     };
-    f.stream_admitted(b_seq, ctx.cancel.clone(), &permits).await
+    let n = cfg.apply_streams;
+    let verify = || {
+        let work = crate::table::periodic::compare(ctx, f.replayer(), b_seq);
+        under_write_permits(ctx, "periodic verify", n, &ctx.cancel, work)
+    };
+    let follow = |stop| f.stream_admitted(b_seq, stop, &permits);
+    crate::table::periodic::stream(ctx, follow, verify).await
 }
 
 /// Runs `work`, a bounded stretch of target write transactions of the job (replay of
@@ -614,13 +615,7 @@ pub(crate) async fn under_write_permits<T>(
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
     let r = work.await;
     for permit in permits {
-        match &r {
-            // A target statement of `work` may still run (its KILL was not confirmed).
-            Err(Error::Definite(d)) if d.code == DefiniteCode::ReleaseUnconfirmed => {
-                permit.mark_release_unknown(d.message.clone());
-            }
-            _ => permit.release_confirmed(),
-        }
+        crate::io::bounded::settle(permit, &r);
     }
     r
 }

@@ -62,6 +62,9 @@ pub trait Events: Send + Sync {
     fn paused(&self, job: JobId, code: DefiniteCode);
     /// An automatic retry or recovery of `kind` (a name from a short fixed list).
     fn retried(&self, job: Option<JobId>, kind: &'static str);
+    /// A periodic verify of `job` (`serve --verify-every`) ended: `differing` rows differ
+    /// (0: clean). Listeners that do not count verifies ignore it.
+    fn verified(&self, _job: JobId, _differing: u64) {}
 }
 
 impl JobCtx {
@@ -138,6 +141,9 @@ pub struct RunConfig {
     pub limits: ledger::apply::Limits,
     /// The activation audit's field comparison (full or sampled).
     pub fields: crate::table::audit::FieldConfig,
+    /// `serve --verify-every`: the process's turns of periodic verifies of STREAMING
+    /// tables (`crate::table::periodic`, `crate::table::turns`), shared by every job; None: no periodic verify.
+    pub verify: Option<Arc<crate::table::turns::Turns>>,
 }
 
 impl Default for RunConfig {
@@ -150,6 +156,7 @@ impl Default for RunConfig {
             max_attempts: 5,
             limits: ledger::apply::Limits::default(),
             fields: crate::table::audit::FieldConfig::default(),
+            verify: None,
         }
     }
 }

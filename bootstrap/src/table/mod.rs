@@ -19,9 +19,11 @@ pub mod hooks;
 pub mod legacy;
 pub mod markers;
 pub mod pause;
+pub mod periodic;
 pub mod replay;
 pub mod schema;
 pub mod target_write;
+pub mod turns;
 pub mod window;
 
 use crate::store::commands;

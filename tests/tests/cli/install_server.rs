@@ -340,12 +340,18 @@ fn the_binary_prints_the_job_id_and_json_and_uses_distinct_exit_codes() {
     assert!(v["estimated_rows"].as_u64().is_some(), "{v}");
     assert_eq!(v["source"]["table"], "t");
     let out = backfill(&["status", "--state", &case.state_url()]);
-    assert!(
-        out.stdout
-            .contains(&format!("job {job}  INSTALLED  generation g1")),
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&job.to_string()))
+        .unwrap_or_else(|| panic!("a fleet line of job {job}: {}", out.stdout));
+    assert_eq!(
+        line.split_whitespace().nth(2),
+        Some("INSTALLED"),
         "{}",
         out.stdout
     );
+    assert!(out.stdout.contains("1 jobs: 1 INSTALLED"), "{}", out.stdout);
 
     // A second install of the live table is refused: exit 3, the reason on stderr.
     case.target

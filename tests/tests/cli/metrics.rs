@@ -5,28 +5,11 @@
 //! --metrics-addr` is scraped while it copies and replays: the counters move; killed, its
 //! admission state is shown stale by `status`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+use backfill_tests::scrape::{scrape, value};
 use backfill_tests::{bf, in_process};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn scrape(addr: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
-}
-
-fn value(body: &str, series: &str) -> Option<f64> {
-    body.lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
 
 #[test]
 fn metrics_are_scraped_during_a_demo_run_and_logs_are_json_lines() {

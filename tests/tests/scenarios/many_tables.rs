@@ -12,7 +12,6 @@
 //!   both (so the bound is not vacuous).
 //! * Every table verifies clean with the independent comparator; no permit is leaked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::install::{install, InstallRequest, TableName};
 use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
 use backfill_tests::case::DDL;
@@ -64,24 +63,16 @@ async fn world() -> World {
     }
     source.sql_in(&sdb, &src_sql);
     target.sql_in(&tdb, &tgt_sql);
-    let mut jobs = Vec::new();
-    for i in 1..=TABLES {
-        let table = format!("t{i}");
-        let mut req = InstallRequest::new(
-            state_url.clone(),
-            source.url(),
-            TableName::new(&sdb, &table),
-            target.url(),
-            TableName::new(&tdb, &table),
-        );
-        req.window_rows = 50;
-        req.page_rows = 10;
-        req.control_schema = ctl.clone();
-        let done = install(&req)
-            .await
-            .unwrap_or_else(|e| panic!("install {table}: {e}"));
-        jobs.push((done.job_id, done.generation, table));
-    }
+    let tables: Vec<String> = (1..=TABLES).map(|i| format!("t{i}")).collect();
+    let at = backfill_tests::install::Each {
+        state_url: &state_url,
+        source: (source, &sdb),
+        target: (target, &tdb),
+        control_schema: &ctl,
+        window_rows: 50,
+        page_rows: 10,
+    };
+    let jobs = backfill_tests::install::install_each(&at, &tables).await;
     World {
         source,
         target,

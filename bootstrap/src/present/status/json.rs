@@ -46,6 +46,7 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
         "admission": admission_json(s, serves),
         "audit_fields": field_check_json(s, crate::store::field_checks::AUDIT),
         "verify": field_check_json(s, crate::store::field_checks::VERIFY),
+        "periodic_verify": s.verifies.as_ref().map(crate::store::verifies::Verifies::json),
     })
 }
 

@@ -11,6 +11,8 @@
 //! * the capture position D of the job's source stream;
 //! * the activation audit's last field check and a `verify` finding on a STREAMING table
 //!   (`field_checks`), until a later clean verify clears it;
+//! * the periodic verifies of `serve --verify-every` (`periodic_verifies`): how many, how
+//!   many found a difference, the last one and the last clean one;
 //! * commands recorded but not yet carried out by `serve` (`start`, `cancel`, `resume`);
 //! * the admission state each `serve` persisted (`crate::store::processes`): permits in use,
 //!   holds whose release is unknown and queues, with the jobs they belong to, marked stale
@@ -31,6 +33,7 @@ use ledger::registry::Registry;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
 
+pub mod fleet;
 mod json;
 mod text;
 
@@ -74,6 +77,8 @@ pub struct JobStatus {
     /// The activation audit's last field check and a verify's standing finding
     /// (`crate::store::field_checks`).
     pub field_checks: Vec<crate::store::field_checks::FieldCheck>,
+    /// The periodic verifies of `serve --verify-every` (`crate::store::verifies`).
+    pub verifies: Option<crate::store::verifies::Verifies>,
 }
 
 /// The window J is on, while the table is in the window phase.
@@ -193,6 +198,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
     let pending = pending(pool, &job, head.is_some()).await?;
     let field_checks = crate::store::field_checks::read(pool, job.job_id, job.generation).await?;
+    let verifies = crate::store::verifies::read(pool, job.job_id, job.generation).await?;
     let window = match &head {
         Some(h) => window_now(pool, &job, h).await?,
         None => None,
@@ -220,17 +226,27 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         pending,
         window,
         field_checks,
+        verifies,
     })
 }
 
 impl JobStatus {
     /// The state to show: PAUSED(phase) while paused, else J's phase, else install's state.
     pub fn state(&self) -> String {
-        match (&self.paused, &self.phase) {
-            (Some(_), Some(p)) => format!("PAUSED({p})"),
-            (None, Some(p)) => p.clone(),
-            (_, None) => self.job.state.clone(),
-        }
+        state_of(
+            self.paused.is_some(),
+            self.phase.as_deref(),
+            &self.job.state,
+        )
+    }
+}
+
+/// PAUSED(phase) while paused, else J's phase, else the state install recorded.
+pub fn state_of(paused: bool, phase: Option<&str>, installed: &str) -> String {
+    match (paused, phase) {
+        (true, Some(p)) => format!("PAUSED({p})"),
+        (false, Some(p)) => p.to_string(),
+        (_, None) => installed.to_string(),
     }
 }
 
@@ -243,41 +259,30 @@ pub fn runbook(code: DefiniteCode) -> &'static str {
             "runbooks/audit-failure.md"
         }
         DefiniteCode::TargetRejected => "runbooks/target-tampered.md",
+        DefiniteCode::VerifyFailed => "runbooks/periodic-verify.md",
         _ => "runbooks/pauses.md",
     }
 }
 
-/// The status of every job (or of `job`) and of the serve processes, as text or as one
-/// JSON document.
-pub async fn render(pool: &MySqlPool, job: Option<JobId>, json: bool) -> Result<String> {
-    let mut all = Vec::new();
-    for j in read(pool, job).await? {
-        all.push(gather(pool, j).await?);
-    }
+/// `status JOB` (the per-job detail, text or one JSON document) or, without a job, the
+/// fleet view of every job that `filter` keeps ([`fleet`]).
+pub async fn render(
+    pool: &MySqlPool,
+    job: Option<JobId>,
+    filter: &fleet::Filter,
+    json: bool,
+) -> Result<String> {
+    let Some(job) = job else {
+        return fleet::render(pool, filter, json).await;
+    };
+    let s = gather(pool, jobs::load_job(pool, job).await?).await?;
     let serves = processes::read(pool).await?;
-    Ok(match (json, job) {
-        (true, Some(_)) => {
-            let mut v = all
-                .first()
-                .map(|s| job_json(s, &serves))
-                .unwrap_or_default();
-            v["serve"] = serves_json(&serves);
-            format!("{v}\n")
-        }
-        (true, None) => format!(
-            "{}\n",
-            json!({
-                "jobs": all.iter().map(|s| job_json(s, &serves)).collect::<Vec<_>>(),
-                "serve": serves_json(&serves),
-            })
-        ),
-        (false, _) if all.is_empty() => {
-            format!("no jobs installed\n{}", serves_text(&serves))
-        }
-        (false, _) => {
-            let jobs: String = all.iter().map(|s| job_text(s, &serves)).collect();
-            format!("{jobs}{}", serves_text(&serves))
-        }
+    Ok(if json {
+        let mut v = job_json(&s, &serves);
+        v["serve"] = serves_json(&serves);
+        format!("{v}\n")
+    } else {
+        format!("{}{}", job_text(&s, &serves), serves_text(&serves))
     })
 }
 
@@ -339,6 +344,19 @@ mod tests {
         let seq = kernel::log::LSeq(9);
         assert_eq!(serde_json::to_value(seq).unwrap(), json!(9));
         assert_eq!(json!({ "l_seq": seq }).to_string(), r#"{"l_seq":9}"#);
+    }
+
+    #[test]
+    fn every_runbook_named_exists() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for code in crate::supervisor::telemetry::PAUSE_CODES {
+            let path = root.join(runbook(code));
+            assert!(path.is_file(), "{code:?}: {}", path.display());
+        }
+        assert_eq!(
+            runbook(DefiniteCode::VerifyFailed),
+            "runbooks/periodic-verify.md"
+        );
     }
 
     #[test]

@@ -170,6 +170,9 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
         };
         rows.push((label, kernel::redact::redact_text(&c.line())));
     }
+    if let Some(v) = &s.verifies {
+        rows.push(("periodic verify", v.line()));
+    }
     if let Some(p) = &s.paused {
         rows.push((
             "paused",
