@@ -405,7 +405,7 @@ async fn activate_versions(
     streaming: bool,
 ) -> Result<Option<Activation>> {
     loop {
-        let tctx = target_ctx_at(ctx, chain).await?;
+        let tctx = schema::ctx_at(ctx, chain).await?;
         let f = finish(ctx, scope, &tctx, chain, cfg);
         let what = "replay of (B, F] and activation";
         // Boxed: the activation future is large (fence, replay and audit state).
@@ -427,7 +427,7 @@ async fn activate_versions(
             Err(e)
                 if streaming
                     && e.is_transient()
-                    && target_ctx_at(ctx, chain).await?.schema != tctx.schema =>
+                    && schema::ctx_at(ctx, chain).await?.schema != tctx.schema =>
             {
                 tracing::info!(job = %ctx.id(), "a schema version was applied during the re-audit: auditing again");
             }
@@ -436,28 +436,12 @@ async fn activate_versions(
     }
 }
 
-/// Seals the table's next DDLs (`schema::seal::seal_all`); the refusal that stops it, if
-/// any (None: sealed what there was, or there was nothing).
+/// Seals the table's next DDLs from its B on ([`schema::seal_more`]).
 async fn seal_more(ctx: &JobCtx, scope: &Scope, chain: &mut Chain) -> Result<Option<Error>> {
-    let env = schema::seal::SealEnv {
-        pool: &ctx.pool,
-        scope: schema::seal::Table {
-            job: scope.job,
-            generation: scope.generation,
-            stream: &scope.stream,
-            source_db: &scope.source_db,
-            source_table: &scope.source_table,
-        },
-        source: &ctx.source,
-        wait: ctx.cfg.marker_timeout,
-    };
     let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
         .await?
         .map_or(LSeq::ZERO, |m| m.seq);
-    let mut next = chain.clone();
-    let r = schema::seal::seal_all(&env, &mut next, b).await?;
-    *chain = next;
-    Ok(r.refusal())
+    schema::seal_more(ctx, chain, b).await
 }
 
 /// The finish of the job with target context `tctx` (of the version in force at T's
@@ -495,26 +479,6 @@ fn finish<'a>(
     }
 }
 
-/// The job's target context with the definition of the version in force at T's cursor.
-async fn target_ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
-    if chain.versions.is_empty() {
-        return Ok(ctx.tctx.clone());
-    }
-    let mut tc = ledger::apply::connect(&ctx.target).await?;
-    let cursor = ledger::target::replay_cursor(&mut tc, &ctx.tctx, false).await;
-    crate::io::connect::close(tc).await;
-    let cursor = cursor?;
-    let (_, schema) = chain
-        .in_force_at(cursor.as_ref().map(|c| &c.end))
-        .map_err(Error::Definite)?;
-    let mut t = ctx.tctx.clone();
-    t.schema = schema::on_target(schema, &ctx.tctx.schema);
-    // Column positions may have moved (ADD COLUMN FIRST): the key's columns by the new
-    // definition (the same key, check_after).
-    t.keyer = crate::store::jobs::keyer(&t.schema)?;
-    Ok(t)
-}
-
 /// Continuous replay after activation, version after version: a run that applied a DDL
 /// ends, and the next one writes with the new version's context; a run stopped by a DDL
 /// without a sealed version seals it when the proof holds (`schema::seal`), else the
@@ -528,7 +492,7 @@ async fn stream_versions(
     exit_when_idle: bool,
 ) -> Result<Outcome> {
     loop {
-        let tctx = target_ctx_at(ctx, chain).await?;
+        let tctx = schema::ctx_at(ctx, chain).await?;
         let f = finish(ctx, scope, &tctx, chain, cfg);
         let r = stream_once(ctx, &f, cfg, b_seq, exit_when_idle).await;
         match r {

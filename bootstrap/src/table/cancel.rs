@@ -28,6 +28,7 @@
 use crate::table::ctx::JobCtx;
 use crate::table::markers;
 use crate::table::replay::{self, ReplayConfig, Replayer, Scope};
+use crate::table::schema;
 use kernel::control::{Intent, IntentKind};
 use kernel::error::DefiniteCode;
 use kernel::position::BinlogPos;
@@ -99,29 +100,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
                     format!("job {}: L holds no B marker at {b}", ctx.id()),
                 )
             })?;
-        let r = Replayer {
-            pool: &ctx.pool,
-            scope: &scope,
-            source: &ctx.source,
-            target: &ctx.target,
-            ctx: &ctx.tctx,
-            cfg: replay_cfg,
-            // A drain after a DDL stops at it (issue 16: not applied on the drain yet).
-            chain: None,
-        };
-        // The job's token has fired (that is how the cancel reached the task): the permit
-        // wait is bounded by its deadline only.
-        let drain = r.run(b.seq, replay::Until::CatchUp { upto: k_seq });
-        let what = "drain of the capture up to K";
-        let out = crate::table::activation::under_write_permits(
-            ctx,
-            what,
-            replay_cfg.apply_streams,
-            &CancellationToken::new(),
-            drain,
-        )
-        .await?;
-        tracing::info!(job = %ctx.id(), groups = out.groups_applied, "capture drained up to K");
+        drain(ctx, &scope, replay_cfg, b.seq, k_seq).await?;
     }
     let mut next = head.record.clone();
     next.phase = Phase::Cancelled;
@@ -131,6 +110,69 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
     crate::store::jobs::mark_cancelled(&ctx.pool, ctx.id()).await?;
     tracing::info!(job = %ctx.id(), k = %k_pos, drained, "CANCELLED(K)");
     Ok(Cancelled { k: k_pos, drained })
+}
+
+/// Replays the table up to K (its last changes before the cancel), schema version after
+/// version (DESIGN §16): a run ends after a DDL's step and the next one writes with that
+/// version's target context; a DDL without a sealed version is sealed when the proof
+/// holds, else the drain stops with the refusal.
+async fn drain(
+    ctx: &JobCtx,
+    scope: &Scope,
+    replay_cfg: &ReplayConfig,
+    b_seq: kernel::log::LSeq,
+    k_seq: kernel::log::LSeq,
+) -> Result<()> {
+    let mut chain = schema::load(
+        &ctx.pool,
+        ctx.id(),
+        ctx.generation(),
+        &ctx.schema,
+        &ctx.stream,
+    )
+    .await?;
+    loop {
+        let tctx = schema::ctx_at(ctx, &chain).await?;
+        let r = Replayer {
+            pool: &ctx.pool,
+            scope,
+            source: &ctx.source,
+            target: &ctx.target,
+            ctx: &tctx,
+            cfg: replay_cfg,
+            chain: Some(&chain),
+        };
+        // The job's token has fired (that is how the cancel reached the task): the permit
+        // wait is bounded by its deadline only.
+        let run = r.run(b_seq, replay::Until::CatchUp { upto: k_seq });
+        let what = "drain of the capture up to K";
+        let n = replay_cfg.apply_streams;
+        let out = crate::table::activation::under_write_permits(
+            ctx,
+            what,
+            n,
+            &CancellationToken::new(),
+            run,
+        )
+        .await;
+        match out {
+            Ok(o) if o.schema_applied.is_some() => {}
+            Ok(o) => {
+                tracing::info!(job = %ctx.id(), groups = o.groups_applied, "capture drained up to K");
+                return Ok(());
+            }
+            Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
+                let before = chain.versions.len();
+                if let Some(refused) = schema::seal_more(ctx, &mut chain, b_seq).await? {
+                    return Err(refused);
+                }
+                if chain.versions.len() == before {
+                    return Err(Error::Definite(d));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// K must fence every effect of the job: an operation of this process whose release is

@@ -9,6 +9,7 @@
 //!   STREAMING. serve is SIGKILLed right after one DDL and exits at both fault points of
 //!   the DDL's step (the DDL run on the target, T not written; T written); each restart
 //!   goes on without running a DDL twice.
+//!   A cancel then drains up to K across one more DDL.
 //! * A DDL that is not compatible (TRUNCATE, ADD UNIQUE KEY, a narrowing) pauses the
 //!   table with the DDL named, and nothing after it reaches the target.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -155,6 +156,35 @@ async fn compatible_ddl_while_streaming_is_applied_in_binlog_order_through_kills
             .await
             .unwrap();
     assert_eq!(versions.len(), steps().len(), "one version per DDL");
+    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let (code, out, err) =
+        backfill_tests::backfill(&["status", "--state", &state, &job, "--format", "json"]).parts();
+    assert_eq!(code, 0, "status: {out} {err}");
+    let st: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(st["schema"]["version"], steps().len() + 1, "{out}");
+    assert!(
+        st["schema"]["last_ddl"]
+            .as_str()
+            .unwrap()
+            .contains("DROP COLUMN e1"),
+        "{out}"
+    );
+    keyed::assert_audit_passes(&c);
+    // A cancel drains up to K across the versions: a last DDL and change, then cancel.
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t ADD COLUMN z INT NOT NULL DEFAULT 3");
+    c.source.sql_in(&c.sdb, "UPDATE t SET z = 4 WHERE id = 1");
+    backfill_tests::bf::store::commands::cancel(&c.pool, c.job)
+        .await
+        .unwrap();
+    let code = keyed::run_to_end(&c, &[], "", None);
+    assert_eq!(code, Some(0), "the cancelling serve");
+    assert_eq!(c.head().await.phase, ledger::record::Phase::Cancelled);
+    let d = keyed::diff(&c, &["id"]);
+    assert!(
+        d.is_clean(),
+        "the drain to K took the last DDL and change: {d}"
+    );
     eprintln!(
         "schema changes: {} DDLs, {writes} writes, {} rows, {:?}",
         versions.len(),

@@ -47,6 +47,13 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
         "audit_fields": field_check_json(s, crate::store::field_checks::AUDIT),
         "verify": field_check_json(s, crate::store::field_checks::VERIFY),
         "periodic_verify": s.verifies.as_ref().map(crate::store::verifies::Verifies::json),
+        "schema": s.schema.as_ref().map_or(json!({ "version": 1 }), |v| json!({
+            "version": v.version,
+            "since": v.at.to_string(),
+            "l_seq": v.l_seq.0,
+            "how": v.how,
+            "last_ddl": kernel::redact::redact_text(&v.ddl),
+        })),
     })
 }
 

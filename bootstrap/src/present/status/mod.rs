@@ -79,6 +79,8 @@ pub struct JobStatus {
     pub field_checks: Vec<crate::store::field_checks::FieldCheck>,
     /// The periodic verifies of `serve --verify-every` (`crate::store::verifies`).
     pub verifies: Option<crate::store::verifies::Verifies>,
+    /// The table's last schema version after install's (DESIGN §16), if any.
+    pub schema: Option<crate::store::schema_versions::SchemaVersion>,
 }
 
 /// The window J is on, while the table is in the window phase.
@@ -199,6 +201,9 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
     let pending = pending(pool, &job, head.is_some()).await?;
     let field_checks = crate::store::field_checks::read(pool, job.job_id, job.generation).await?;
     let verifies = crate::store::verifies::read(pool, job.job_id, job.generation).await?;
+    let schema = crate::store::schema_versions::versions(pool, job.job_id, job.generation)
+        .await?
+        .pop();
     let window = match &head {
         Some(h) => window_now(pool, &job, h).await?,
         None => None,
@@ -227,6 +232,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         window,
         field_checks,
         verifies,
+        schema,
     })
 }
 

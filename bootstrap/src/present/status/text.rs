@@ -173,6 +173,16 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
     if let Some(v) = &s.verifies {
         rows.push(("periodic verify", v.line()));
     }
+    if let Some(v) = &s.schema {
+        let ddl: String = v.ddl.chars().take(120).collect();
+        rows.push((
+            "schema",
+            kernel::redact::redact_text(&format!(
+                "version {} since {} (L record {}, {}): `{ddl}`",
+                v.version, v.at, v.l_seq, v.how
+            )),
+        ));
+    }
     if let Some(p) = &s.paused {
         rows.push((
             "paused",

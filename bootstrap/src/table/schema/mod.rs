@@ -34,9 +34,11 @@ pub mod step;
 pub use chain::{Chain, InForce};
 
 use crate::store::schema_versions;
+use crate::table::ctx::JobCtx;
 use kernel::ids::{Generation, JobId};
 use kernel::schema::SealedSchema;
-use kernel::Result;
+use kernel::{Error, Result};
+use ledger::target::TargetCtx;
 use sqlx::mysql::MySqlPool;
 
 /// The chain of the job-generation: `install` (version 1, source names) and the versions
@@ -67,4 +69,50 @@ pub fn on_target(schema: &SealedSchema, target: &SealedSchema) -> SealedSchema {
     s.database = target.database.clone();
     s.table = target.table.clone();
     s
+}
+
+/// The job's target context with the definition of the version in force at T's cursor
+/// (the key's columns by that definition: an ADD COLUMN FIRST moves them; the key itself
+/// is the same, [`kernel::schema_change::check_after`]).
+pub async fn ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
+    if chain.versions.is_empty() {
+        return Ok(ctx.tctx.clone());
+    }
+    let mut tc = ledger::apply::connect(&ctx.target).await?;
+    let cursor = ledger::target::replay_cursor(&mut tc, &ctx.tctx, false).await;
+    crate::io::connect::close(tc).await;
+    let cursor = cursor?;
+    let (_, schema) = chain
+        .in_force_at(cursor.as_ref().map(|c| &c.end))
+        .map_err(Error::Definite)?;
+    let mut t = ctx.tctx.clone();
+    t.schema = on_target(schema, &ctx.tctx.schema);
+    t.keyer = crate::store::jobs::keyer(&t.schema)?;
+    Ok(t)
+}
+
+/// Seals the table's next DDLs after L record `b` (its B) that can be sealed
+/// ([`seal::seal_all`]); the refusal that stops it, if any (None: sealed what there was,
+/// or there was nothing). `chain` gets the new versions.
+pub async fn seal_more(
+    ctx: &JobCtx,
+    chain: &mut Chain,
+    b: kernel::log::LSeq,
+) -> Result<Option<Error>> {
+    let env = seal::SealEnv {
+        pool: &ctx.pool,
+        scope: seal::Table {
+            job: ctx.id(),
+            generation: ctx.generation(),
+            stream: &ctx.stream,
+            source_db: &ctx.job.source.db,
+            source_table: &ctx.job.source.table,
+        },
+        source: &ctx.source,
+        wait: ctx.cfg.marker_timeout,
+    };
+    let mut next = chain.clone();
+    let r = seal::seal_all(&env, &mut next, b).await?;
+    *chain = next;
+    Ok(r.refusal())
 }
