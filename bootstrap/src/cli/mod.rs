@@ -10,6 +10,7 @@ pub mod check;
 pub mod commands;
 pub mod config;
 pub mod install;
+pub mod refresh;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -76,6 +77,9 @@ pub enum Command {
     /// Record a resume command for a paused job (fix the cause first); `serve` clears the
     /// pause and continues from the persisted context.
     Resume(commands::ResumeArgs),
+    /// Resume a STREAMING table paused at a DDL without a re-copy, once its target matches:
+    /// seal the live definition as its next schema version at the DDL and record a resume.
+    RefreshSchema(crate::cli::refresh::RefreshArgs),
     /// Run every started job: one capture reader per source server, one task per job.
     Serve(crate::cli::serve::ServeArgs),
     /// The activation audit (DESIGN §7), read-only: J, range chain, materials, T

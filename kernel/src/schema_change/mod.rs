@@ -35,7 +35,7 @@ mod target;
 mod tests;
 
 pub use after::check_after;
-pub use parse::classify;
+pub use parse::{classify, refresh_refusal};
 pub use target::target_statement;
 
 /// One change a compatible DDL makes to the table's definition.

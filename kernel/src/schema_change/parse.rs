@@ -510,3 +510,31 @@ fn drop_stmt(t: Clause<'_>, table: &SealedSchema) -> Result<Vec<Alteration>, Inc
         _ => Err(no(t, "the table is dropped")),
     }
 }
+
+/// Why `refresh-schema` cannot resume after `sql` whatever the target looks like: the
+/// statement removed or replaced rows without row events (TRUNCATE, a dropped or
+/// truncated partition, the table dropped, replaced or discarded) or moved the table to
+/// another name, so no definition check can show the target holds the source's rows.
+pub fn refresh_refusal(sql: &str) -> Option<&'static str> {
+    let t = tokens(sql);
+    let has = |a: &str, b: &str| (0..t.len()).any(|i| word(&t, i) == a && word(&t, i + 1) == b);
+    let verb = word(&t, 0);
+    if verb == "TRUNCATE" || has("TRUNCATE", "PARTITION") || has("DROP", "PARTITION") {
+        return Some("it removed rows without row events (TRUNCATE or a dropped partition)");
+    }
+    if verb == "RENAME"
+        || (verb == "ALTER"
+            && (0..t.len()).any(|i| {
+                word(&t, i) == "RENAME" && matches!(word(&t, i + 1).as_str(), "TO" | "AS")
+            }))
+    {
+        return Some("the table moved to another name: its later rows are not this table's");
+    }
+    if matches!(verb.as_str(), "DROP" | "CREATE") && (0..t.len()).any(|i| word(&t, i) == "TABLE") {
+        return Some("the table was dropped or replaced");
+    }
+    if (0..t.len()).any(|i| word(&t, i) == "DISCARD" || word(&t, i) == "EXCHANGE") {
+        return Some("the table's tablespace or partition was swapped or discarded");
+    }
+    None
+}

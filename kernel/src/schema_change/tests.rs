@@ -366,6 +366,31 @@ fn the_key_stays_the_same_index_over_the_same_unchanged_columns() {
 }
 
 #[test]
+fn refresh_is_refused_where_rows_left_without_row_events() {
+    for sql in [
+        "TRUNCATE TABLE t",
+        "TRUNCATE t",
+        "ALTER TABLE t TRUNCATE PARTITION p0",
+        "ALTER TABLE t DROP PARTITION p0",
+        "RENAME TABLE t TO u",
+        "ALTER TABLE t RENAME TO u",
+        "DROP TABLE t",
+        "CREATE OR REPLACE TABLE t (id INT PRIMARY KEY)",
+        "ALTER TABLE t DISCARD TABLESPACE",
+    ] {
+        assert!(refresh_refusal(sql).is_some(), "{sql}");
+    }
+    for sql in [
+        "ALTER TABLE t ADD UNIQUE KEY u (name)",
+        "ALTER TABLE t MODIFY name VARCHAR(10)",
+        "ALTER TABLE t RENAME COLUMN a TO b",
+        "ALTER TABLE t CONVERT TO CHARACTER SET latin1",
+    ] {
+        assert_eq!(refresh_refusal(sql), None, "{sql}");
+    }
+}
+
+#[test]
 fn descriptions_name_every_clause() {
     let c = classify("ALTER TABLE t ADD w INT, DROP INDEX i", &table());
     assert_eq!(c.describe(), "compatible (ADD COLUMN `w`, DROP INDEX `i`)");

@@ -12,6 +12,10 @@
 //!   A cancel then drains up to K across one more DDL.
 //! * A DDL that is not compatible (TRUNCATE, ADD UNIQUE KEY, a narrowing) pauses the
 //!   table with the DDL named, and nothing after it reaches the target.
+//! * `backfill refresh-schema` (the binary) after a narrowing: refused while the target
+//!   does not match, then, once the operator narrowed the target too, the table resumes
+//!   without a re-copy (T's page credentials unchanged) and compares clean; refused when
+//!   a later DDL of the table is already in the capture log, and after a TRUNCATE.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::faults;
 use backfill_tests::case::Case;
@@ -237,4 +241,114 @@ async fn a_ddl_that_is_not_compatible_pauses_with_the_ddl_named_and_nothing_afte
         );
         drop(s);
     }
+}
+
+/// Waits until the job is paused; its reason.
+async fn paused(c: &Case, what: &str) -> kernel::error::Definite {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(p) = c.head().await.paused {
+            return p;
+        }
+        assert!(Instant::now() < until, "{what}: never paused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `backfill refresh-schema JOB` by the real program: (exit code, stdout, stderr).
+fn refresh(c: &Case) -> (i32, String, String) {
+    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let (src, tgt) = (c.source.url(), c.target.url());
+    backfill_tests::backfill(&[
+        "refresh-schema",
+        "--state",
+        &state,
+        &job,
+        "--source",
+        &src,
+        "--target",
+        &tgt,
+    ])
+    .parts()
+}
+
+fn page_credentials(c: &Case) -> String {
+    c.target.sql_in(
+        &c.tdb,
+        "SELECT COUNT(*), GROUP_CONCAT(HEX(digest) ORDER BY window_id, page_no) \
+         FROM _backfill_ledger_pages",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_schema_resumes_without_a_re_copy_once_the_target_matches() {
+    let c = Case::of_table("ddl_refresh", DDL, &fill(), 30, 10).await;
+    let mut s = serve(&c, "");
+    keyed::wait_streaming(&c, &mut s.0).await;
+    let pages = page_credentials(&c);
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t MODIFY name VARCHAR(10) NULL");
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET name = 'short' WHERE id = 3");
+    let p = paused(&c, "narrowing").await;
+    assert!(p.message.contains("not a widening"), "{}", p.message);
+    let (code, out, err) = refresh(&c);
+    assert_ne!(
+        code, 0,
+        "refresh-schema with a target that does not match: {out}"
+    );
+    assert!(
+        err.contains("target's definition is not the source's"),
+        "{err}"
+    );
+    assert!(
+        c.head().await.paused.is_some(),
+        "still paused after a refused refresh"
+    );
+    // The operator makes the target match.
+    c.target
+        .sql_in(&c.tdb, "ALTER TABLE t MODIFY name VARCHAR(10) NULL");
+    let (code, out, err) = refresh(&c);
+    assert_eq!(code, 0, "refresh-schema: {out} {err}");
+    assert!(
+        out.contains("schema version 2") && out.contains("resume recorded"),
+        "{out}"
+    );
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET name = 'after' WHERE id = 4");
+    let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    assert!(d.rows >= 60, "{d}");
+    let head = c.head().await;
+    assert_eq!(
+        (head.paused, head.phase),
+        (None, ledger::record::Phase::Streaming)
+    );
+    assert_eq!(
+        page_credentials(&c),
+        pages,
+        "no re-copy: T's page credentials are unchanged"
+    );
+    // Refused: a later DDL of the table is already in the capture log.
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t ADD UNIQUE KEY u (v)");
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t ADD COLUMN w INT NULL");
+    paused(&c, "unique key").await;
+    let (code, _, err) = refresh(&c);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("a later DDL of the table is already in the capture log"),
+        "{err}"
+    );
+    drop(s);
+    // Refused after a TRUNCATE, whatever the target holds.
+    let c = Case::of_table("ddl_refresh_tr", DDL, &fill(), 30, 10).await;
+    let mut s = serve(&c, "");
+    keyed::wait_streaming(&c, &mut s.0).await;
+    c.source.sql_in(&c.sdb, "TRUNCATE TABLE t");
+    paused(&c, "truncate").await;
+    let (code, _, err) = refresh(&c);
+    assert_ne!(code, 0);
+    assert!(err.contains("removed rows without row events"), "{err}");
+    drop(s);
 }

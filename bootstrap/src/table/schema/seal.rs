@@ -231,3 +231,157 @@ impl Sealed {
         }
     }
 }
+
+/// What `refresh-schema` checks on the target: its connection and table.
+pub struct TargetTable<'a> {
+    pub opts: &'a mysql_async::Opts,
+    pub db: &'a str,
+    pub table: &'a str,
+    /// Run the DDL's own clauses on the target when it is compatible and the target does
+    /// not match yet (`refresh-schema --apply`).
+    pub apply: bool,
+}
+
+/// `backfill refresh-schema` (seed 003, DESIGN §16): seals the version after the table's
+/// next unsealed DDL from the live definition, for a DDL the service refused, once the
+/// operator made the target match. Refused, naming why, when: L holds a later DDL of the
+/// table (up to the source's binlog end read after the live definition), the rows after
+/// the DDL do not decode against the live definition (it differs from the binlog's), the
+/// table's key changed, or the target's definition is not the live one.
+pub async fn refresh(
+    env: &SealEnv<'_>,
+    chain: &Chain,
+    from: LSeq,
+    target: &TargetTable<'_>,
+) -> Result<Sealed> {
+    let Some(d) = next_ddl(env, chain, from).await? else {
+        return Ok(Sealed::NoDdl);
+    };
+    let (n, before) = chain.in_force_after(d.seq);
+    if let Some(why) = kernel::schema_change::refresh_refusal(&d.sql) {
+        return Ok(refused(
+            &env.scope,
+            &d,
+            format!("{why}; re-add the table (runbooks/cancel-and-readd.md)"),
+        ));
+    }
+    let live = match live_definition(env).await? {
+        Ok(s) => s,
+        Err(why) => return Ok(refused(&env.scope, &d, why)),
+    };
+    if let Some(why) = key_changed(before, &live) {
+        return Ok(refused(&env.scope, &d, why));
+    }
+    let upto = caught_up(env).await?;
+    let s = &env.scope;
+    let later = log::ddls(env.pool, s.stream, s.source_db, s.source_table, d.seq, upto).await?;
+    if let Some(l) = later.first() {
+        let why = format!(
+            "a later DDL of the table is already in the capture log (`{}` at {}, L record {}): \
+             the live definition is not the one right after this DDL; re-add the table",
+            short(&l.sql),
+            l.at,
+            l.seq
+        );
+        return Ok(refused(&env.scope, &d, why));
+    }
+    if let Some(why) = raw_mismatch(env, &live, d.seq, upto).await? {
+        return Ok(refused(
+            &env.scope,
+            &d,
+            format!("the live definition differs from the binlog's: {why}"),
+        ));
+    }
+    if let Some(why) = target_matches(target, &d, before, &live).await? {
+        return Ok(refused(&env.scope, &d, why));
+    }
+    let v = SchemaVersion {
+        version: n + 1,
+        l_seq: d.seq,
+        at: d.at.clone(),
+        ddl: d.sql.clone(),
+        schema: live,
+        how: schema_versions::REFRESH.into(),
+    };
+    schema_versions::seal(env.pool, s.job, s.generation, &v).await?;
+    tracing::info!(job = %s.job, version = v.version, at = %v.at, "schema version sealed by refresh-schema");
+    Ok(Sealed::Version(v))
+}
+
+/// Why the key is not the sealed one any more (the range plan and the sort keys are).
+fn key_changed(before: &SealedSchema, live: &SealedSchema) -> Option<String> {
+    let cols =
+        |s: &SealedSchema| -> Vec<kernel::schema::ColumnDef> { s.key_columns().cloned().collect() };
+    (before.key_name != live.key_name || cols(before) != cols(live)).then(|| {
+        format!(
+            "the table's key changed ({} to {}): the range plan and the sort keys are sealed on \
+             it; re-add the table",
+            before.describe_key(),
+            live.describe_key()
+        )
+    })
+}
+
+async fn read_target(
+    c: &mut mysql_async::Conn,
+    t: &TargetTable<'_>,
+) -> Result<Option<SealedSchema>> {
+    let f = kernel::introspect::read_table(c, t.db, t.table).await?;
+    Ok(f.and_then(|f| kernel::introspect::seal(&f).ok()))
+}
+
+/// None when the target's definition is the live one (after running the DDL's clauses
+/// there with `apply`, for a compatible DDL); else why not.
+async fn target_matches(
+    t: &TargetTable<'_>,
+    d: &DdlRow,
+    before: &SealedSchema,
+    live: &SealedSchema,
+) -> Result<Option<String>> {
+    let mut c = ledger::apply::connect(t.opts).await?;
+    let r = target_matches_on(&mut c, t, d, before, live).await;
+    crate::io::connect::close(c).await;
+    r
+}
+
+async fn target_matches_on(
+    c: &mut mysql_async::Conn,
+    t: &TargetTable<'_>,
+    d: &DdlRow,
+    before: &SealedSchema,
+    live: &SealedSchema,
+) -> Result<Option<String>> {
+    use mysql_async::prelude::Queryable;
+    let Some(mut have) = read_target(c, t).await? else {
+        return Ok(Some(format!(
+            "the target table `{}`.`{}` is missing or cannot be read",
+            t.db, t.table
+        )));
+    };
+    if have.fingerprint() != live.fingerprint() && t.apply {
+        let quoted = format!(
+            "{}.{}",
+            kernel::schema::quote_ident(t.db),
+            kernel::schema::quote_ident(t.table)
+        );
+        let stmt = kernel::schema_change::target_statement(&d.sql, before, &quoted)
+            .map_err(|i| Error::definite(DefiniteCode::Usage, format!("--apply runs only a compatible DDL; this one is not: {i}; make the target match by hand")))?;
+        if let Some(sql) = stmt {
+            c.query_drop(&sql).await.map_err(|e| {
+                kernel::error::from_target_write(&format!("refresh-schema --apply (`{sql}`)"), &e)
+            })?;
+        }
+        have = match read_target(c, t).await? {
+            Some(h) => h,
+            None => return Ok(Some("the target table cannot be read after --apply".into())),
+        };
+    }
+    if have.fingerprint() == live.fingerprint() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "the target's definition is not the source's ({}); make it match (SHOW CREATE TABLE on \
+         both) or pass --apply for a compatible DDL, then run refresh-schema again",
+        live.differences(&have).join("; ")
+    )))
+}
