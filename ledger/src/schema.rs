@@ -81,7 +81,7 @@ pub async fn record_version(
 
 /// The versions T records as applied, in version order, with their fingerprints.
 pub async fn recorded_versions(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<(u32, Digest)>> {
-    let rows: Vec<(u32, Vec<u8>)> = conn
+    let r: std::result::Result<Vec<(u32, Vec<u8>)>, _> = conn
         .exec(
             format!(
                 "SELECT version, fingerprint FROM {} WHERE job_id = ? AND generation = ? \
@@ -90,8 +90,13 @@ pub async fn recorded_versions(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<(
             ),
             (ctx.job.0, ctx.generation.0),
         )
-        .await
-        .map_err(my("reading T's schema versions"))?;
+        .await;
+    let rows = match r {
+        // A target prepared by a build before schema versions (the table is created with
+        // the other T tables when serve next runs the job) records none.
+        Err(mysql_async::Error::Server(e)) if e.code == 1146 => Vec::new(),
+        r => r.map_err(my("reading T's schema versions"))?,
+    };
     rows.into_iter()
         .map(|(v, d)| {
             let a: [u8; 32] = d.try_into().map_err(|_| {

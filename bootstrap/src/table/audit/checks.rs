@@ -40,6 +40,14 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
     out.extend(cursor(e, require));
     out.extend(activation(e, expected.as_ref(), require));
     out.extend(field_findings(e.fields.as_ref()));
+    out.extend(match &e.schema {
+        Ok(f) => super::schema::findings(f),
+        Err(m) => named(
+            Check::Schema,
+            "schema",
+            vec![format!("the schema chain cannot be read: {m}")],
+        ),
+    });
     AuditReport {
         job: e.job.0,
         generation: e.generation.0,

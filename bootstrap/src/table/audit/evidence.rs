@@ -115,4 +115,6 @@ pub struct Evidence {
     pub log: std::result::Result<LogFacts, String>,
     /// The field comparison of source and target at a pinned point (None: not run).
     pub fields: Option<super::fields::FieldSample>,
+    /// The schema chain's facts (DESIGN §16).
+    pub schema: std::result::Result<super::schema::SchemaFacts, String>,
 }

@@ -172,7 +172,23 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
         )
         .await,
     );
+    let b_seq = match &log {
+        Ok(l) => l.b.as_ref().map_or(kernel::log::LSeq::ZERO, |m| m.seq),
+        Err(_) => kernel::log::LSeq::ZERO,
+    };
+    let schema = err_text(
+        super::schema::gather(
+            s.pool,
+            s.scope,
+            b_seq,
+            s.target,
+            s.ctx,
+            s.schema_fingerprint,
+        )
+        .await,
+    );
     Ok(Evidence {
+        schema,
         job,
         generation: g,
         plan: s.plan.to_vec(),

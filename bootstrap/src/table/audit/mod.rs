@@ -47,6 +47,7 @@ pub mod fields;
 pub mod gather;
 pub mod offline;
 pub mod report;
+pub mod schema;
 
 pub use activate::{activate, advance_j, Activated};
 pub use checks::{audit, log_chain, Require};

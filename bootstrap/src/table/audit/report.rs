@@ -19,6 +19,8 @@ pub enum Check {
     Activation,
     /// The source's bytes against the target's at a pinned point (`super::fields`).
     Fields,
+    /// The schema chain, T's record of it and the target's definition (`super::schema`).
+    Schema,
 }
 
 /// One failed check, naming its object (window, page, hash, credential, record).

@@ -52,6 +52,7 @@ fn l_chain_must_be_whole_and_linked_from_b_to_f() {
 
 fn empty_evidence() -> Evidence {
     Evidence {
+        schema: Ok(crate::table::audit::schema::SchemaFacts::unchanged()),
         job: JobId(1),
         generation: Generation(1),
         plan: vec![KeyRange::ALL],
@@ -341,6 +342,7 @@ fn good_evidence() -> Evidence {
     );
     let group = Digest::of(b"group at 7");
     Evidence {
+        schema: Ok(crate::table::audit::schema::SchemaFacts::unchanged()),
         job,
         generation: g,
         plan: vec![KeyRange::ALL],
