@@ -141,9 +141,20 @@ impl Serve {
     ) -> Result<JobCtx> {
         let job = rec.job_id;
         let plan = jobs::load_plan(&self.pool, job).await?.ranges;
-        let source =
-            crate::io::connect::opts(&resolve_url(&rec.source_url, &self.cfg.sources), "source")?;
-        let target = ledger::target::target_opts(&resolve_url(&rec.target_url, &self.cfg.targets))?;
+        let source_url = resolve_url(
+            &rec.source_url,
+            &self.cfg.sources,
+            "--source",
+            &format!("job {job}'s source"),
+        )?;
+        let target_url = resolve_url(
+            &rec.target_url,
+            &self.cfg.targets,
+            "--target",
+            &format!("job {job}'s target"),
+        )?;
+        let source = crate::io::connect::opts(&source_url, "source")?;
+        let target = ledger::target::target_opts(&target_url)?;
         let lease =
             ledger::lease::acquire(&self.pool, job, &self.cfg.owner, self.cfg.lease_ttl).await?;
         let mut tschema = schema.clone();
