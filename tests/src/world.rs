@@ -108,6 +108,18 @@ impl World {
     pub fn store(&self) -> LocalDirStore {
         LocalDirStore::open(&self.dir).unwrap()
     }
+    /// A connection pool of the source, as serve's (2 data slots).
+    pub fn source_pool(&self) -> crate::bf::io::pool::ConnPool {
+        let opts = mysql_async::Opts::from_url(&self.src_url()).unwrap();
+        crate::bf::io::pool::ConnPool::of_opts(crate::bf::io::pool::Side::Source, opts, 2)
+    }
+
+    /// A connection pool of the target, as serve's (2 data slots).
+    pub fn target_pool(&self) -> crate::bf::io::pool::ConnPool {
+        let opts = self.target_opts();
+        crate::bf::io::pool::ConnPool::of_opts(crate::bf::io::pool::Side::Target, opts, 2)
+    }
+
     pub fn target_opts(&self) -> mysql_async::Opts {
         target::target_opts(&self.tgt_url_db(&self.tdb)).unwrap()
     }
@@ -439,8 +451,7 @@ pub async fn finish_steps(
     let journal = Journal::new(pool.clone());
     let store = w.store();
     let plan = plan_of(w, n, windows);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
+    let (src_opts, topts) = (w.source_pool(), w.target_pool());
     let f = Finish {
         pool: &pool,
         scope: w.scope(),

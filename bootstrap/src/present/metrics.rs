@@ -175,6 +175,9 @@ pub async fn render(pool: &MySqlPool, t: &Telemetry) -> String {
     for f in throttle_families(t) {
         f.write(&mut out);
     }
+    for f in conn_pool_families(t) {
+        f.write(&mut out);
+    }
     let mut ev = Family::new(
         "backfill_log_events_total",
         "counter",
@@ -313,6 +316,45 @@ fn throttle_families(telemetry: &Telemetry) -> Vec<Family> {
     );
     waits.add(&[], t.waits as f64);
     vec![calls, waits]
+}
+
+/// The connections of this process per server (`crate::io::pool`): slots per use
+/// (data, control, kill), in use now, the most in use at once, waits for a slot.
+fn conn_pool_families(t: &Telemetry) -> Vec<Family> {
+    let mut cap = Family::new(
+        "backfill_connections_capacity",
+        "gauge",
+        "connection slots of the pool per server and use",
+    );
+    let mut used = Family::new(
+        "backfill_connections_in_use",
+        "gauge",
+        "connections open now per server and use",
+    );
+    let mut peak = Family::new(
+        "backfill_connections_peak",
+        "gauge",
+        "most connections open at once per server and use",
+    );
+    let mut waits = Family::new(
+        "backfill_connections_waits_total",
+        "counter",
+        "connections that waited for a free slot",
+    );
+    for p in t.conn_pools() {
+        for s in &p.slots {
+            let l = [
+                ("side", p.side),
+                ("server", p.server.as_str()),
+                ("use", s.usage.as_str()),
+            ];
+            cap.add(&l, f64::from(s.capacity));
+            used.add(&l, f64::from(s.in_use));
+            peak.add(&l, f64::from(s.peak));
+            waits.add(&l, s.waits as f64);
+        }
+    }
+    vec![cap, used, peak, waits]
 }
 
 fn admission_families(t: &Telemetry) -> Vec<Family> {

@@ -13,6 +13,8 @@
 //! `task_retries` failures in a row, then it pauses with its last error; a definite
 //! failure pauses the table in J and the task ends. A task that panics pauses its table
 //! (reason naming the panic) and is not restarted until `resume`; the others go on.
+use crate::io::connect::Account;
+use crate::io::pool::{ConnPool, Side};
 use crate::store::commands;
 use crate::table::ctx::{JobCtx, Reached, RunConfig};
 use crate::table::hooks::WindowHooks;
@@ -138,6 +140,8 @@ struct Serve {
     store: Arc<LocalDirStore>,
     admission: Admission,
     sources: HashMap<String, Source>,
+    /// One connection pool per server and account, shared by every job on it.
+    conn_pools: HashMap<(Side, Account), ConnPool>,
     running: HashMap<JobId, Running>,
     retry_at: HashMap<JobId, Instant>,
     /// Transient failures in a row per job (start or task), for the retry backoff.
@@ -161,6 +165,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         store,
         admission,
         sources: HashMap::new(),
+        conn_pools: HashMap::new(),
         running: HashMap::new(),
         retry_at: HashMap::new(),
         failures: HashMap::new(),

@@ -80,6 +80,7 @@ struct Inner {
     retries: Mutex<BTreeMap<String, u64>>,
     admission: Mutex<Option<Admission>>,
     throttles: Mutex<Vec<Arc<Throttle>>>,
+    conn_pools: Mutex<Vec<crate::io::pool::ConnPool>>,
     log: LogCounts,
 }
 
@@ -104,6 +105,7 @@ impl Telemetry {
                 retries: Mutex::new(RETRY_KINDS.iter().map(|k| ((*k).to_string(), 0)).collect()),
                 admission: Mutex::new(None),
                 throttles: Mutex::new(Vec::new()),
+                conn_pools: Mutex::new(Vec::new()),
                 log,
             }),
         }
@@ -124,6 +126,19 @@ impl Telemetry {
         lock(&self.inner.admission)
             .as_ref()
             .map(Admission::snapshot)
+    }
+
+    /// A connection pool of serve (one per server and account).
+    pub fn add_conn_pool(&self, p: crate::io::pool::ConnPool) {
+        lock(&self.inner.conn_pools).push(p);
+    }
+
+    /// Every connection pool of serve now (size, use, peak, waits).
+    pub fn conn_pools(&self) -> Vec<crate::io::pool::PoolStats> {
+        lock(&self.inner.conn_pools)
+            .iter()
+            .map(crate::io::pool::ConnPool::stats)
+            .collect()
     }
 
     /// A source read limiter started by serve.

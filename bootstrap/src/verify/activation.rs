@@ -28,12 +28,12 @@ impl FieldComparer for Comparer {
 async fn compare(req: FieldRequest<'_>) -> Result<FieldSample> {
     let r = req.replayer;
     let src = Endpoint::new(
-        Pool::new(r.source.clone()),
+        Pool::new(r.source.opts().clone()),
         &r.scope.source_db,
         &r.scope.source_table,
     );
     let tgt = Endpoint::new(
-        Pool::new(r.target.clone()),
+        Pool::new(r.target.opts().clone()),
         &r.ctx.schema.database,
         &r.ctx.schema.table,
     );

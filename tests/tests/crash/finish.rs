@@ -196,7 +196,7 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
     let journal = Journal::new(pool.clone());
     let store = w.store();
     let plan = plan_of(&w, n, 4);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
+    let (src_opts, tpool) = (w.source_pool(), w.target_pool());
     let topts = w.target_opts();
     let f = Finish {
         pool: &pool,
@@ -208,7 +208,7 @@ async fn end_to_end_fence_replay_audit_streaming_with_a_concurrent_writer() {
         schema_fingerprint: w.sealed().await.fingerprint(),
         source: &src_opts,
         control_schema: &w.ctl,
-        target: &topts,
+        target: &tpool,
         ctx: &ctx,
         replay: cfg(700, 50),
         marker_wait: Duration::from_secs(60),
@@ -485,8 +485,7 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
     let journal = Journal::new(pool.clone());
     let store = w.store();
     let plan = plan_of(&w, n, 2);
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
+    let (src_opts, tpool) = (w.source_pool(), w.target_pool());
     let fp = w.sealed().await.fingerprint();
     let f = Finish {
         pool: &pool,
@@ -498,7 +497,7 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
         schema_fingerprint: fp,
         source: &src_opts,
         control_schema: &w.ctl,
-        target: &topts,
+        target: &tpool,
         ctx: &ctx,
         replay: cfg(500, 10),
         marker_wait: Duration::from_secs(60),

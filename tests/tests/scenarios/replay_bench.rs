@@ -187,8 +187,7 @@ async fn streaming_apply_versus_a_native_replica() {
     let journal = Journal::new(pool.clone());
     let store = w.store();
     let plan = vec![KeyRange::ALL];
-    let src_opts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
-    let topts = w.target_opts();
+    let (src_opts, tpool) = (w.source_pool(), w.target_pool());
     let cfg = ReplayConfig::default();
     let f = Finish {
         pool: &pool,
@@ -200,7 +199,7 @@ async fn streaming_apply_versus_a_native_replica() {
         schema_fingerprint: w.sealed().await.fingerprint(),
         source: &src_opts,
         control_schema: &w.ctl,
-        target: &topts,
+        target: &tpool,
         ctx: &ctx,
         replay: cfg.clone(),
         marker_wait: Duration::from_secs(60),
@@ -271,12 +270,12 @@ async fn streaming_apply_versus_a_native_replica() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let sopts = mysql_async::Opts::from_url(&w.src_url()).unwrap();
+    let (sopts, tpool) = (w.source_pool(), w.target_pool());
     let r = Replayer {
         pool: &pool,
         scope: &w.scope(),
         source: &sopts,
-        target: &topts,
+        target: &tpool,
         ctx: &ctx,
         cfg: &cfg,
     };
