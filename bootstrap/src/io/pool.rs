@@ -11,25 +11,32 @@
 //! Bound per server = data + control + kill slots (+ the capture reader's one binlog
 //! connection on a source; + the activation audit's field check, which holds a read-window
 //! permit and one connection on each side: + `--read-windows` on a target). A job takes
-//! a slot when it needs a connection and gives it back when the connection is closed; a
+//! a slot when it needs a connection and gives it back when it is done with it; a
 //! wait for a slot is bounded ([`SLOT_WAIT`]) and ends in a transient error naming the
 //! server, never an endless wait.
 //!
 //! # Why it is safe
 //!
-//! A slot is returned only with its connection CLOSED: a connection is never handed from
-//! one operation (or job) to another. So no session state crosses: no session variable
-//! (`SET NAMES binary`, `sql_mode`, `time_zone`, `max_statement_time`, the isolation
-//! level and `READ ONLY` of a read view), no open or half-committed transaction, no
-//! temporary table, no lock. Each connection is made by the same connect functions as
-//! before, which run the session setup on every new connection. What the pool changes is
-//! only how many exist at once. The protocol's release rules stand as they were: a
-//! connection that held a read view or an uncertain commit is closed or KILLed and
-//! confirmed gone (`crate::io::bounded`, `crate::table::target_write`) BEFORE its slot
-//! (and its admission permit) is given back, because the [`Pooled`] connection and its
-//! [`Slot`] are kept together until the caller drops the slot after that confirmation.
-//! Reusing connections across operations was measured as not needed for the bound and
-//! would have to reset each of the states above; it is not done.
+//! Only CONTROL connections are reused, and only as a new connection would be: given
+//! back ([`Pooled::close`]), one is reset with COM_RESET_CONNECTION, which rolls back any
+//! open transaction and releases its locks, drops temporary tables, user variables and
+//! prepared statements, and sets every session variable (`sql_mode`, `time_zone`,
+//! `max_statement_time`, the transaction isolation level and access mode) back to the
+//! server's global value; then the session setup of a new connection is run again
+//! (`SET NAMES binary` on both sides, the target's `time_zone` and `sql_mode`). A
+//! connection whose reset fails or takes longer than [`RESET_TIMEOUT`] is closed. Control
+//! statements are single autocommitted statements, answered before the connection is
+//! given back, so nothing of one job's use is visible to the next.
+//!
+//! DATA and KILL connections are never reused: a read view (REPEATABLE READ, READ ONLY,
+//! its snapshot), a page write or a replay batch (an open or uncertain commit) ends with
+//! its connection closed, or KILLed and confirmed gone, exactly as before
+//! (`crate::io::bounded`, `crate::table::target_write`, `crate::table::replay`), and its
+//! [`Slot`] (like its admission permit) is given back only after that confirmation; a
+//! connection whose end cannot be confirmed keeps its slot for good ([`Slot::lose`]), so
+//! the count on the server stays under the bound. A slot wait never holds another slot
+//! of the same class, so slot waits cannot form a cycle; data slots are taken inside
+//! permits, which never outnumber them.
 use kernel::{Error, Result};
 use mysql_async::{Conn, Opts};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -113,6 +120,10 @@ struct Inner {
     label: String,
     opts: Opts,
     gates: [Gate; 3],
+    /// Control connections given back clean ([`Pooled::close`]), for the next taker of a
+    /// control slot. Pushed before the slot is released and popped after one is taken, so
+    /// idle + in use never exceeds the control slots.
+    idle: std::sync::Mutex<Vec<Conn>>,
 }
 
 /// The connections of this process to one server and account. Cheap to clone.
@@ -146,6 +157,8 @@ impl Slot {
 pub struct Pooled {
     conn: Conn,
     slot: Slot,
+    usage: Use,
+    pool: ConnPool,
 }
 
 impl std::ops::Deref for Pooled {
@@ -163,17 +176,64 @@ impl std::ops::DerefMut for Pooled {
 
 impl Pooled {
     /// The connection and its slot apart: drop the slot once the connection's end is
-    /// confirmed (closed, or KILLed and gone).
+    /// confirmed (closed, or KILLed and gone). The connection is never reused.
     pub fn split(self) -> (Conn, Slot) {
         (self.conn, self.slot)
     }
 
-    /// Closes the connection (a close error is logged), then gives the slot back.
+    /// Ends this use of the connection, then gives the slot back. A control connection
+    /// is reset to a new connection's state and kept for the next control use (see the
+    /// module doc); any other (a read view, a write, a KILL) is closed. A close error is
+    /// logged.
     pub async fn close(self) {
-        let (conn, slot) = self.split();
+        let Pooled {
+            mut conn,
+            slot,
+            usage,
+            pool,
+        } = self;
+        if usage == Use::Control {
+            match tokio::time::timeout(RESET_TIMEOUT, reset(&mut conn, pool.0.side)).await {
+                Ok(Ok(())) => {
+                    lock(&pool.0.idle).push(conn);
+                    drop(slot);
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "a control connection did not reset; closing it")
+                }
+                Err(_) => tracing::debug!("a control connection did not reset in time; closing it"),
+            }
+        }
         crate::io::connect::close(conn).await;
         drop(slot);
     }
+}
+
+/// How long the reset of a control connection given back may take before it is closed.
+const RESET_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// COM_RESET_CONNECTION (rolls back an open transaction, drops temporary tables, user
+/// variables and prepared statements, sets every session variable back to its global
+/// value), then the session setup a new connection runs: `SET NAMES binary` (mysql_async
+/// re-runs the options' setup after a reset) and, on a target, its init statements
+/// (time zone, sql_mode). A server without COM_RESET_CONNECTION is an error: the
+/// connection is closed, never reused.
+async fn reset(conn: &mut Conn, side: Side) -> std::result::Result<(), String> {
+    use mysql_async::prelude::Queryable;
+    if !conn.reset().await.map_err(|e| e.to_string())? {
+        return Err("COM_RESET_CONNECTION is not supported by this server".into());
+    }
+    if side == Side::Target {
+        for stmt in ledger::target::session_init() {
+            conn.query_drop(stmt).await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 /// One slot class of a pool at one instant.
@@ -192,6 +252,8 @@ pub struct SlotStats {
 pub struct PoolStats {
     /// `source` or `target`.
     pub side: &'static str,
+    /// Control connections open and idle, kept for the next control use.
+    pub idle: u32,
     /// `user@host:port` (never a password).
     pub server: String,
     pub slots: Vec<SlotStats>,
@@ -217,6 +279,7 @@ impl ConnPool {
                 Gate::new(CONTROL_SLOTS),
                 Gate::new(KILL_SLOTS),
             ],
+            idle: std::sync::Mutex::new(Vec::new()),
         }))
     }
 
@@ -284,18 +347,41 @@ impl ConnPool {
     /// page writer's default database).
     pub async fn connect_with(&self, u: Use, opts: &Opts, how: &str) -> Result<Pooled> {
         let slot = self.slot(u).await?;
+        if u == Use::Control {
+            if let Some(conn) = lock(&self.0.idle).pop() {
+                return Ok(self.pooled(conn, slot, u));
+            }
+        }
         let conn = match self.0.side {
             Side::Source => crate::io::connect::connect(opts.clone(), "source", how).await?,
             Side::Target => ledger::apply::connect(opts).await?,
         };
         self.gate(u).opened.fetch_add(1, Ordering::Relaxed);
-        Ok(Pooled { conn, slot })
+        Ok(self.pooled(conn, slot, u))
+    }
+
+    fn pooled(&self, conn: Conn, slot: Slot, usage: Use) -> Pooled {
+        Pooled {
+            conn,
+            slot,
+            usage,
+            pool: self.clone(),
+        }
+    }
+
+    /// Closes the idle control connections (serve's shutdown).
+    pub async fn close_idle(&self) {
+        let idle: Vec<Conn> = std::mem::take(&mut *lock(&self.0.idle));
+        for c in idle {
+            crate::io::connect::close(c).await;
+        }
     }
 
     /// The pool now.
     pub fn stats(&self) -> PoolStats {
         PoolStats {
             side: self.side(),
+            idle: u32::try_from(lock(&self.0.idle).len()).unwrap_or(u32::MAX),
             server: self.0.label.clone(),
             slots: Use::ALL
                 .into_iter()

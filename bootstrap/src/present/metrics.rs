@@ -62,7 +62,7 @@ pub async fn spawn(
             format!("--metrics-addr {addr}: cannot listen: {e}"),
         )
     })?;
-    let pool = kernel::state::open(state_url, &Default::default()).await?;
+    let pool = kernel::state::open(state_url, &STATE_OPTIONS).await?;
     tracing::info!(%addr, "metrics endpoint listening (GET /metrics)");
     Ok(tokio::spawn(async move {
         loop {
@@ -147,6 +147,15 @@ impl Family {
         }
     }
 }
+
+/// The metrics endpoint's own state-store connections: a scrape reads with one, so two
+/// are plenty, and they count in the state store's bound (README, Connections).
+pub const STATE_CONNECTIONS: u32 = 2;
+
+const STATE_OPTIONS: kernel::state::StateOptions = kernel::state::StateOptions {
+    max_connections: STATE_CONNECTIONS,
+    connect_timeout: std::time::Duration::from_secs(10),
+};
 
 /// The whole exposition.
 pub async fn render(pool: &MySqlPool, t: &Telemetry) -> String {

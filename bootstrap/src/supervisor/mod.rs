@@ -257,6 +257,9 @@ impl Serve {
                 let _ = r.stop().await;
             }
         }
+        for (_, p) in self.conn_pools.drain() {
+            p.close_idle().await;
+        }
         self.pool.close().await;
     }
 }

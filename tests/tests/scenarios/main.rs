@@ -18,6 +18,7 @@ mod pause_panic;
 mod pause_sessions;
 mod pause_uncertain;
 mod pause_window_panic;
+mod pools;
 mod rate;
 mod replay_bench;
 mod replay_permits;
