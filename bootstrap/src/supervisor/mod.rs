@@ -172,7 +172,16 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         outcomes: BTreeMap::new(),
         cancel_runs: Default::default(),
     };
-    let publisher = crate::store::processes::publish(s.pool.clone(), &s.admission, &s.cfg.owner);
+    let telemetry = s.cfg.telemetry.clone();
+    let conns: crate::store::processes::Connections = Arc::new(move || {
+        let pools = telemetry.conn_pools();
+        pools
+            .iter()
+            .map(crate::store::processes::ConnRow::from)
+            .collect()
+    });
+    let publisher =
+        crate::store::processes::publish(s.pool.clone(), &s.admission, conns, &s.cfg.owner);
     let r = s.main_loop(&cancel).await;
     publisher.stop().await;
     s.shutdown().await;

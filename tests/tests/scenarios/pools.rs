@@ -214,6 +214,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
         .spawn()
         .unwrap();
     let (mut statuses, mut slowest, mut pools_seen) = (0u32, Duration::ZERO, false);
+    let mut status_pools = false;
     let exit = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
@@ -235,6 +236,11 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
             assert_eq!(r.code, 0, "status while serve runs: {}", r.all());
             statuses += 1;
             slowest = slowest.max(at.elapsed());
+            status_pools |= r
+                .stdout
+                .contains(&format!("connections to the source {USER}@"))
+                && r.stdout
+                    .contains(&format!("connections to the target {USER}@"));
         }
         if !pools_seen {
             if let Some(m) = scrape(&addr) {
@@ -276,6 +282,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     );
     assert!(statuses >= 1, "status ran during serve");
     assert!(pools_seen, "the metrics showed the connection pools");
+    assert!(status_pools, "status showed the connection pools");
     assert!(!out.contains("paused") && !out.contains("refused"), "{out}");
 
     let pool = kernel::state::open(&root_state, &Default::default())
