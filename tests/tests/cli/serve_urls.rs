@@ -55,7 +55,7 @@ fn one_url_per_server_serves_every_database_and_a_missing_one_is_named() {
             "--source-table",
             &format!("{db}.t"),
             "--target",
-            &target.url_user(USER, PW, &tdb),
+            &target.url_user(USER, PW, tdb),
             "--target-table",
             &format!("{tdb}.t"),
             "--control-schema",

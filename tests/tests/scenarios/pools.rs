@@ -2,13 +2,15 @@
 //! rows on one source, one `serve` (the real binary) with the session limit raised to 120,
 //! both servers started with `max_connections=40` and the state store on the target.
 //!
-//! serve connects as its own user (`bf_pool`), so a sampler (root) reads each server's
-//! PROCESSLIST every 100 ms and counts exactly serve's connections. At every sample the
-//! count stays under the documented bound of README "Connections" (with the defaults,
-//! 2 read windows and 2 target writes): source 2 + 4 + 1 + 1 binlog = 8, target 2 + 2 + 4
-//! + 1 = 9 plus the state store's 8. Meanwhile `backfill status` (root) answers every
-//! second and the metrics show each pool. At the end every table is STREAMING and compares
-//! clean with the independent comparator (`backfill_tests::compare`).
+//! serve connects as its own users (`bf_pool` to source and target, `bf_pool_state` to the
+//! state store), so a sampler (root) reads each server's PROCESSLIST every 100 ms and
+//! counts exactly serve's connections. At every sample each count stays under the bound
+//! of README "Connections" (defaults: 2 read windows, 2 target writes): 8 on the source
+//! (2 read views, 4 control, 1 kill, 1 binlog), 9 on the target (2 writes, 2 field
+//! checks, 4 control, 1 kill) and 10 on the state store (8, and 2 for the metrics).
+//! Meanwhile `backfill status` (root) answers every second and shows the pools, as the
+//! metrics do. At the end every table is STREAMING and compares clean with the
+//! independent comparator (`backfill_tests::compare`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install_with, InstallRequest, TableName};
 use backfill_tests::bf::store::commands;
