@@ -138,6 +138,11 @@ fn has_password(url: &str) -> bool {
 /// server, the user and the flag to pass (connecting without the password would only be
 /// refused with ERROR 1045, which reads as a missing grant). `whose` names the job's side
 /// in the message ("job 3's source").
+///
+/// Refused rather than paused: the missing URL is a fact of this serve's configuration,
+/// not of the table. Nothing is recorded in J (no pause to `resume`, no retry budget
+/// spent); the other jobs run, and a serve restarted with the flag runs the job from
+/// where it was.
 pub fn resolve_url(
     recorded: &str,
     candidates: &[String],
