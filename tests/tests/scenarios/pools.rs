@@ -89,7 +89,12 @@ struct Seen {
     samples: u64,
 }
 
-fn sampler(source: String, target: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Seen> {
+fn sampler(
+    source: String,
+    target: String,
+    addr: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Seen> {
     tokio::spawn(async move {
         let open = |u: String| async move {
             mysql_async::Conn::new(mysql_async::Opts::from_url(&u).unwrap())
@@ -103,10 +108,11 @@ fn sampler(source: String, target: String, stop: Arc<AtomicBool>) -> tokio::task
             let (tb, st, ta) = count(&mut t).await;
             if sb > SOURCE_BOUND {
                 let l = list(&mut s).await;
-                panic!("serve had {sb} connections on the source: {seen:?}\n{l}");
+                let m = pools_of(&addr);
+                panic!("serve had {sb} connections on the source: {seen:?}\n{l}{m}");
             }
             if tb > TARGET_BOUND || st > STATE_BOUND {
-                let l = list(&mut t).await;
+                let l = format!("{}{}", list(&mut t).await, pools_of(&addr));
                 panic!("serve had {tb} connections on the target, {st} on the state store: {seen:?}\n{l}");
             }
             seen.source_peak = seen.source_peak.max(sb);
@@ -121,6 +127,16 @@ fn sampler(source: String, target: String, stop: Arc<AtomicBool>) -> tokio::task
         let _ = t.disconnect().await;
         seen
     })
+}
+
+/// serve's own view of its pools (metrics), for a failure message.
+fn pools_of(addr: &str) -> String {
+    scrape(addr)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("backfill_connections_in_use"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 fn scrape(addr: &str) -> Option<String> {
@@ -195,7 +211,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
         l.local_addr().unwrap().to_string()
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let seen = sampler(source.url(), target.url(), stop.clone());
+    let seen = sampler(source.url(), target.url(), addr.clone(), stop.clone());
     let t1 = Instant::now();
     let mut child = backfill_tests::command()
         .args([
