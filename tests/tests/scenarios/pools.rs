@@ -67,7 +67,7 @@ async fn count(c: &mut mysql_async::Conn) -> (u64, u64, u64) {
 /// serve's connections on a server, one a line, for a failure message.
 async fn list(c: &mut mysql_async::Conn) -> String {
     let q = format!(
-        "SELECT ID, USER, COMMAND, TIME_MS, COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
+        "SELECT ID, USER, COALESCE(DB, '-'), COMMAND, TIME_MS, COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
          FROM information_schema.PROCESSLIST WHERE USER IN ('{USER}', '{STATE_USER}')"
     );
     match c.query::<mysql_async::Row, _>(q).await {
