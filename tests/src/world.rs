@@ -108,6 +108,18 @@ impl World {
     pub fn store(&self) -> LocalDirStore {
         LocalDirStore::open(&self.dir).unwrap()
     }
+    /// A connection pool of the source, as serve's (2 data slots).
+    pub fn source_pool(&self) -> crate::bf::io::pool::ConnPool {
+        let opts = mysql_async::Opts::from_url(&self.src_url()).unwrap();
+        crate::bf::io::pool::ConnPool::of_opts(crate::bf::io::pool::Side::Source, opts, 2)
+    }
+
+    /// A connection pool of the target, as serve's (2 data slots).
+    pub fn target_pool(&self) -> crate::bf::io::pool::ConnPool {
+        let opts = self.target_opts();
+        crate::bf::io::pool::ConnPool::of_opts(crate::bf::io::pool::Side::Target, opts, 2)
+    }
+
     pub fn target_opts(&self) -> mysql_async::Opts {
         target::target_opts(&self.tgt_url_db(&self.tdb)).unwrap()
     }
@@ -434,8 +446,8 @@ pub struct Finishing {
     pub journal: Journal,
     pub store: LocalDirStore,
     pub plan: Vec<KeyRange>,
-    pub source: mysql_async::Opts,
-    pub target: mysql_async::Opts,
+    pub source: crate::bf::io::pool::ConnPool,
+    pub target: crate::bf::io::pool::ConnPool,
     pub fingerprint: Digest,
 }
 
@@ -451,8 +463,8 @@ impl Finishing {
             journal: Journal::new(pool.clone()),
             store: w.store(),
             plan,
-            source: mysql_async::Opts::from_url(&w.src_url()).unwrap(),
-            target: w.target_opts(),
+            source: w.source_pool(),
+            target: w.target_pool(),
             fingerprint: w.sealed().await.fingerprint(),
             pool,
             reader,

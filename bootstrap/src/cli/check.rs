@@ -265,8 +265,18 @@ async fn verify_with(
     opts: VerifyOptions,
 ) -> Result<verify::Report> {
     let job = rec.job_id;
-    let source_url = resolve_url(&rec.source_url, &a.source);
-    let target_url = resolve_url(&rec.target_url, &a.target);
+    let source_url = resolve_url(
+        &rec.source_url,
+        &a.source,
+        "--source",
+        &format!("job {job}'s source"),
+    )?;
+    let target_url = resolve_url(
+        &rec.target_url,
+        &a.target,
+        "--target",
+        &format!("job {job}'s target"),
+    )?;
     if a.pinned {
         let req = pinned::PinnedRequest {
             job,

@@ -110,8 +110,24 @@ async fn refresh_in(
         .map_or(LSeq::ZERO, |m| m.seq);
     let install = jobs::load_schema(pool, job).await?;
     let chain = schema::load(pool, job, g, &install, &stream).await?;
-    let source = crate::io::connect::opts(&resolve_url(&rec.source_url, &a.source), "--source")?;
-    let target = ledger::target::target_opts(&resolve_url(&rec.target_url, &a.target))?;
+    let src = resolve_url(
+        &rec.source_url,
+        &a.source,
+        "--source",
+        &format!("job {job}'s source"),
+    )?;
+    let tgt = resolve_url(
+        &rec.target_url,
+        &a.target,
+        "--target",
+        &format!("job {job}'s target"),
+    )?;
+    let source = crate::io::pool::ConnPool::of_opts(
+        crate::io::pool::Side::Source,
+        crate::io::connect::opts(&src, "--source")?,
+        1,
+    );
+    let target = ledger::target::target_opts(&tgt)?;
     let env = seal::SealEnv {
         pool,
         scope: seal::Table {

@@ -13,10 +13,11 @@
 //! A close error after a success is reported, never masked ([`close_confirmed`]): the
 //! connection is KILLed and confirmed gone, and if that fails the error names both the
 //! earlier success and the close failure.
+use crate::io::pool::{ConnPool, Use};
 use kernel::error::{from_mysql, DefiniteCode};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts};
+use mysql_async::Conn;
 use std::time::Duration;
 
 /// Gives `permit` back once `r`, the work done under it, has ended: confirmed, unless `r`
@@ -49,9 +50,10 @@ impl Default for Deadlines {
     }
 }
 
-/// KILLs connection `id` on the server of `opts` from a new connection and waits until
-/// PROCESSLIST no longer lists it. `what` names the server ("target", "source").
-pub async fn kill_confirmed(opts: &Opts, what: &str, id: u32) -> Result<()> {
+/// KILLs connection `id` on the server of `pool` from a new connection (a kill slot of
+/// the pool, never held while waiting for another) and waits until PROCESSLIST no longer
+/// lists it. `what` names the server ("target", "source").
+pub async fn kill_confirmed(pool: &ConnPool, what: &str, id: u32) -> Result<()> {
     crate::seams::kills::kill_gate().await;
     if crate::seams::kills::injected_failure() {
         return Err(Error::definite(
@@ -60,9 +62,9 @@ pub async fn kill_confirmed(opts: &Opts, what: &str, id: u32) -> Result<()> {
         ));
     }
     let confirm = async {
-        let mut c = crate::io::connect::connect(opts.clone(), what, "(confirm release)").await?;
+        let mut c = pool.connect(Use::Kill, "(confirm release)").await?;
         let r = kill_and_wait(&mut c, what, id).await;
-        crate::io::connect::close(c).await;
+        c.close().await;
         r
     };
     // Every step is bounded: a server that does not answer leaves the release unknown.
@@ -120,7 +122,7 @@ pub async fn kill_and_wait(c: &mut Conn, what: &str, id: u32) -> Result<()> {
 /// close is followed by the same KILL and confirmation; only if that fails is an error
 /// returned, naming the close failure (a success before it does not mask it).
 pub async fn close_confirmed(
-    opts: &Opts,
+    pool: &ConnPool,
     what: &str,
     conn: Conn,
     id: u32,
@@ -128,7 +130,7 @@ pub async fn close_confirmed(
 ) -> Result<()> {
     if !answered {
         drop(conn);
-        return kill_confirmed(opts, what, id).await;
+        return kill_confirmed(pool, what, id).await;
     }
     let close = match tokio::time::timeout(CONFIRM_TIMEOUT, conn.disconnect()).await {
         Ok(Ok(())) => return Ok(()),
@@ -136,7 +138,7 @@ pub async fn close_confirmed(
         Err(_) => format!("no answer to the close within {CONFIRM_TIMEOUT:?}"),
     };
     tracing::warn!(id, error = %close, "closing the {what} connection failed; KILLing it");
-    kill_confirmed(opts, what, id).await.map_err(|e| {
+    kill_confirmed(pool, what, id).await.map_err(|e| {
         Error::definite(
             DefiniteCode::ReleaseUnconfirmed,
             format!("closing {what} connection {id} failed ({close}) and: {e}"),

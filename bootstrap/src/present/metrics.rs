@@ -64,7 +64,7 @@ pub async fn spawn(
             format!("--metrics-addr {addr}: cannot listen: {e}"),
         )
     })?;
-    let pool = kernel::state::open(state_url, &Default::default()).await?;
+    let pool = kernel::state::open(state_url, &STATE_OPTIONS).await?;
     tracing::info!(%addr, "metrics endpoint listening (GET /metrics)");
     Ok(tokio::spawn(async move {
         loop {
@@ -150,6 +150,15 @@ impl Family {
     }
 }
 
+/// The metrics endpoint's own state-store connections: a scrape reads with one, so two
+/// are plenty, and they count in the state store's bound (README, Connections).
+pub const STATE_CONNECTIONS: u32 = 2;
+
+const STATE_OPTIONS: kernel::state::StateOptions = kernel::state::StateOptions {
+    max_connections: STATE_CONNECTIONS,
+    connect_timeout: std::time::Duration::from_secs(10),
+};
+
 /// The whole exposition.
 pub async fn render(pool: &MySqlPool, t: &Telemetry) -> String {
     let mut out = String::new();
@@ -175,6 +184,9 @@ pub async fn render(pool: &MySqlPool, t: &Telemetry) -> String {
         f.write(&mut out);
     }
     for f in throttle_families(t) {
+        f.write(&mut out);
+    }
+    for f in conn_pool_families(t) {
         f.write(&mut out);
     }
     let mut ev = Family::new(
@@ -343,6 +355,45 @@ fn throttle_families(telemetry: &Telemetry) -> Vec<Family> {
     );
     waits.add(&[], t.waits as f64);
     vec![calls, waits]
+}
+
+/// The connections of this process per server (`crate::io::pool`): slots per use
+/// (data, control, kill), in use now, the most in use at once, waits for a slot.
+fn conn_pool_families(t: &Telemetry) -> Vec<Family> {
+    let mut cap = Family::new(
+        "backfill_connections_capacity",
+        "gauge",
+        "connection slots of the pool per server and use",
+    );
+    let mut used = Family::new(
+        "backfill_connections_in_use",
+        "gauge",
+        "connections open now per server and use",
+    );
+    let mut peak = Family::new(
+        "backfill_connections_peak",
+        "gauge",
+        "most connections open at once per server and use",
+    );
+    let mut waits = Family::new(
+        "backfill_connections_waits_total",
+        "counter",
+        "connections that waited for a free slot",
+    );
+    for p in t.conn_pools() {
+        for s in &p.slots {
+            let l = [
+                ("side", p.side),
+                ("server", p.server.as_str()),
+                ("use", s.usage.as_str()),
+            ];
+            cap.add(&l, f64::from(s.capacity));
+            used.add(&l, f64::from(s.in_use));
+            peak.add(&l, f64::from(s.peak));
+            waits.add(&l, s.waits as f64);
+        }
+    }
+    vec![cap, used, peak, waits]
 }
 
 fn admission_families(t: &Telemetry) -> Vec<Family> {

@@ -26,16 +26,73 @@ pub const FORGET_AFTER_SECS: u64 = 24 * 3600;
 /// At most this many serve rows are read.
 const MAX_ROWS: u32 = 100;
 
-/// Every pool of one process at one instant, as persisted (`ADMS` v1).
+/// Every pool of one process at one instant, as persisted (`ADMS` v2: v1 had no
+/// `connections`, and decodes with none).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Persisted {
     pub pools: Vec<Pool>,
+    /// The connection pools per server (`crate::io::pool`).
+    pub connections: Vec<ConnRow>,
 }
 
 impl Versioned for Persisted {
     const KIND: [u8; 4] = *b"ADMS";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
 }
+
+/// `ADMS` v1.
+#[derive(Deserialize)]
+struct PersistedV1 {
+    pools: Vec<Pool>,
+}
+
+/// Decodes `ADMS` v1 or v2.
+pub fn decode(bytes: &[u8]) -> std::result::Result<Persisted, codec::DecodeError> {
+    let (version, body) = codec::split::<Persisted>(bytes)?;
+    if version == 1 {
+        let v1: PersistedV1 = codec::decode_body(&Persisted::KIND, version, body)?;
+        return Ok(Persisted {
+            pools: v1.pools,
+            connections: Vec::new(),
+        });
+    }
+    codec::decode_body(&Persisted::KIND, version, body)
+}
+
+/// One connection pool of a serve: a server and account, its slots and their use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnRow {
+    /// `source` or `target`.
+    pub side: String,
+    /// `user@host:port`.
+    pub server: String,
+    /// Every slot (data + control + kill).
+    pub capacity: u32,
+    pub in_use: u32,
+    /// Control connections open and idle.
+    pub idle: u32,
+    /// The most slots in use at once since serve started.
+    pub peak: u32,
+    /// Takes that waited for a free slot.
+    pub waits: u64,
+}
+
+impl From<&crate::io::pool::PoolStats> for ConnRow {
+    fn from(p: &crate::io::pool::PoolStats) -> ConnRow {
+        ConnRow {
+            side: p.side.to_string(),
+            server: p.server.clone(),
+            capacity: p.capacity(),
+            in_use: p.slots.iter().map(|s| s.in_use).sum(),
+            idle: p.idle,
+            peak: p.slots.iter().map(|s| s.peak).sum(),
+            waits: p.slots.iter().map(|s| s.waits).sum(),
+        }
+    }
+}
+
+/// What serve reports of its connection pools at each write.
+pub type Connections = std::sync::Arc<dyn Fn() -> Vec<ConnRow> + Send + Sync>;
 
 /// One pool: `in_use.len() + holds.len() <= capacity`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +172,7 @@ impl From<&AdmissionSnapshot> for Persisted {
         };
         Persisted {
             pools: PoolKind::ALL.into_iter().map(pool).collect(),
+            connections: Vec::new(),
         }
     }
 }
@@ -177,7 +235,7 @@ pub async fn read(pool: &MySqlPool) -> Result<Vec<ServeRow>> {
         .filter_map(|(owner, pid, up, hb, stopped, bytes)| {
             // A report, not evidence: a row this build cannot read (a newer format) is
             // left out with a warning instead of failing status.
-            let admission = match codec::decode::<Persisted>(&bytes) {
+            let admission = match decode(&bytes) {
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!(%owner, error = %e, "serve_processes row not shown");
@@ -215,10 +273,13 @@ async fn write(
     pool: &MySqlPool,
     owner: &str,
     snap: &AdmissionSnapshot,
+    conns: &Connections,
     first: bool,
     stopped: bool,
 ) -> Result<()> {
-    let bytes = codec::encode(&Persisted::from(snap));
+    let mut p = Persisted::from(snap);
+    p.connections = conns();
+    let bytes = codec::encode(&p);
     sqlx::query(
         "INSERT INTO serve_processes (owner, pid, admission, stopped_at) \
          VALUES (?, ?, ?, IF(?, CURRENT_TIMESTAMP(6), NULL)) \
@@ -245,7 +306,12 @@ pub struct Publisher {
 
 /// Starts writing `admission`'s snapshot under `owner` every [`INTERVAL`]. Write errors
 /// are logged and retried on the next tick: the row is a report, serve never stops for it.
-pub fn publish(pool: MySqlPool, admission: &Admission, owner: &str) -> Publisher {
+pub fn publish(
+    pool: MySqlPool,
+    admission: &Admission,
+    conns: Connections,
+    owner: &str,
+) -> Publisher {
     let stop = CancellationToken::new();
     let (token, adm, owner) = (stop.clone(), admission.clone(), owner.to_string());
     let task = tokio::spawn(async move {
@@ -254,7 +320,7 @@ pub fn publish(pool: MySqlPool, admission: &Admission, owner: &str) -> Publisher
             tracing::debug!(error = %e, "cannot prune old serve rows");
         }
         loop {
-            match write(&pool, &owner, &adm.snapshot(), first, false).await {
+            match write(&pool, &owner, &adm.snapshot(), &conns, first, false).await {
                 Ok(()) => first = false,
                 Err(e) => tracing::debug!(error = %e, "cannot write the admission snapshot"),
             }
@@ -263,7 +329,7 @@ pub fn publish(pool: MySqlPool, admission: &Admission, owner: &str) -> Publisher
                 _ = tokio::time::sleep(INTERVAL) => {}
             }
         }
-        if let Err(e) = write(&pool, &owner, &adm.snapshot(), first, true).await {
+        if let Err(e) = write(&pool, &owner, &adm.snapshot(), &conns, first, true).await {
             tracing::debug!(error = %e, "cannot record serve's stop");
         }
     });
@@ -362,10 +428,38 @@ mod tests {
                     blocked_by_holds: true,
                 }],
             }],
+            connections: Vec::new(),
         }
     }
 
-    /// `ADMS` v1 bytes as written by this build: an old row must keep decoding.
+    fn sample_v2() -> Persisted {
+        let mut p = sample();
+        p.connections = vec![ConnRow {
+            side: "target".into(),
+            server: "bf@h:3306".into(),
+            capacity: 7,
+            in_use: 3,
+            idle: 1,
+            peak: 6,
+            waits: 2,
+        }];
+        p
+    }
+
+    /// `ADMS` v2 bytes as written by this build.
+    const GOLDEN_V2: &str = "41444d530200010b726561642d77696e646f77020001106a6f62203320773120613120726561640501116a6f6220313220773220613120726561640974696d6564206f75740701106a6f62203320773220613120726561640901010674617267657409626640683a333330360703010602";
+
+    #[test]
+    fn persisted_v2_is_pinned() {
+        let bytes = codec::encode(&sample_v2());
+        assert_eq!(hex::encode(&bytes), GOLDEN_V2);
+        let back =
+            decode(&hex::decode(GOLDEN_V2).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, sample_v2());
+    }
+
+    /// `ADMS` v1 bytes as written by the builds before connection pools: an old row must
+    /// keep decoding (with no connection pools).
     const GOLDEN: &str = "41444d530100010b726561642d77696e646f770200\
         01106a6f6220332077312061312072656164050111\
         6a6f62203132207732206131207265616409\
@@ -373,11 +467,9 @@ mod tests {
         6a6f62203320773220613120726561640901";
 
     #[test]
-    fn persisted_format_is_pinned() {
-        let bytes = codec::encode(&sample());
-        assert_eq!(hex::encode(&bytes), GOLDEN);
-        let back: Persisted = codec::decode(&hex::decode(GOLDEN).unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{e}"));
+    fn persisted_v1_still_decodes() {
+        let back =
+            decode(&hex::decode(GOLDEN).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, sample());
     }
 

@@ -13,6 +13,8 @@
 //! `task_retries` failures in a row, then it pauses with its last error; a definite
 //! failure pauses the table in J and the task ends. A task that panics pauses its table
 //! (reason naming the panic) and is not restarted until `resume`; the others go on.
+use crate::io::connect::Account;
+use crate::io::pool::{ConnPool, Side};
 use crate::store::commands;
 use crate::table::ctx::{JobCtx, Reached, RunConfig};
 use crate::table::hooks::WindowHooks;
@@ -138,6 +140,8 @@ struct Serve {
     store: Arc<LocalDirStore>,
     admission: Admission,
     sources: HashMap<String, Source>,
+    /// One connection pool per server and account, shared by every job on it.
+    conn_pools: HashMap<(Side, Account), ConnPool>,
     running: HashMap<JobId, Running>,
     retry_at: HashMap<JobId, Instant>,
     /// Transient failures in a row per job (start or task), for the retry backoff.
@@ -161,13 +165,23 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         store,
         admission,
         sources: HashMap::new(),
+        conn_pools: HashMap::new(),
         running: HashMap::new(),
         retry_at: HashMap::new(),
         failures: HashMap::new(),
         outcomes: BTreeMap::new(),
         cancel_runs: Default::default(),
     };
-    let publisher = crate::store::processes::publish(s.pool.clone(), &s.admission, &s.cfg.owner);
+    let telemetry = s.cfg.telemetry.clone();
+    let conns: crate::store::processes::Connections = Arc::new(move || {
+        let pools = telemetry.conn_pools();
+        pools
+            .iter()
+            .map(crate::store::processes::ConnRow::from)
+            .collect()
+    });
+    let publisher =
+        crate::store::processes::publish(s.pool.clone(), &s.admission, conns, &s.cfg.owner);
     let r = s.main_loop(&cancel).await;
     publisher.stop().await;
     s.shutdown().await;
@@ -251,6 +265,9 @@ impl Serve {
             if let Some(r) = s.reader {
                 let _ = r.stop().await;
             }
+        }
+        for (_, p) in self.conn_pools.drain() {
+            p.close_idle().await;
         }
         self.pool.close().await;
     }

@@ -4,7 +4,8 @@
 use super::leases::{exhausted, is_fenced, pause_outside_task, release_lease, spawn_renewal};
 use super::restarts::{self, Restart};
 use super::{Running, Serve};
-use crate::io::connect::resolve_url;
+use crate::io::connect::{resolve_url, Account};
+use crate::io::pool::{ConnPool, Side};
 use crate::store::jobs::{self, JobRecord};
 use crate::table::ctx::Events as _;
 use crate::table::ctx::{JobCtx, Reached};
@@ -133,7 +134,7 @@ impl Serve {
     }
 
     async fn context(
-        &self,
+        &mut self,
         rec: JobRecord,
         schema: kernel::schema::SealedSchema,
         stream: String,
@@ -141,9 +142,22 @@ impl Serve {
     ) -> Result<JobCtx> {
         let job = rec.job_id;
         let plan = jobs::load_plan(&self.pool, job).await?.ranges;
-        let source =
-            crate::io::connect::opts(&resolve_url(&rec.source_url, &self.cfg.sources), "source")?;
-        let target = ledger::target::target_opts(&resolve_url(&rec.target_url, &self.cfg.targets))?;
+        let source_url = resolve_url(
+            &rec.source_url,
+            &self.cfg.sources,
+            "--source",
+            &format!("job {job}'s source"),
+        )?;
+        let target_url = resolve_url(
+            &rec.target_url,
+            &self.cfg.targets,
+            "--target",
+            &format!("job {job}'s target"),
+        )?;
+        let source = crate::io::connect::opts(&source_url, "source")?;
+        let target = ledger::target::target_opts(&target_url)?;
+        let source = self.conn_pool(Side::Source, &source_url, source)?;
+        let target = self.conn_pool(Side::Target, &target_url, target)?;
         let lease =
             ledger::lease::acquire(&self.pool, job, &self.cfg.owner, self.cfg.lease_ttl).await?;
         let mut tschema = schema.clone();
@@ -162,7 +176,7 @@ impl Serve {
             .max(1);
         let hooks: Arc<dyn WindowHooks> = match &self.cfg.hooks {
             Some(h) => h.clone(),
-            None => match SqlFileHooks::from_env(source.clone()) {
+            None => match SqlFileHooks::from_env(source.opts().clone()) {
                 Some(h) => Arc::new(h),
                 None => Arc::new(NoHooks),
             },
@@ -189,6 +203,29 @@ impl Serve {
             events: Arc::new(self.cfg.telemetry.clone()),
             cancel: CancellationToken::new(),
         })
+    }
+
+    /// The pool of the server and account of `url` (created on first use): data slots
+    /// are the admission permits of that side's work (read windows on a source, target
+    /// writes on a target), so a job holding a permit always finds a slot.
+    fn conn_pool(&mut self, side: Side, url: &str, opts: mysql_async::Opts) -> Result<ConnPool> {
+        let account = Account::of(url).map_err(|e| {
+            Error::definite(DefiniteCode::Usage, format!("{} URL: {e}", side.as_str()))
+        })?;
+        let data = match side {
+            Side::Source => self.cfg.limits.read_windows,
+            Side::Target => self.cfg.limits.target_writes,
+        };
+        let telemetry = &self.cfg.telemetry;
+        let p = self
+            .conn_pools
+            .entry((side, account.clone()))
+            .or_insert_with(|| {
+                let p = ConnPool::new(side, account.label(), opts, data);
+                telemetry.add_conn_pool(p.clone());
+                p
+            });
+        Ok(p.clone())
     }
 
     /// Collects finished job tasks: outcomes are kept, transient failures retried later.

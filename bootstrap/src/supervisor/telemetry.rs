@@ -83,6 +83,7 @@ struct Inner {
     admission: Mutex<Option<Admission>>,
     throttles: Mutex<Vec<Arc<Throttle>>>,
     verifies: Mutex<VerifyCounts>,
+    conn_pools: Mutex<Vec<crate::io::pool::ConnPool>>,
     log: LogCounts,
 }
 
@@ -119,6 +120,7 @@ impl Telemetry {
                 admission: Mutex::new(None),
                 throttles: Mutex::new(Vec::new()),
                 verifies: Mutex::new(VerifyCounts::default()),
+                conn_pools: Mutex::new(Vec::new()),
                 log,
             }),
         }
@@ -139,6 +141,19 @@ impl Telemetry {
         lock(&self.inner.admission)
             .as_ref()
             .map(Admission::snapshot)
+    }
+
+    /// A connection pool of serve (one per server and account).
+    pub fn add_conn_pool(&self, p: crate::io::pool::ConnPool) {
+        lock(&self.inner.conn_pools).push(p);
+    }
+
+    /// Every connection pool of serve now (size, use, peak, waits).
+    pub fn conn_pools(&self) -> Vec<crate::io::pool::PoolStats> {
+        lock(&self.inner.conn_pools)
+            .iter()
+            .map(crate::io::pool::ConnPool::stats)
+            .collect()
     }
 
     /// A source read limiter started by serve.

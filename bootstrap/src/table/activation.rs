@@ -34,9 +34,9 @@ pub struct Finish<'a> {
     pub store: &'a dyn MaterialStore,
     pub plan: &'a [KeyRange],
     pub schema_fingerprint: Digest,
-    pub source: &'a mysql_async::Opts,
+    pub source: &'a crate::io::pool::ConnPool,
     pub control_schema: &'a str,
-    pub target: &'a mysql_async::Opts,
+    pub target: &'a crate::io::pool::ConnPool,
     pub ctx: &'a TargetCtx,
     /// The table's schema chain (DESIGN §16); `ctx` is the target context of the version
     /// in force at T's cursor.
@@ -70,8 +70,10 @@ pub struct Activation {
 }
 
 impl Finish<'_> {
-    async fn target_conn(&self) -> Result<mysql_async::Conn> {
-        ledger::apply::connect(self.target).await
+    async fn target_conn(&self) -> Result<crate::io::pool::Pooled> {
+        self.target
+            .connect(crate::io::pool::Use::Control, "(target)")
+            .await
     }
 
     fn journal_missing(&self) -> Error {
@@ -134,7 +136,7 @@ impl Finish<'_> {
     pub async fn activate_unless(&self, stop: &CancellationToken) -> Result<Option<Activation>> {
         let mut tc = self.target_conn().await?;
         let r = self.activate_on(&mut tc, stop).await;
-        crate::io::connect::close(tc).await;
+        tc.close().await;
         r
     }
 
@@ -298,10 +300,12 @@ impl Finish<'_> {
     /// Continuous replay up to the source's binlog end as it is now (waiting, within
     /// `marker_wait`, until L holds it), then return.
     pub async fn catch_up(&self, b_seq: LSeq) -> Result<Outcome> {
-        let mut c =
-            crate::io::connect::connect(self.source.clone(), "source", "(job source)").await?;
+        let mut c = self
+            .source
+            .connect(crate::io::pool::Use::Control, "(job source)")
+            .await?;
         let end = kernel::lineage::binlog_end(&mut c).await;
-        crate::io::connect::close(c).await;
+        c.close().await;
         let deadline = tokio::time::Instant::now() + self.marker_wait;
         kernel::log::wait_for_position(self.pool, &self.scope.stream, &end?, deadline).await?;
         let r = self.replayer();

@@ -205,13 +205,16 @@ fn refuse_while_held(ctx: &JobCtx) -> Result<()> {
 
 /// True when T holds the table-generation's activation credential (T decides, not J).
 async fn activated(ctx: &JobCtx) -> Result<bool> {
-    let mut conn = ledger::apply::connect(&ctx.target).await?;
+    let mut conn = ctx
+        .target
+        .connect(crate::io::pool::Use::Control, "(target)")
+        .await?;
     let r = async {
         ledger::target::ensure_ledger_tables(&mut conn, &ctx.tctx.schema.database).await?;
         ledger::target::read_activation(&mut conn, &ctx.tctx).await
     }
     .await;
-    crate::io::connect::close(conn).await;
+    conn.close().await;
     Ok(r?.is_some())
 }
 

@@ -42,11 +42,13 @@ pub async fn capture(ctx: &JobCtx, head: Head) -> Result<std::result::Result<Hea
 
 /// Compares the live source definition with the sealed one (after B is durable).
 async fn schema_drift(ctx: &JobCtx) -> Result<Option<Definite>> {
-    let mut conn =
-        crate::io::connect::connect(ctx.source.clone(), "source", "(job source)").await?;
+    let mut conn = ctx
+        .source
+        .connect(crate::io::pool::Use::Control, "(job source)")
+        .await?;
     let facts =
         kernel::introspect::read_table(&mut conn, &ctx.schema.database, &ctx.schema.table).await;
-    crate::io::connect::close(conn).await;
+    conn.close().await;
     let what = ctx.schema.qualified();
     let Some(facts) = facts? else {
         return Ok(Some(Definite {
@@ -69,10 +71,12 @@ async fn schema_drift(ctx: &JobCtx) -> Result<Option<Definite>> {
 /// before B commits later at a position the reader cannot tie to its PREPARE.
 async fn xa_prepared(ctx: &JobCtx) -> Result<Option<Definite>> {
     use mysql_async::prelude::Queryable;
-    let mut conn =
-        crate::io::connect::connect(ctx.source.clone(), "source", "(job source)").await?;
+    let mut conn = ctx
+        .source
+        .connect(crate::io::pool::Use::Control, "(job source)")
+        .await?;
     let rows: std::result::Result<Vec<mysql_async::Row>, _> = conn.query("XA RECOVER").await;
-    crate::io::connect::close(conn).await;
+    conn.close().await;
     let rows = rows.map_err(|e| kernel::error::from_mysql("XA RECOVER on the source", &e))?;
     Ok((!rows.is_empty()).then(|| Definite {
         code: DefiniteCode::Precondition,

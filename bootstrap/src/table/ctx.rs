@@ -2,6 +2,7 @@
 //! change between restarts ([`RunConfig`]), how a job task ended ([`Reached`]), and the
 //! [`Events`] through which the protocol reports upwards (pauses, retries) without
 //! knowing who listens: the supervisor implements it, `present::metrics` reads it.
+use crate::io::pool::ConnPool;
 use crate::store::jobs::JobRecord;
 use crate::table::hooks::WindowHooks;
 use admission::Admission;
@@ -34,10 +35,11 @@ pub struct JobCtx {
     pub store: Arc<dyn MaterialStore>,
     /// The L stream of the job's source server.
     pub stream: String,
-    /// Source connection options (with the password, never printed).
-    pub source: mysql_async::Opts,
-    /// Target connection options (ledger session settings).
-    pub target: mysql_async::Opts,
+    /// The source server's connections, shared by every job on it (`crate::io::pool`;
+    /// options with the password, never printed).
+    pub source: ConnPool,
+    /// The target server's connections (ledger session settings), shared likewise.
+    pub target: ConnPool,
     pub tctx: TargetCtx,
     pub admission: Admission,
     /// Client deadlines of target writes (a timed-out statement is KILLed and confirmed).

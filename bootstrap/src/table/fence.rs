@@ -108,7 +108,7 @@ pub struct FenceEnv<'a> {
     pub target: &'a mut mysql_async::Conn,
     pub ctx: &'a ledger::target::TargetCtx,
     /// Source connection options (writes the F intent into the control table).
-    pub source: &'a mysql_async::Opts,
+    pub source: &'a crate::io::pool::ConnPool,
     pub control_schema: &'a str,
     /// Bound on waiting for L to hold F.
     pub wait: Duration,
@@ -181,9 +181,12 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
     let creds = ledger::target::page_credentials(env.target, env.ctx).await?;
     ready(env.planned, &head.record, &entries, &manifests, &creds).map_err(Error::Definite)?;
     let intent = Intent::new(job, g, IntentKind::F, None, None);
-    let mut src = crate::io::connect::connect(env.source.clone(), "source", "(job source)").await?;
+    let mut src = env
+        .source
+        .connect(crate::io::pool::Use::Control, "(job source)")
+        .await?;
     let written = control::write_intent(&mut src, env.control_schema, &intent).await;
-    crate::io::connect::close(src).await;
+    src.close().await;
     written?;
     failpoint::hit(crate::table::faults::FENCE_AFTER_F_WRITTEN);
     let deadline = tokio::time::Instant::now() + env.wait;

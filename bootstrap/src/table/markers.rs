@@ -13,10 +13,12 @@ pub async fn write_and_await(
     intent: &Intent,
     written_fp: &str,
 ) -> Result<kernel::log::MarkerSeen> {
-    let mut conn =
-        crate::io::connect::connect(ctx.source.clone(), "source", "(job source)").await?;
+    let mut conn = ctx
+        .source
+        .connect(crate::io::pool::Use::Control, "(job source)")
+        .await?;
     let r = kernel::control::write_intent(&mut conn, &ctx.job.control_schema, intent).await;
-    crate::io::connect::close(conn).await;
+    conn.close().await;
     r?;
     failpoint::hit(written_fp);
     let deadline = Instant::now() + ctx.cfg.marker_timeout;

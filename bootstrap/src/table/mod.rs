@@ -136,13 +136,16 @@ async fn cancel_recorded(ctx: &JobCtx) -> Result<bool> {
 
 /// T tables in the target schema and this process's claim on them (fencing token).
 async fn prepare_target(ctx: &JobCtx) -> Result<()> {
-    let mut conn = ledger::apply::connect(&ctx.target).await?;
+    let mut conn = ctx
+        .target
+        .connect(crate::io::pool::Use::Control, "(target)")
+        .await?;
     let r = async {
         ledger::target::ensure_ledger_tables(&mut conn, &ctx.tctx.schema.database).await?;
         ledger::target::claim(&mut conn, &ctx.tctx).await
     }
     .await;
-    crate::io::connect::close(conn).await;
+    conn.close().await;
     r
 }
 

@@ -8,6 +8,7 @@
 //! new window refunds it: at most [`BOOTSTRAP_BUDGET`] are recovered automatically, the
 //! next one pauses the table (`release_unconfirmed`) with the context in J. `resume`
 //! starts a new execution ([`reset`]). Streaming has its own in-a-row budget in replay.
+use crate::io::pool::Use;
 use crate::table::ctx::JobCtx;
 use admission::{Permit, RetryBudget};
 use kernel::error::{from_sqlx, DefiniteCode};
@@ -42,9 +43,9 @@ pub async fn apply_page(ctx: &JobCtx, bytes: &[u8], permit: Permit) -> Result<Ap
         other => other,
     })?;
     tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, retry = "uncertain_commit", "{m}: resolving from T");
-    let mut c2 = apply::connect(&ctx.target).await?;
+    let mut c2 = ctx.target.connect(Use::Control, "(resolve page)").await?;
     let res = apply::resolve_page(&mut c2, &ctx.tctx, bytes).await;
-    crate::io::connect::close(c2).await;
+    c2.close().await;
     match res? {
         Resolution::Committed => Ok(Applied::Committed),
         Resolution::NotCommitted => Err(Error::transient(format!(
@@ -60,7 +61,12 @@ async fn apply_bounded(
     bytes: &[u8],
     permit: Permit,
 ) -> Result<std::result::Result<Applied, String>> {
-    let mut conn = match apply::connect(&writer_opts(ctx)).await {
+    let opts = writer_opts(ctx);
+    let mut conn = match ctx
+        .target
+        .connect_with(Use::Data, &opts, "(page write)")
+        .await
+    {
         Ok(c) => c,
         Err(e) => {
             permit.release_confirmed(); // nothing was sent
@@ -85,7 +91,11 @@ async fn apply_bounded(
         );
         let hold = permit.mark_release_unknown(reason.clone());
         let killed = crate::io::bounded::kill_confirmed(&ctx.target, "target", id).await;
+        let (conn, slot) = conn.split();
         drop(conn);
+        if killed.is_err() {
+            slot.lose();
+        }
         killed?;
         ctx.admission
             .confirm_hold(hold)
@@ -97,9 +107,11 @@ async fn apply_bounded(
     // Every statement was answered unless the apply failed (a failed COMMIT or a lost
     // connection may leave the server thread running).
     let answered = r.is_ok();
+    let (conn, slot) = conn.split();
     if let Err(e) =
         crate::io::bounded::close_confirmed(&ctx.target, "target", conn, id, answered).await
     {
+        slot.lose();
         let _hold = permit.mark_release_unknown(e.to_string());
         let done = match &r {
             Ok(a) => format!("after the apply answered {a:?}"),
@@ -122,7 +134,7 @@ async fn apply_bounded(
 /// sessions can be told apart in the target's PROCESSLIST (its DB column) from the state
 /// store's and replay's (statements name every table fully, so nothing else changes).
 fn writer_opts(ctx: &JobCtx) -> mysql_async::Opts {
-    mysql_async::OptsBuilder::from_opts(ctx.target.clone())
+    mysql_async::OptsBuilder::from_opts(ctx.target.opts().clone())
         .db_name(Some(ctx.tctx.schema.database.clone()))
         .into()
 }

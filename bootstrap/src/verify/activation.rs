@@ -27,13 +27,16 @@ impl FieldComparer for Comparer {
 
 async fn compare(req: FieldRequest<'_>) -> Result<FieldSample> {
     let r = req.replayer;
+    // Its source read view is a data connection of the source's pool (the caller holds a
+    // read-window permit); each side is one session, so each pool opens one connection.
+    let slot = r.source.slot(crate::io::pool::Use::Data).await?;
     let src = Endpoint::new(
-        Pool::new(r.source.clone()),
+        Pool::new(one_connection(r.source.opts())),
         &r.scope.source_db,
         &r.scope.source_table,
     );
     let tgt = Endpoint::new(
-        Pool::new(r.target.clone()),
+        Pool::new(one_connection(r.target.opts())),
         &r.ctx.schema.database,
         &r.ctx.schema.table,
     );
@@ -51,6 +54,11 @@ async fn compare(req: FieldRequest<'_>) -> Result<FieldSample> {
     let report = replay_and_compare(r, req.b_seq, &src, &tgt, &key, &options, &mut cursor).await;
     let closed = src.pool.disconnect().await;
     let _ = tgt.pool.disconnect().await;
+    if closed.is_ok() {
+        drop(slot);
+    } else {
+        slot.lose();
+    }
     // The source connection holds a read view (a read-window permit, DESIGN §8): a close
     // that failed leaves its end unknown, whatever the comparison said.
     if let Err(e) = closed {
@@ -64,6 +72,14 @@ async fn compare(req: FieldRequest<'_>) -> Result<FieldSample> {
         ));
     }
     Ok(sample_of(&report?, req.config.mode(), req.seed))
+}
+
+/// `opts` for a mysql_async pool of at most one connection.
+fn one_connection(opts: &mysql_async::Opts) -> mysql_async::Opts {
+    let one = mysql_async::PoolConstraints::new(0, 1).unwrap_or_default();
+    mysql_async::OptsBuilder::from_opts(opts.clone())
+        .pool_opts(mysql_async::PoolOpts::default().with_constraints(one))
+        .into()
 }
 
 /// A value preview as hex (text previews are hex-encoded too: values are shown as bytes).

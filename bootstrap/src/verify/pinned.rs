@@ -31,6 +31,7 @@
 //! `--resume` continues after its last key. Each run pins its own P: the chunks of one run are compared at
 //! that run's P, which is what a resumed VDiff does too.
 use super::{pin_source, Endpoint, Report, VerifyCursor, VerifyOptions};
+use crate::io::pool::{ConnPool, Side, Use};
 use crate::store::jobs::{self, JobRecord};
 use crate::table::replay::{self, ReplayConfig, Replayer, Scope, Until};
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
@@ -318,11 +319,12 @@ async fn compare_at_p(
     let tgt = Endpoint::from_url(req.target_url, &rec.target.db, &rec.target.table)?;
     let cfg = ReplayConfig::default();
     let sopts = crate::io::connect::opts(req.source_url, "source")?;
+    let (source, target) = pools(sopts, topts.clone(), &cfg);
     let replayer = Replayer {
         pool,
         scope,
-        source: &sopts,
-        target: topts,
+        source: &source,
+        target: &target,
         ctx,
         cfg: &cfg,
         // Pinned verify after a DDL stops at it (issue 16: not replayed across DDL yet).
@@ -393,14 +395,24 @@ pub async fn replay_and_compare(
     pinned.compare(tgt, cursor).await
 }
 
-async fn check_cursor_not_past(
-    topts: &mysql_async::Opts,
-    ctx: &TargetCtx,
-    p: &BinlogPos,
-) -> Result<()> {
-    let mut tc = ledger::apply::connect(topts).await?;
+/// This command's own connection pools (its replay applies on `apply_streams`
+/// connections, under no admission of a serve).
+fn pools(
+    source: mysql_async::Opts,
+    target: mysql_async::Opts,
+    cfg: &ReplayConfig,
+) -> (ConnPool, ConnPool) {
+    let streams = u32::try_from(cfg.apply_streams).unwrap_or(u32::MAX);
+    (
+        ConnPool::of_opts(Side::Source, source, 1),
+        ConnPool::of_opts(Side::Target, target, streams),
+    )
+}
+
+async fn check_cursor_not_past(target: &ConnPool, ctx: &TargetCtx, p: &BinlogPos) -> Result<()> {
+    let mut tc = target.connect(Use::Control, "(verify cursor)").await?;
     let cursor = ledger::target::replay_cursor(&mut tc, ctx, false).await;
-    crate::io::connect::close(tc).await;
+    tc.close().await;
     let Some(c) = cursor? else { return Ok(()) };
     let at_p = kernel::change::GroupEnd {
         pos: p.clone(),

@@ -10,6 +10,7 @@ mod keys_refusals;
 mod metrics;
 mod runbooks;
 mod secrets;
+mod serve_urls;
 mod status;
 mod status_holds;
 mod status_window;

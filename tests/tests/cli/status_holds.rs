@@ -35,6 +35,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     .bind(old)
     .bind(kernel::codec::encode(&bf::store::processes::Persisted {
         pools: Vec::new(),
+        connections: Vec::new(),
     }))
     .execute(&c.pool)
     .await

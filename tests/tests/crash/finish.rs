@@ -237,7 +237,7 @@ async fn a_rerun_after_activation_writes_nothing(w: &World, fin: &Finishing, f: 
     let again = f.activate().await.unwrap();
     assert!(!again.activated.written);
     assert_eq!(again.replayed.groups_applied, 0);
-    let mut tc = ledger::apply::connect(&fin.target).await.unwrap();
+    let mut tc = ledger::apply::connect(fin.target.opts()).await.unwrap();
     let ev = audit::gather(&mut Sources {
         pool: &fin.pool,
         scope: &w.scope(),

@@ -19,6 +19,7 @@ mod pause_sessions;
 mod pause_uncertain;
 mod pause_window_panic;
 mod periodic_verify;
+mod pools;
 mod rate;
 mod replay_bench;
 mod replay_permits;

@@ -35,8 +35,10 @@ fn fill() -> Vec<String> {
     vec![format!("INSERT INTO t VALUES {}", rows.join(", "))]
 }
 
-/// Writes only the key and `v` (which no DDL touches), so it runs across every version.
-async fn writer(url: String, stop: Arc<AtomicBool>) -> u64 {
+/// Writes only the key and `v` (which no DDL touches), so it runs across every version;
+/// holds off while `hold` is set (a comparison of a moving source could never be equal
+/// on a slow machine).
+async fn writer(url: String, stop: Arc<AtomicBool>, hold: Arc<AtomicBool>) -> u64 {
     use mysql_async::prelude::Queryable;
     use rand::Rng;
     let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
@@ -44,6 +46,10 @@ async fn writer(url: String, stop: Arc<AtomicBool>) -> u64 {
         .unwrap();
     let mut n = 0u64;
     while !stop.load(Ordering::SeqCst) {
+        if hold.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
         let (id, op) = {
             let mut r = rand::rng();
             (r.random_range(1..120u32), r.random_range(0..4u32))
@@ -122,7 +128,9 @@ async fn compatible_ddl_while_streaming_is_applied_in_binlog_order_through_kills
     let mut s = serve(&c, "");
     keyed::wait_streaming(&c, &mut s.0).await;
     let url = c.source.url_db(&c.sdb);
-    let w = Writing::spawn(|stop| writer(url, stop));
+    let hold = Arc::new(AtomicBool::new(false));
+    let h = hold.clone();
+    let w = Writing::spawn(|stop| writer(url, stop, h));
     for (i, (ddl, after)) in steps().into_iter().enumerate() {
         c.source.sql_in(&c.sdb, ddl);
         match i {
@@ -146,14 +154,17 @@ async fn compatible_ddl_while_streaming_is_applied_in_binlog_order_through_kills
             _ => {}
         }
         c.source.sql_in(&c.sdb, after);
+        hold.store(true, Ordering::SeqCst);
         let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+        hold.store(false, Ordering::SeqCst);
         assert!(d.rows > 40, "{ddl}: {d}");
         let head = c.head().await;
         assert_eq!(head.paused, None, "paused after {ddl}");
         assert_eq!(head.phase, ledger::record::Phase::Streaming);
     }
     let writes = w.stop().await;
-    let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    let clean = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    assert!(clean.rows > 40, "{clean}");
     drop(s);
     let versions =
         backfill_tests::bf::store::schema_versions::versions(&c.pool, c.job, c.generation)

@@ -122,6 +122,7 @@ pub fn serves_json(serves: &[ServeRow]) -> Value {
                     "heartbeat_age_ms": r.heartbeat_age_ms,
                     "up_ms": r.up_ms,
                     "pools": r.admission.pools,
+                    "connections": r.admission.connections,
                 })
             })
             .collect(),

@@ -99,6 +99,12 @@ pub fn serves_text(serves: &[ServeRow]) -> String {
                 ));
             }
         }
+        for c in &r.admission.connections {
+            out.push_str(&format!(
+                "  connections to the {} {}: {}/{} in use, {} idle, peak {}, {} waited\n",
+                c.side, c.server, c.in_use, c.capacity, c.idle, c.peak, c.waits
+            ));
+        }
     }
     out
 }

@@ -49,7 +49,8 @@ pub async fn audit_job(
         token: 0,
     };
     let store = LocalDirStore::open(data_dir)?;
-    let opts = target::target_opts(&resolve_url(&rec.target_url, targets))?;
+    let whose = format!("job {job}'s target");
+    let opts = target::target_opts(&resolve_url(&rec.target_url, targets, "--target", &whose)?)?;
     let mut conn = ledger::apply::connect(&opts).await?;
     let ev = gather(&mut Sources {
         pool,

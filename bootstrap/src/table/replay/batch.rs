@@ -90,7 +90,7 @@ pub(super) enum Step {
 /// context and the statement limits.
 pub(super) struct BatchWriter<'a> {
     pub(super) scope: &'a Scope,
-    pub(super) source: &'a mysql_async::Opts,
+    pub(super) source: &'a crate::io::pool::ConnPool,
     pub(super) ctx: &'a TargetCtx,
     pub(super) limits: Limits,
 }
@@ -139,11 +139,13 @@ impl BatchWriter<'_> {
         keyer.make_room(missing.len());
         // Emptied: every value of this batch is asked again.
         let missing = keyer.unweighed(images());
-        let mut conn =
-            crate::io::connect::connect(self.source.clone(), "source", "(key weights)").await?;
+        let mut conn = self
+            .source
+            .connect(crate::io::pool::Use::Control, "(key weights)")
+            .await?;
         let n = missing.len();
         let r = kernel::key::weigh::weigh_values(&mut conn, keyer, &missing).await;
-        let _ = conn.disconnect().await;
+        conn.close().await;
         tracing::debug!(job = %self.scope.job, values = n, trips = ?r.as_ref().ok(), "asked the source for key weights");
         r.map(|_| ())
     }
@@ -188,6 +190,9 @@ impl BatchWriter<'_> {
         let work = apply_on(c, self.ctx, prev, groups, self.limits);
         let (outcome, reason) = match tokio::time::timeout(p.write_deadline, work).await {
             Ok(Ok(_)) => {
+                // Answered: a clean close ends them. Their pool slots and the permits go
+                // back together; the table holds no connection until its next batch.
+                conns.close().await;
                 held.into_iter()
                     .for_each(admission::Permit::release_confirmed);
                 return Ok(Step::Done);
@@ -274,13 +279,19 @@ impl BatchWriter<'_> {
                 Err(e) => return Ok(Step::NoPermit(no_permit(&p.owner, &e))),
             },
         };
-        let r = match conns.first().await {
-            Ok(c) => {
-                crate::table::schema::step::apply(c, self.ctx, before, next, expect, group).await
-            }
+        let r = match conns.get().await {
+            Ok(c) => match c.first_mut() {
+                Some(c) => {
+                    crate::table::schema::step::apply(c, self.ctx, before, next, expect, group)
+                        .await
+                }
+                None => Err(Error::transient("no target connection for the schema step")),
+            },
             Err(e) => Err(e),
         };
         let Err(e) = r else {
+            // Answered: closed with the permit, as after a batch.
+            conns.close().await;
             held.into_iter()
                 .for_each(admission::Permit::release_confirmed);
             return Ok(Step::Done);

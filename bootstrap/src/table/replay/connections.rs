@@ -8,34 +8,46 @@
 //! permit is released, and the `Conn`s stay open until then so that what the server
 //! shows is the KILL's doing. A connection whose end is not confirmed is named in a
 //! definite `release_unconfirmed` ([`unconfirmed`]), never assumed gone.
+//!
+//! They are data connections of the target's pool (`crate::io::pool`): a run under
+//! per-batch permits closes them before it releases the batch's permits (so no
+//! STREAMING table holds a connection while it waits for the binlog); a run under coarse
+//! permits keeps them for the run.
+use crate::io::pool::{ConnPool, Pooled, Slot, Use};
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
-use ledger::apply;
-use mysql_async::{Conn, Opts};
+use mysql_async::Conn;
 
 /// The target connections of one replay run: `streams` of them, opened together, one
 /// per key partition ([`ledger::parts`]). Kept open across batches; dropped as a whole
 /// after any failure (each KILL-confirmed first) and reopened by the next batch.
 pub(super) struct Conns<'a> {
-    opts: &'a Opts,
+    pool: &'a ConnPool,
     /// Connections opened together (one per key partition, at least 1).
     pub(super) streams: usize,
     conns: Vec<Conn>,
+    /// The pool slot of each connection, given back once it is confirmed closed.
+    slots: Vec<Slot>,
 }
 
 impl<'a> Conns<'a> {
-    pub(super) fn new(opts: &'a Opts, streams: usize) -> Conns<'a> {
+    pub(super) fn new(pool: &'a ConnPool, streams: usize) -> Conns<'a> {
         Conns {
-            opts,
+            pool,
             streams: streams.clamp(1, ledger::parts::MAX_PARTS),
             conns: Vec::new(),
+            slots: Vec::new(),
         }
     }
 
     pub(super) async fn get(&mut self) -> Result<&mut [Conn]> {
         while self.conns.len() < self.streams {
-            match apply::connect(self.opts).await {
-                Ok(c) => self.conns.push(c),
+            match self.pool.connect(Use::Data, "(replay)").await {
+                Ok(c) => {
+                    let (c, slot) = c.split();
+                    self.conns.push(c);
+                    self.slots.push(slot);
+                }
                 Err(e) => {
                     // Only session settings were sent on them, all answered.
                     self.close().await;
@@ -46,13 +58,6 @@ impl<'a> Conns<'a> {
         Ok(&mut self.conns)
     }
 
-    pub(super) async fn first(&mut self) -> Result<&mut Conn> {
-        self.get()
-            .await?
-            .first_mut()
-            .ok_or_else(|| Error::transient("target connection unavailable"))
-    }
-
     fn ids(&self) -> Vec<u32> {
         self.conns.iter().map(|c| c.id()).collect()
     }
@@ -61,6 +66,13 @@ impl<'a> Conns<'a> {
         for c in self.conns.drain(..) {
             let _ = c.disconnect().await;
         }
+        self.slots.clear();
+    }
+
+    /// A control connection of the same pool, for T reads outside any permit (the
+    /// cursor): never one of the data connections, which are taken within permits.
+    pub(super) async fn control(&self) -> Result<Pooled> {
+        self.pool.connect(Use::Control, "(replay cursor)").await
     }
 
     /// After a failed, unknown or timed-out batch a statement may still run on ANY of
@@ -72,10 +84,15 @@ impl<'a> Conns<'a> {
         let dead: Vec<Conn> = self.conns.drain(..).collect();
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let r = crate::io::bounded::kill_confirmed(self.opts, "target", id).await;
+            let r = crate::io::bounded::kill_confirmed(self.pool, "target", id).await;
             out.push((id, r));
         }
         drop(dead);
+        for (slot, (_, r)) in self.slots.drain(..).zip(&out) {
+            if r.is_err() {
+                slot.lose(); // it may live on: its slot stays counted
+            }
+        }
         out
     }
 }

@@ -16,7 +16,6 @@ use kernel::log::{self, LSeq};
 use kernel::{failpoint, Error, Result};
 use ledger::apply::ReplayGroup;
 use ledger::target::{self, ReplayCursor, TargetCtx};
-use mysql_async::Opts;
 use sqlx::mysql::MySqlPool;
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -48,8 +47,8 @@ pub struct Replayer<'a> {
     pub scope: &'a Scope,
     /// The source, asked for the weights of character keys (DESIGN §14) before a batch is
     /// applied; never read from otherwise.
-    pub source: &'a Opts,
-    pub target: &'a Opts,
+    pub source: &'a crate::io::pool::ConnPool,
+    pub target: &'a crate::io::pool::ConnPool,
     pub ctx: &'a TargetCtx,
     pub cfg: &'a ReplayConfig,
     /// The table's schema chain (DESIGN §16); None takes nothing after a DDL: its pause
@@ -96,13 +95,9 @@ impl Replayer<'_> {
 
     /// T's main cursor (the only one "replay reached", status and restarts read).
     async fn cursor(&self, conns: &mut Conns<'_>) -> Result<Option<ReplayCursor>> {
-        let r = {
-            let c = conns.first().await?;
-            target::replay_cursor(c, self.ctx, false).await
-        };
-        if r.is_err() {
-            conns.close().await;
-        }
+        let mut c = conns.control().await?;
+        let r = target::replay_cursor(&mut c, self.ctx, false).await;
+        c.close().await;
         r
     }
 

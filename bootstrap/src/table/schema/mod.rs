@@ -78,9 +78,15 @@ pub async fn ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
     if chain.versions.is_empty() {
         return Ok(ctx.tctx.clone());
     }
-    let mut tc = ledger::apply::connect(&ctx.target).await?;
+    let mut tc = ctx
+        .target
+        .connect(
+            crate::io::pool::Use::Control,
+            "(schema version at T's cursor)",
+        )
+        .await?;
     let cursor = ledger::target::replay_cursor(&mut tc, &ctx.tctx, false).await;
-    crate::io::connect::close(tc).await;
+    tc.close().await;
     let cursor = cursor?;
     let (_, schema) = chain
         .in_force_at(cursor.as_ref().map(|c| &c.end))

@@ -35,7 +35,8 @@ pub struct Table<'a> {
 pub struct SealEnv<'a> {
     pub pool: &'a MySqlPool,
     pub scope: Table<'a>,
-    pub source: &'a mysql_async::Opts,
+    /// The source's pool (a control slot for each read here).
+    pub source: &'a crate::io::pool::ConnPool,
     /// How long to wait for L to reach the source's binlog end.
     pub wait: Duration,
 }
@@ -144,9 +145,12 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
 /// The source table's definition now, as install seals it.
 async fn live_definition(env: &SealEnv<'_>) -> Result<std::result::Result<SealedSchema, String>> {
     let s = &env.scope;
-    let mut c = crate::io::connect::connect(env.source.clone(), "source", "(job source)").await?;
+    let mut c = env
+        .source
+        .connect(crate::io::pool::Use::Control, "(schema seal)")
+        .await?;
     let facts = kernel::introspect::read_table(&mut c, &s.source_db, &s.source_table).await;
-    crate::io::connect::close(c).await;
+    c.close().await;
     let Some(facts) = facts? else {
         return Ok(Err("the source table is gone".into()));
     };
@@ -159,9 +163,12 @@ async fn live_definition(env: &SealEnv<'_>) -> Result<std::result::Result<Sealed
 /// Waits until L holds the source's binlog end read now (after the live definition was
 /// read); returns L's tail then.
 async fn caught_up(env: &SealEnv<'_>) -> Result<LSeq> {
-    let mut c = crate::io::connect::connect(env.source.clone(), "source", "(job source)").await?;
+    let mut c = env
+        .source
+        .connect(crate::io::pool::Use::Control, "(schema seal)")
+        .await?;
     let end = kernel::lineage::binlog_end(&mut c).await;
-    crate::io::connect::close(c).await;
+    c.close().await;
     let deadline = tokio::time::Instant::now() + env.wait;
     let d = log::wait_for_position(env.pool, &env.scope.stream, &end?, deadline).await?;
     Ok(d.tail.seq)

@@ -16,16 +16,19 @@ use kernel::error::DefiniteCode;
 use kernel::failpoint;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
 use kernel::{Error, Result};
-use ledger::apply::{self, Applied};
+use ledger::apply::Applied;
 use ledger::chain::{self, ChainEntry};
 use ledger::journal::Head;
 use ledger::target::{self, PageCredential};
 
 /// T's credentials of window `w`, in page order.
 pub async fn credentials(ctx: &JobCtx, w: WindowId) -> Result<Vec<PageCredential>> {
-    let mut conn = apply::connect(&ctx.target).await?;
+    let mut conn = ctx
+        .target
+        .connect(crate::io::pool::Use::Control, "(target)")
+        .await?;
     let all = target::page_credentials(&mut conn, &ctx.tctx).await;
-    crate::io::connect::close(conn).await;
+    conn.close().await;
     Ok(all?.into_iter().filter(|c| c.window == w).collect())
 }
 

@@ -9,6 +9,7 @@
 //! connection is confirmed closed (DESIGN §8); an unconfirmed close keeps it as a hold and
 //! is reported even when the read itself succeeded. The read view is bounded in time
 //! (`read_view_timeout`), and so are the close and its confirmation.
+use crate::io::pool::Use;
 use crate::table::ctx::JobCtx;
 use crate::table::window::{fp, progress};
 use kernel::error::{from_mysql, DefiniteCode};
@@ -53,14 +54,13 @@ pub async fn read_window(
         .await
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
     crate::seams::read_panic::hit(ctx.id(), w);
-    let mut conn =
-        match crate::io::connect::connect(ctx.source.clone(), "source", "(read view)").await {
-            Ok(c) => c,
-            Err(e) => {
-                permit.release_confirmed(); // nothing was sent
-                return Err(e);
-            }
-        };
+    let mut conn = match ctx.source.connect(Use::Data, "(read view)").await {
+        Ok(c) => c,
+        Err(e) => {
+            permit.release_confirmed(); // nothing was sent
+            return Err(e);
+        }
+    };
     let id = conn.id();
     let limit = ctx.cfg.read_view_timeout;
     let read = match tokio::time::timeout(limit, in_view(ctx, &mut conn, w, a, range, keyer)).await
@@ -71,9 +71,14 @@ pub async fn read_window(
             "{owner}: the read view did not finish within {limit:?} (read_view_timeout)"
         ))),
     };
+    let (conn, slot) = conn.split();
     match close_confirmed(ctx, conn, id, read.is_ok()).await {
-        Ok(()) => permit.release_confirmed(),
+        Ok(()) => {
+            drop(slot);
+            permit.release_confirmed()
+        }
         Err(e) => {
+            slot.lose();
             let hold = permit.mark_release_unknown(e.to_string());
             tracing::error!(%hold, error = %e, "read connection close not confirmed");
             return Err(Error::definite(
@@ -357,10 +362,9 @@ pub async fn close_confirmed(ctx: &JobCtx, conn: Conn, id: u32, answered: bool) 
         drop(conn); // closes the socket; the server thread may live on until KILLed
     }
     let confirm = async {
-        let mut c =
-            crate::io::connect::connect(ctx.source.clone(), "source", "(confirm close)").await?;
+        let mut c = ctx.source.connect(Use::Kill, "(confirm close)").await?;
         let r = kill_and_wait(&mut c, id).await;
-        crate::io::connect::close(c).await;
+        c.close().await;
         r
     };
     let limit = CONFIRM_TIMEOUT * 2;

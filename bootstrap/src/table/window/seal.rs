@@ -99,12 +99,14 @@ async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Resul
     if missing.is_empty() {
         return Ok(());
     }
-    let mut conn =
-        crate::io::connect::connect(ctx.source.clone(), "source", "(key weights)").await?;
+    let mut conn = ctx
+        .source
+        .connect(crate::io::pool::Use::Control, "(key weights)")
+        .await?;
     let n = missing.len();
     let trips = weigh::weigh_values(&mut conn, keyer, &missing).await?;
     tracing::debug!(job = %ctx.id(), values = n, trips, "asked the source for key weights");
-    let _ = conn.disconnect().await;
+    conn.close().await;
     Ok(())
 }
 

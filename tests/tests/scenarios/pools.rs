@@ -1,0 +1,401 @@
+//! Connections per server (issue 17, DESIGN §17) against real MariaDB: 120 tables of 200
+//! rows on one source, one `serve` (the real binary) with the session limit raised to 120,
+//! both servers started with `max_connections=40` and the state store on the target.
+//!
+//! serve connects as its own users (`bf_pool` to source and target, `bf_pool_state` to the
+//! state store), so a sampler (root) reads each server's PROCESSLIST every 100 ms and
+//! counts exactly serve's connections. At every sample each count stays under the bound
+//! of README "Connections" (defaults: 2 read windows, 2 target writes): 8 on the source
+//! (2 read views, 4 control, 1 kill, 1 binlog), 9 on the target (2 writes, 2 field
+//! checks, 4 control, 1 kill) and 10 on the state store (8, and 2 for the metrics).
+//! Meanwhile `backfill status` (root) answers every second and shows the pools, as the
+//! metrics do. At the end every table is STREAMING and compares clean with the
+//! independent comparator (`backfill_tests::compare`).
+//!
+//! And the reuse of control connections (`bootstrap/src/io/pool.rs`): what a user changed
+//! in its session is gone for the next one, and data connections are never reused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use backfill_tests::bf::install::{install_with, InstallRequest, TableName};
+use backfill_tests::bf::store::commands;
+use backfill_tests::case::DDL;
+use backfill_tests::compare::compare;
+use harness::{Server, ServerOpts};
+use kernel::ids::{Generation, JobId};
+use ledger::journal::Journal;
+use ledger::record::Phase;
+use mysql_async::prelude::Queryable;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TABLES: usize = 120;
+const ROWS: i64 = 200;
+const USER: &str = "bf_pool";
+/// serve's state-store account (on the target server), counted apart.
+const STATE_USER: &str = "bf_pool_state";
+const PW: &str = "P00lsPerServer";
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// The documented bounds with 2 read windows and 2 target writes (README, Connections).
+const SOURCE_BOUND: u64 = 2 + 4 + 1 + 1;
+const TARGET_BOUND: u64 = 2 + 2 + 4 + 1;
+/// serve's state-store pool (8) and the metrics endpoint's (2).
+const STATE_BOUND: u64 = 8 + 2;
+
+fn server(opts: ServerOpts) -> Server {
+    let s = Server::start_private(opts.config("max_connections=40"));
+    for u in [USER, STATE_USER] {
+        s.sql(&format!(
+            "CREATE USER IF NOT EXISTS '{u}'@'%' IDENTIFIED BY '{PW}'; \
+             GRANT ALL PRIVILEGES ON *.* TO '{u}'@'%'"
+        ));
+    }
+    s
+}
+
+/// serve's connections on a server now: as the source/target account, as the state-store
+/// account, and every connection of the server.
+async fn count(c: &mut mysql_async::Conn) -> (u64, u64, u64) {
+    let q = format!(
+        "SELECT COALESCE(SUM(USER = '{USER}'), 0), COALESCE(SUM(USER = '{STATE_USER}'), 0), \
+         COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND <> 'Daemon'"
+    );
+    let r: Option<(u64, u64, u64)> = c.query_first(q).await.unwrap();
+    r.unwrap_or((0, 0, 0))
+}
+
+/// serve's connections on a server, one a line, for a failure message.
+async fn list(c: &mut mysql_async::Conn) -> String {
+    let q = format!(
+        "SELECT ID, USER, COALESCE(DB, '-'), COMMAND, TIME_MS, COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
+         FROM information_schema.PROCESSLIST WHERE USER IN ('{USER}', '{STATE_USER}')"
+    );
+    match c.query::<mysql_async::Row, _>(q).await {
+        Ok(rows) => rows
+            .into_iter()
+            .map(|r| format!("{:?}\n", r.unwrap()))
+            .collect(),
+        Err(e) => format!("(cannot list: {e})"),
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    source_peak: u64,
+    target_peak: u64,
+    state_peak: u64,
+    source_all_peak: u64,
+    target_all_peak: u64,
+    samples: u64,
+}
+
+fn sampler(
+    source: String,
+    target: String,
+    addr: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Seen> {
+    tokio::spawn(async move {
+        let open = |u: String| async move {
+            mysql_async::Conn::new(mysql_async::Opts::from_url(&u).unwrap())
+                .await
+                .unwrap()
+        };
+        let (mut s, mut t) = (open(source).await, open(target).await);
+        let mut seen = Seen::default();
+        while !stop.load(Ordering::SeqCst) {
+            let (sb, _, sa) = count(&mut s).await;
+            let (tb, st, ta) = count(&mut t).await;
+            if sb > SOURCE_BOUND {
+                let l = list(&mut s).await;
+                let m = pools_of(&addr);
+                panic!("serve had {sb} connections on the source: {seen:?}\n{l}{m}");
+            }
+            if tb > TARGET_BOUND || st > STATE_BOUND {
+                let l = format!("{}{}", list(&mut t).await, pools_of(&addr));
+                panic!("serve had {tb} connections on the target, {st} on the state store: {seen:?}\n{l}");
+            }
+            seen.source_peak = seen.source_peak.max(sb);
+            seen.target_peak = seen.target_peak.max(tb);
+            seen.state_peak = seen.state_peak.max(st);
+            seen.source_all_peak = seen.source_all_peak.max(sa);
+            seen.target_all_peak = seen.target_all_peak.max(ta);
+            seen.samples += 1;
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+        let _ = s.disconnect().await;
+        let _ = t.disconnect().await;
+        seen
+    })
+}
+
+/// serve's own view of its pools (metrics), for a failure message.
+fn pools_of(addr: &str) -> String {
+    scrape(addr)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("backfill_connections_in_use"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn scrape(addr: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+async fn world(
+    source: &Server,
+    target: &Server,
+) -> (String, String, Vec<(JobId, Generation, String)>, String) {
+    let sdb = source.fresh_db("pools_s");
+    let ctl = source.fresh_db("pools_c");
+    let tdb = target.fresh_db("pools_t");
+    let state = target.url_user(STATE_USER, PW, &format!("{tdb}_state"));
+    let values: Vec<String> = (1..=ROWS).map(|i| format!("({i}, {i}, 'v{i}')")).collect();
+    let (mut src_sql, mut tgt_sql) = (String::new(), String::new());
+    for i in 1..=TABLES {
+        let ddl = DDL.replace("TABLE t ", &format!("TABLE t{i} "));
+        src_sql.push_str(&format!("{ddl};\n"));
+        match i {
+            1 => src_sql.push_str(&format!("INSERT INTO t1 VALUES {};\n", values.join(","))),
+            _ => src_sql.push_str(&format!("INSERT INTO t{i} SELECT * FROM t1;\n")),
+        }
+        tgt_sql.push_str(&format!("{ddl};\n"));
+    }
+    source.sql_in(&sdb, &src_sql);
+    target.sql_in(&tdb, &tgt_sql);
+    let pool = kernel::state::open(&state, &Default::default())
+        .await
+        .unwrap();
+    let mut jobs = Vec::new();
+    for i in 1..=TABLES {
+        let table = format!("t{i}");
+        let mut req = InstallRequest::new(
+            state.clone(),
+            source.url_user(USER, PW, &sdb),
+            TableName::new(&sdb, &table),
+            target.url_user(USER, PW, &tdb),
+            TableName::new(&tdb, &table),
+        );
+        req.window_rows = 100;
+        req.page_rows = 50;
+        req.control_schema = ctl.clone();
+        let done = install_with(&pool, &req)
+            .await
+            .unwrap_or_else(|e| panic!("install {table}: {e}"));
+        commands::start_within(&pool, done.job_id, TABLES as u32)
+            .await
+            .unwrap();
+        jobs.push((done.job_id, done.generation, table));
+    }
+    pool.close().await;
+    (sdb, tdb, jobs, state)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server() {
+    let (source, target) = (server(ServerOpts::source()), server(ServerOpts::target()));
+    let t0 = Instant::now();
+    let (sdb, tdb, jobs, state) = world(&source, &target).await;
+    let installed = t0.elapsed();
+    let root_state = target.url_db(&format!("{tdb}_state"));
+    let data = tempfile::tempdir().unwrap();
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = sampler(source.url(), target.url(), addr.clone(), stop.clone());
+    let t1 = Instant::now();
+    let mut child = backfill_tests::command()
+        .args([
+            "serve",
+            "--state",
+            &state,
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--source",
+            &source.url_user(USER, PW, ""),
+            "--target",
+            &target.url_user(USER, PW, ""),
+            "--max-sessions",
+            &TABLES.to_string(),
+            "--exit-when-idle",
+            "--metrics-addr",
+            &addr,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut statuses, mut slowest, mut pools_seen) = (0u32, Duration::ZERO, false);
+    let mut status_pools = false;
+    let exit = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(900),
+            "serve did not become idle in 900 s"
+        );
+        let at = Instant::now();
+        let r = tokio::task::spawn_blocking({
+            let s = root_state.clone();
+            move || {
+                backfill_tests::Run::of(backfill_tests::command().args(["status", "--state", &s]))
+            }
+        })
+        .await
+        .unwrap();
+        if child.try_wait().unwrap().is_none() {
+            assert_eq!(r.code, 0, "status while serve runs: {}", r.all());
+            statuses += 1;
+            slowest = slowest.max(at.elapsed());
+            status_pools |= r
+                .stdout
+                .contains(&format!("connections to the source {USER}@"))
+                && r.stdout
+                    .contains(&format!("connections to the target {USER}@"));
+        }
+        if !pools_seen {
+            if let Some(m) = scrape(&addr) {
+                pools_seen = m.contains("backfill_connections_capacity{side=\"target\"")
+                    && m.contains("backfill_connections_in_use{side=\"source\"");
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let ran = t1.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let seen = seen.await.unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        exit.success(),
+        "serve: {exit}\n{out}\n{}",
+        err.replace(PW, "<PW>")
+    );
+    eprintln!(
+        "pools: {TABLES} tables installed in {installed:?}, serve to idle in {ran:?}; {seen:?}; \
+         {statuses} status runs answered, slowest {slowest:?}"
+    );
+    assert!(
+        seen.samples >= 10 && seen.source_peak >= 2,
+        "the sampler saw serve: {seen:?}"
+    );
+    assert!(statuses >= 1, "status ran during serve");
+    assert!(pools_seen, "the metrics showed the connection pools");
+    assert!(status_pools, "status showed the connection pools");
+    assert!(!out.contains("paused") && !out.contains("refused"), "{out}");
+
+    let pool = kernel::state::open(&root_state, &Default::default())
+        .await
+        .unwrap();
+    let journal = Journal::new(pool.clone());
+    for (job, g, table) in &jobs {
+        let phase = journal
+            .head(*job, *g)
+            .await
+            .unwrap()
+            .map(|h| h.record.phase);
+        assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job})");
+        let d = compare(&source, &sdb, &target, &tdb, table, &["id"]);
+        assert!(d.is_clean() && d.rows == ROWS as usize, "{table}: {d}");
+    }
+    pool.close().await;
+}
+
+type Session = (String, String, String, String, String, u64, u64);
+
+/// What a session carries: @x, sql_mode, time zone, character_set_client, isolation,
+/// whether a transaction is open, its id.
+async fn state(c: &mut mysql_async::Conn) -> Session {
+    let q = "SELECT COALESCE(@x, 'unset'), @@session.sql_mode, @@session.time_zone, \
+             @@character_set_client, @@session.tx_isolation, \
+             @@in_transaction, CONNECTION_ID()";
+    let r: Option<Session> = c.query_first(q).await.unwrap();
+    r.unwrap()
+}
+
+/// A control connection given back is reused only in a new connection's state: whatever
+/// its last user changed (a user variable, session variables, an open transaction holding
+/// a row lock, a temporary table) is gone for the next user, and the session setup (SET
+/// NAMES binary, the target's time zone and sql_mode) is there again. A data connection
+/// is never reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_control_connection_starts_as_a_new_one() {
+    use backfill_tests::bf::io::pool::{ConnPool, Side, Use};
+    let target = harness::shared_target();
+    let db = target.fresh_db("pools_reuse");
+    target.sql_in(
+        &db,
+        "CREATE TABLE r (id INT PRIMARY KEY) ENGINE=InnoDB; INSERT INTO r VALUES (1)",
+    );
+    let opts = ledger::target::target_opts(&target.url()).unwrap();
+    let pool = ConnPool::of_opts(Side::Target, opts, 1);
+    let mut c = pool.connect(Use::Control, "(test)").await.unwrap();
+    let fresh = state(&mut c).await;
+    c.query_drop(format!(
+        "SET @x = 'left over'; SET SESSION sql_mode = ''; SET SESSION time_zone = '+05:00'; \
+         SET NAMES utf8mb4; SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE; \
+         CREATE TEMPORARY TABLE {db}.tmp (a INT); BEGIN; SELECT * FROM {db}.r FOR UPDATE"
+    ))
+    .await
+    .unwrap();
+    let dirty = state(&mut c).await;
+    assert_eq!(dirty.0, "left over");
+    assert_eq!(
+        dirty.5, 1,
+        "a transaction is open before the connection is given back"
+    );
+    let id = fresh.6;
+    c.close().await;
+    assert_eq!(pool.stats().idle, 1, "the control connection is kept");
+
+    let mut again = pool.connect(Use::Control, "(test)").await.unwrap();
+    let reused = state(&mut again).await;
+    assert_eq!(reused.6, id, "the same server connection is reused");
+    assert_eq!(
+        (&reused.0, &reused.1, &reused.2, &reused.3, &reused.4, reused.5),
+        (&fresh.0, &fresh.1, &fresh.2, &fresh.3, &fresh.4, 0),
+        "the reused connection is in a new connection's state"
+    );
+    assert_eq!(fresh.3, "binary", "SET NAMES binary is part of the setup");
+    let tmp: Result<Vec<u64>, _> = again.query(format!("SELECT a FROM {db}.tmp")).await;
+    assert!(tmp.is_err(), "the temporary table is gone");
+    // The row lock of the rolled-back transaction is free for another session.
+    target.sql_in(
+        &db,
+        "SET SESSION innodb_lock_wait_timeout = 1; UPDATE r SET id = 2 WHERE id = 1",
+    );
+    again.close().await;
+
+    // Data connections are closed when given back, never kept.
+    let d = pool.connect(Use::Data, "(test)").await.unwrap();
+    let data_id = u64::from(d.id());
+    d.close().await;
+    let mut c = pool.connect(Use::Control, "(test)").await.unwrap();
+    assert_ne!(state(&mut c).await.6, data_id);
+    assert_eq!(pool.stats().slots[0].in_use, 0);
+    c.close().await;
+    pool.close_idle().await;
+    assert_eq!(pool.stats().idle, 0);
+}
