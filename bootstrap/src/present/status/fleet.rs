@@ -346,7 +346,8 @@ pub fn summary(rows: &[FleetRow], of: usize) -> String {
     )
 }
 
-/// One line per serve process: its liveness and each pool's use.
+/// One line per serve process: its liveness and each admission pool's use, then one line
+/// per server it holds connections to.
 fn serve_lines(serves: &[ServeRow]) -> String {
     serves
         .iter()
@@ -363,7 +364,16 @@ fn serve_lines(serves: &[ServeRow]) -> String {
                 r.liveness(),
                 pools.join(", ")
             );
-            format!("{}\n", cut(&line, WIDTH))
+            let mut out = format!("{}\n", cut(&line, WIDTH));
+            // Its connections per server (DESIGN §17), one line each.
+            for c in &r.admission.connections {
+                let l = format!(
+                    "  connections to the {} {}: {}/{} in use, {} idle, peak {}, {} waited",
+                    c.side, c.server, c.in_use, c.capacity, c.idle, c.peak, c.waits
+                );
+                out.push_str(&format!("{}\n", cut(&l, WIDTH)));
+            }
+            out
         })
         .collect()
 }

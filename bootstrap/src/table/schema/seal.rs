@@ -69,9 +69,9 @@ async fn next_ddl(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<Option
     let s = &env.scope;
     let rows = log::ddls(
         env.pool,
-        &s.stream,
-        &s.source_db,
-        &s.source_table,
+        s.stream,
+        s.source_db,
+        s.source_table,
         after,
         LSeq::MAX,
     )
@@ -98,15 +98,7 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
     };
     let upto = caught_up(env).await?;
     let s = &env.scope;
-    let later = log::ddls(
-        env.pool,
-        &s.stream,
-        &s.source_db,
-        &s.source_table,
-        d.seq,
-        upto,
-    )
-    .await?;
+    let later = log::ddls(env.pool, s.stream, s.source_db, s.source_table, d.seq, upto).await?;
     if let Some(l) = later.first() {
         return Ok(refused(
             &env.scope,
@@ -149,7 +141,7 @@ async fn live_definition(env: &SealEnv<'_>) -> Result<std::result::Result<Sealed
         .source
         .connect(crate::io::pool::Use::Control, "(schema seal)")
         .await?;
-    let facts = kernel::introspect::read_table(&mut c, &s.source_db, &s.source_table).await;
+    let facts = kernel::introspect::read_table(&mut c, s.source_db, s.source_table).await;
     c.close().await;
     let Some(facts) = facts? else {
         return Ok(Err("the source table is gone".into()));
@@ -170,7 +162,7 @@ async fn caught_up(env: &SealEnv<'_>) -> Result<LSeq> {
     let end = kernel::lineage::binlog_end(&mut c).await;
     c.close().await;
     let deadline = tokio::time::Instant::now() + env.wait;
-    let d = log::wait_for_position(env.pool, &env.scope.stream, &end?, deadline).await?;
+    let d = log::wait_for_position(env.pool, env.scope.stream, &end?, deadline).await?;
     Ok(d.tail.seq)
 }
 
@@ -185,9 +177,9 @@ async fn raw_mismatch(
     let s = &env.scope;
     let recs = log::table_records(
         env.pool,
-        &s.stream,
-        &s.source_db,
-        &s.source_table,
+        s.stream,
+        s.source_db,
+        s.source_table,
         after,
         upto,
         1000,

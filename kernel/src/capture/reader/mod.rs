@@ -300,12 +300,15 @@ async fn restore(pool: &MySqlPool, d: &Position) -> Result<Restored> {
     Ok(r)
 }
 
+/// Turns `conn` (the session's own connection, which checked D's lineage) into the
+/// binlog stream: one connection per session, never a second one opened while the first
+/// is still closing (a server counts a closing connection against max_connections).
 async fn open_stream(
+    mut conn: mysql_async::Conn,
     cfg: &ReaderConfig,
     flavor: Flavor,
     d: &Position,
 ) -> Result<mysql_async::BinlogStream> {
-    let mut conn = connect(cfg).await?;
     if flavor == Flavor::Mariadb {
         conn.query_drop("SET @mariadb_slave_capability=4")
             .await
@@ -343,7 +346,6 @@ async fn session(
     let mut conn = connect(cfg).await?;
     let d = load_or_init(pool, cfg, &mut conn).await?;
     lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await?;
-    let _ = conn.disconnect().await;
     log::check_tail(pool, &d).await?;
     let restored = restore(pool, &d).await?;
     let mut cap = Capturer::new(
@@ -364,7 +366,7 @@ async fn session(
         stream: &d.stream,
         progressed,
     };
-    let mut stream = open_stream(cfg, d.lineage.flavor, &d).await?;
+    let mut stream = open_stream(conn, cfg, d.lineage.flavor, &d).await?;
     let mut writer = Writer::start(pool.clone(), d.clone(), progressed.clone());
     let mut batch = Pending::default();
     let mut last_commit = Instant::now();
