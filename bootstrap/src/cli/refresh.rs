@@ -41,7 +41,7 @@ pub struct RefreshArgs {
     )]
     pub target: Vec<String>,
     /// Run the DDL's own clauses on the target first (only for a compatible DDL).
-    #[arg(long)]
+    #[arg(long, env = "BACKFILL_REFRESH_APPLY")]
     pub apply: bool,
     /// Output format.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]

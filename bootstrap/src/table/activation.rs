@@ -409,7 +409,7 @@ async fn activate_versions(
     streaming: bool,
 ) -> Result<Option<Activation>> {
     loop {
-        let tctx = schema::ctx_at(ctx, chain).await?;
+        let tctx = ctx_at(ctx, chain).await?;
         let f = finish(ctx, scope, &tctx, chain, cfg);
         let what = "replay of (B, F] and activation";
         // Boxed: the activation future is large (fence, replay and audit state).
@@ -431,7 +431,7 @@ async fn activate_versions(
             Err(e)
                 if streaming
                     && e.is_transient()
-                    && schema::ctx_at(ctx, chain).await?.schema != tctx.schema =>
+                    && ctx_at(ctx, chain).await?.schema != tctx.schema =>
             {
                 tracing::info!(job = %ctx.id(), "a schema version was applied during the re-audit: auditing again");
             }
@@ -445,7 +445,29 @@ async fn seal_more(ctx: &JobCtx, scope: &Scope, chain: &mut Chain) -> Result<Opt
     let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
         .await?
         .map_or(LSeq::ZERO, |m| m.seq);
-    schema::seal_more(ctx, chain, b).await
+    seal_from(ctx, chain, b).await
+}
+
+/// [`schema::seal_more`] for the job of `ctx`, from L record `b` (its B).
+pub(crate) async fn seal_from(ctx: &JobCtx, chain: &mut Chain, b: LSeq) -> Result<Option<Error>> {
+    let env = schema::seal::SealEnv {
+        pool: &ctx.pool,
+        scope: schema::seal::Table {
+            job: ctx.id(),
+            generation: ctx.generation(),
+            stream: &ctx.stream,
+            source_db: &ctx.job.source.db,
+            source_table: &ctx.job.source.table,
+        },
+        source: &ctx.source,
+        wait: ctx.cfg.marker_timeout,
+    };
+    schema::seal_more(&env, chain, b).await
+}
+
+/// The job's target context of the version in force at T's cursor.
+pub(crate) async fn ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
+    schema::ctx_at(&ctx.target, &ctx.tctx, chain).await
 }
 
 /// The finish of the job with target context `tctx` (of the version in force at T's
@@ -496,7 +518,7 @@ async fn stream_versions(
     exit_when_idle: bool,
 ) -> Result<Outcome> {
     loop {
-        let tctx = schema::ctx_at(ctx, chain).await?;
+        let tctx = ctx_at(ctx, chain).await?;
         let f = finish(ctx, scope, &tctx, chain, cfg);
         let r = stream_once(ctx, &f, cfg, b_seq, exit_when_idle).await;
         match r {

@@ -132,7 +132,7 @@ async fn drain(
     )
     .await?;
     loop {
-        let tctx = schema::ctx_at(ctx, &chain).await?;
+        let tctx = crate::table::activation::ctx_at(ctx, &chain).await?;
         let r = Replayer {
             pool: &ctx.pool,
             scope,
@@ -163,7 +163,9 @@ async fn drain(
             }
             Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
                 let before = chain.versions.len();
-                if let Some(refused) = schema::seal_more(ctx, &mut chain, b_seq).await? {
+                if let Some(refused) =
+                    crate::table::activation::seal_from(ctx, &mut chain, b_seq).await?
+                {
                     return Err(refused);
                 }
                 if chain.versions.len() == before {

@@ -77,12 +77,17 @@ async fn a_row_changed_on_the_target_pauses_its_table_with_verify_failed_and_res
     assert!(text.contains("periodic verify"), "{text}");
     assert!(text.contains("id=7"), "{text}");
     let fleet = status_cli(&["--state", &state, "--in-state", "PAUSED"]);
-    let lines: Vec<&str> = fleet.lines().collect();
+    // The serve line is followed by one line per server it holds connections to.
+    let lines: Vec<&str> = fleet
+        .lines()
+        .filter(|l| !l.starts_with("  connections to the "))
+        .collect();
     assert_eq!(
         lines.len(),
         1 + 1 + 1 + 1,
         "header, one job, summary, serve: {fleet}"
     );
+    assert!(fleet.contains("  connections to the source "), "{fleet}");
     assert!(
         lines[1].trim_start().starts_with(&format!("{} ", dirty.0)),
         "{fleet}"

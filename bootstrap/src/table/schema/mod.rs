@@ -34,7 +34,6 @@ pub mod step;
 pub use chain::{Chain, InForce};
 
 use crate::store::schema_versions;
-use crate::table::ctx::JobCtx;
 use kernel::ids::{Generation, JobId};
 use kernel::schema::SealedSchema;
 use kernel::{Error, Result};
@@ -71,28 +70,31 @@ pub fn on_target(schema: &SealedSchema, target: &SealedSchema) -> SealedSchema {
     s
 }
 
-/// The job's target context with the definition of the version in force at T's cursor
-/// (the key's columns by that definition: an ADD COLUMN FIRST moves them; the key itself
-/// is the same, [`kernel::schema_change::check_after`]).
-pub async fn ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
+/// The target context `base` (version 1's) with the definition of the version in force at
+/// T's cursor (the key's columns by that definition: an ADD COLUMN FIRST moves them; the
+/// key itself is the same, [`kernel::schema_change::check_after`]).
+pub async fn ctx_at(
+    target: &crate::io::pool::ConnPool,
+    base: &TargetCtx,
+    chain: &Chain,
+) -> Result<TargetCtx> {
     if chain.versions.is_empty() {
-        return Ok(ctx.tctx.clone());
+        return Ok(base.clone());
     }
-    let mut tc = ctx
-        .target
+    let mut tc = target
         .connect(
             crate::io::pool::Use::Control,
             "(schema version at T's cursor)",
         )
         .await?;
-    let cursor = ledger::target::replay_cursor(&mut tc, &ctx.tctx, false).await;
+    let cursor = ledger::target::replay_cursor(&mut tc, base, false).await;
     tc.close().await;
     let cursor = cursor?;
     let (_, schema) = chain
         .in_force_at(cursor.as_ref().map(|c| &c.end))
         .map_err(Error::Definite)?;
-    let mut t = ctx.tctx.clone();
-    t.schema = on_target(schema, &ctx.tctx.schema);
+    let mut t = base.clone();
+    t.schema = on_target(schema, &base.schema);
     t.keyer = crate::store::jobs::keyer(&t.schema)?;
     Ok(t)
 }
@@ -101,24 +103,12 @@ pub async fn ctx_at(ctx: &JobCtx, chain: &Chain) -> Result<TargetCtx> {
 /// ([`seal::seal_all`]); the refusal that stops it, if any (None: sealed what there was,
 /// or there was nothing). `chain` gets the new versions.
 pub async fn seal_more(
-    ctx: &JobCtx,
+    env: &seal::SealEnv<'_>,
     chain: &mut Chain,
     b: kernel::log::LSeq,
 ) -> Result<Option<Error>> {
-    let env = seal::SealEnv {
-        pool: &ctx.pool,
-        scope: seal::Table {
-            job: ctx.id(),
-            generation: ctx.generation(),
-            stream: &ctx.stream,
-            source_db: &ctx.job.source.db,
-            source_table: &ctx.job.source.table,
-        },
-        source: &ctx.source,
-        wait: ctx.cfg.marker_timeout,
-    };
     let mut next = chain.clone();
-    let r = seal::seal_all(&env, &mut next, b).await?;
+    let r = seal::seal_all(env, &mut next, b).await?;
     *chain = next;
     Ok(r.refusal())
 }
