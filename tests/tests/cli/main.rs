@@ -6,6 +6,7 @@ mod fleet_status;
 mod install;
 mod install_bulk;
 mod install_server;
+mod install_target;
 mod keys_refusals;
 mod metrics;
 mod runbooks;
