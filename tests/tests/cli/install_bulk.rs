@@ -112,6 +112,45 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
     assert_eq!(run.code, 3, "some were refused: {}", run.all());
     let report = json(&run);
     assert_eq!(report["tables"], 50, "{report}");
+    the_refusals_are_reported(&report);
+    let jobs = installed_jobs(&report, tables.len(), &tdb);
+    refused_tables_lost_nothing(target, &tdb);
+
+    start_all(&state, jobs.len());
+
+    let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing = tokio::spawn(writer(source.url_db(&sdb), names, stop.clone()));
+    let serve_started = Instant::now();
+    let mut serve = Serving(
+        backfill_tests::bin::command()
+            .args(["serve", "--state", &state, "--data-dir"])
+            .arg(data.path())
+            .args(["--owner", "bulk-test", "--max-sessions", "64"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn serve"),
+    );
+    wait_all_streaming(&state, &jobs, &mut serve).await;
+    eprintln!(
+        "{} tables to STREAMING under the writer: {:.1} s",
+        jobs.len(),
+        serve_started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let writes = writing.await.expect("writer");
+    assert!(writes > 0);
+    every_table_compares_clean(source, &sdb, target, &tdb, &tables).await;
+    eprintln!(
+        "{writes} writer statements; all {} tables compare clean",
+        tables.len()
+    );
+}
+
+fn the_refusals_are_reported(report: &Value) {
     let refused: BTreeMap<String, String> = report["refused"]
         .as_array()
         .expect("refused")
@@ -141,13 +180,16 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
         Some(0),
         "{report}"
     );
+}
+
+fn installed_jobs(report: &Value, tables: usize, tdb: &str) -> Vec<(JobId, Generation)> {
     let installed = report["installed"].as_array().expect("installed");
-    assert_eq!(installed.len(), tables.len(), "{report}");
+    assert_eq!(installed.len(), tables, "{report}");
     let mut jobs = Vec::new();
     for i in installed {
         let name = i["source"]["table"].as_str().unwrap();
         assert_eq!(i["target"]["table"], name);
-        assert_eq!(i["target"]["db"], tdb.as_str());
+        assert_eq!(i["target"]["db"], tdb);
         // Every target was created but the one made by hand, which is used as it is.
         assert_eq!(i["target_created"], name != "int_pk_01", "{i}");
         jobs.push((
@@ -155,10 +197,14 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
             Generation(i["generation"].as_u64().unwrap()),
         ));
     }
+    jobs
+}
+
+fn refused_tables_lost_nothing(target: &Server, tdb: &str) {
     // Refused tables lost nothing and got nothing: the non-empty target keeps its row, no
     // table was created for a refused source.
     assert_eq!(
-        target.sql_in(&tdb, "SELECT id, v FROM full_target"),
+        target.sql_in(tdb, "SELECT id, v FROM full_target"),
         "42\t42"
     );
     let missing = target.sql(&format!(
@@ -173,16 +219,18 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
     ));
     assert_eq!(fks, "0");
     let uniq = target.sql_in(
-        &tdb,
+        tdb,
         "SELECT NON_UNIQUE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
          AND TABLE_NAME = 'types_00' AND INDEX_NAME = 'u_code'",
     );
     assert_eq!(uniq, "1", "extra unique key created non-unique");
+}
 
+fn start_all(state: &str, jobs: usize) {
     let start = backfill(&[
         "start",
         "--state",
-        &state,
+        state,
         "--all",
         "--max-sessions",
         "64",
@@ -190,44 +238,24 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
         "json",
     ]);
     assert_eq!(start.code, 0, "{}", start.all());
-    assert_eq!(
-        json(&start)["jobs"].as_array().map(Vec::len),
-        Some(jobs.len())
-    );
+    assert_eq!(json(&start)["jobs"].as_array().map(Vec::len), Some(jobs));
     // Nothing left to start: --all starts only jobs not yet started.
-    let again = backfill(&["start", "--state", &state, "--all"]);
+    let again = backfill(&["start", "--state", state, "--all"]);
     assert_eq!(again.code, 0, "{}", again.all());
     assert!(again.stdout.contains("no installed job"), "{}", again.all());
+}
 
-    let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writing = tokio::spawn(writer(source.url_db(&sdb), names, stop.clone()));
-    let serve_started = Instant::now();
-    let mut serve = Serving(
-        backfill_tests::bin::command()
-            .args(["serve", "--state", &state, "--data-dir"])
-            .arg(data.path())
-            .args(["--owner", "bulk-test", "--max-sessions", "64"])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn serve"),
-    );
-    wait_all_streaming(&state, &jobs, &mut serve).await;
-    eprintln!(
-        "{} tables to STREAMING under the writer: {:.1} s",
-        jobs.len(),
-        serve_started.elapsed().as_secs_f64()
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::SeqCst);
-    let writes = writing.await.expect("writer");
-    assert!(writes > 0);
+async fn every_table_compares_clean(
+    source: &Server,
+    sdb: &str,
+    target: &Server,
+    tdb: &str,
+    tables: &[backfill_tests::bulk::Table],
+) {
     let until = Instant::now() + Duration::from_secs(120);
-    for t in &tables {
+    for t in tables {
         loop {
-            let d = compare::compare(source, &sdb, target, &tdb, &t.name, t.key);
+            let d = compare::compare(source, sdb, target, tdb, &t.name, t.key);
             if d.is_clean() {
                 assert!(d.rows > 0, "{}: {d}", t.name);
                 break;
@@ -240,10 +268,6 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
-    eprintln!(
-        "{writes} writer statements; all {} tables compare clean",
-        tables.len()
-    );
 }
 
 #[tokio::test]
