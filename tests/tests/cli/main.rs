@@ -18,4 +18,5 @@ mod status_window;
 mod tls;
 mod verify;
 mod verify_finding;
+mod verify_keys;
 mod verify_pinned;
