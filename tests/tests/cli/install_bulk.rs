@@ -157,7 +157,10 @@ fn the_refusals_are_reported(report: &Value) {
         .iter()
         .map(|r| {
             (
-                r["source"]["table"].as_str().unwrap().to_string(),
+                r["source"]["table"]
+                    .as_str()
+                    .expect("source table")
+                    .to_string(),
                 r.to_string(),
             )
         })
@@ -187,14 +190,14 @@ fn installed_jobs(report: &Value, tables: usize, tdb: &str) -> Vec<(JobId, Gener
     assert_eq!(installed.len(), tables, "{report}");
     let mut jobs = Vec::new();
     for i in installed {
-        let name = i["source"]["table"].as_str().unwrap();
+        let name = i["source"]["table"].as_str().expect("source table");
         assert_eq!(i["target"]["table"], name);
         assert_eq!(i["target"]["db"], tdb);
         // Every target was created but the one made by hand, which is used as it is.
         assert_eq!(i["target_created"], name != "int_pk_01", "{i}");
         jobs.push((
-            JobId(i["job_id"].as_u64().unwrap()),
-            Generation(i["generation"].as_u64().unwrap()),
+            JobId(i["job_id"].as_u64().expect("job_id")),
+            Generation(i["generation"].as_u64().expect("generation")),
         ));
     }
     jobs
