@@ -112,92 +112,11 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
     assert_eq!(run.code, 3, "some were refused: {}", run.all());
     let report = json(&run);
     assert_eq!(report["tables"], 50, "{report}");
-    let refused: BTreeMap<String, String> = report["refused"]
-        .as_array()
-        .expect("refused")
-        .iter()
-        .map(|r| {
-            (
-                r["source"]["table"].as_str().unwrap().to_string(),
-                r.to_string(),
-            )
-        })
-        .collect();
-    let want: BTreeSet<&str> = REFUSED.iter().map(|r| r.name).collect();
-    assert_eq!(
-        refused.keys().map(String::as_str).collect::<BTreeSet<_>>(),
-        want
-    );
-    for want in REFUSED {
-        let r = &refused[want.name];
-        assert!(
-            r.contains(want.cause) && r.contains("\"fix\""),
-            "{}: {r}",
-            want.name
-        );
-    }
-    assert_eq!(
-        report["failed"].as_array().map(Vec::len),
-        Some(0),
-        "{report}"
-    );
-    let installed = report["installed"].as_array().expect("installed");
-    assert_eq!(installed.len(), tables.len(), "{report}");
-    let mut jobs = Vec::new();
-    for i in installed {
-        let name = i["source"]["table"].as_str().unwrap();
-        assert_eq!(i["target"]["table"], name);
-        assert_eq!(i["target"]["db"], tdb.as_str());
-        // Every target was created but the one made by hand, which is used as it is.
-        assert_eq!(i["target_created"], name != "int_pk_01", "{i}");
-        jobs.push((
-            JobId(i["job_id"].as_u64().unwrap()),
-            Generation(i["generation"].as_u64().unwrap()),
-        ));
-    }
-    // Refused tables lost nothing and got nothing: the non-empty target keeps its row, no
-    // table was created for a refused source.
-    assert_eq!(
-        target.sql_in(&tdb, "SELECT id, v FROM full_target"),
-        "42\t42"
-    );
-    let missing = target.sql(&format!(
-        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{tdb}' \
-         AND TABLE_NAME IN ('nokey_a', 'nokey_b', 'prefix_key', 'myisam', 'cascade_child')"
-    ));
-    assert_eq!(missing, "0");
-    // The created targets carry no foreign key and no extra unique key.
-    let fks = target.sql(&format!(
-        "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS WHERE TABLE_SCHEMA = \
-         '{tdb}' AND CONSTRAINT_TYPE = 'FOREIGN KEY'"
-    ));
-    assert_eq!(fks, "0");
-    let uniq = target.sql_in(
-        &tdb,
-        "SELECT NON_UNIQUE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
-         AND TABLE_NAME = 'types_00' AND INDEX_NAME = 'u_code'",
-    );
-    assert_eq!(uniq, "1", "extra unique key created non-unique");
+    the_refusals_are_reported(&report);
+    let jobs = installed_jobs(&report, tables.len(), &tdb);
+    refused_tables_lost_nothing(target, &tdb);
 
-    let start = backfill(&[
-        "start",
-        "--state",
-        &state,
-        "--all",
-        "--max-sessions",
-        "64",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(start.code, 0, "{}", start.all());
-    assert_eq!(
-        json(&start)["jobs"].as_array().map(Vec::len),
-        Some(jobs.len())
-    );
-    // Nothing left to start: --all starts only jobs not yet started.
-    let again = backfill(&["start", "--state", &state, "--all"]);
-    assert_eq!(again.code, 0, "{}", again.all());
-    assert!(again.stdout.contains("no installed job"), "{}", again.all());
+    start_all(&state, jobs.len());
 
     let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
     let stop = Arc::new(AtomicBool::new(false));
@@ -224,10 +143,122 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
     stop.store(true, Ordering::SeqCst);
     let writes = writing.await.expect("writer");
     assert!(writes > 0);
+    every_table_compares_clean(source, &sdb, target, &tdb, &tables).await;
+    eprintln!(
+        "{writes} writer statements; all {} tables compare clean",
+        tables.len()
+    );
+}
+
+fn the_refusals_are_reported(report: &Value) {
+    let refused: BTreeMap<String, String> = report["refused"]
+        .as_array()
+        .expect("refused")
+        .iter()
+        .map(|r| {
+            (
+                r["source"]["table"]
+                    .as_str()
+                    .expect("source table")
+                    .to_string(),
+                r.to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<&str> = REFUSED.iter().map(|r| r.name).collect();
+    assert_eq!(
+        refused.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        want
+    );
+    for want in REFUSED {
+        let r = &refused[want.name];
+        assert!(
+            r.contains(want.cause) && r.contains("\"fix\""),
+            "{}: {r}",
+            want.name
+        );
+    }
+    assert_eq!(
+        report["failed"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+}
+
+fn installed_jobs(report: &Value, tables: usize, tdb: &str) -> Vec<(JobId, Generation)> {
+    let installed = report["installed"].as_array().expect("installed");
+    assert_eq!(installed.len(), tables, "{report}");
+    let mut jobs = Vec::new();
+    for i in installed {
+        let name = i["source"]["table"].as_str().expect("source table");
+        assert_eq!(i["target"]["table"], name);
+        assert_eq!(i["target"]["db"], tdb);
+        // Every target was created but the one made by hand, which is used as it is.
+        assert_eq!(i["target_created"], name != "int_pk_01", "{i}");
+        jobs.push((
+            JobId(i["job_id"].as_u64().expect("job_id")),
+            Generation(i["generation"].as_u64().expect("generation")),
+        ));
+    }
+    jobs
+}
+
+fn refused_tables_lost_nothing(target: &Server, tdb: &str) {
+    // Refused tables lost nothing and got nothing: the non-empty target keeps its row, no
+    // table was created for a refused source.
+    assert_eq!(
+        target.sql_in(tdb, "SELECT id, v FROM full_target"),
+        "42\t42"
+    );
+    let missing = target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{tdb}' \
+         AND TABLE_NAME IN ('nokey_a', 'nokey_b', 'prefix_key', 'myisam', 'cascade_child')"
+    ));
+    assert_eq!(missing, "0");
+    // The created targets carry no foreign key and no extra unique key.
+    let fks = target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS WHERE TABLE_SCHEMA = \
+         '{tdb}' AND CONSTRAINT_TYPE = 'FOREIGN KEY'"
+    ));
+    assert_eq!(fks, "0");
+    let uniq = target.sql_in(
+        tdb,
+        "SELECT NON_UNIQUE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = 'types_00' AND INDEX_NAME = 'u_code'",
+    );
+    assert_eq!(uniq, "1", "extra unique key created non-unique");
+}
+
+fn start_all(state: &str, jobs: usize) {
+    let start = backfill(&[
+        "start",
+        "--state",
+        state,
+        "--all",
+        "--max-sessions",
+        "64",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(start.code, 0, "{}", start.all());
+    assert_eq!(json(&start)["jobs"].as_array().map(Vec::len), Some(jobs));
+    // Nothing left to start: --all starts only jobs not yet started.
+    let again = backfill(&["start", "--state", state, "--all"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+    assert!(again.stdout.contains("no installed job"), "{}", again.all());
+}
+
+async fn every_table_compares_clean(
+    source: &Server,
+    sdb: &str,
+    target: &Server,
+    tdb: &str,
+    tables: &[backfill_tests::bulk::Table],
+) {
     let until = Instant::now() + Duration::from_secs(120);
-    for t in &tables {
+    for t in tables {
         loop {
-            let d = compare::compare(source, &sdb, target, &tdb, &t.name, t.key);
+            let d = compare::compare(source, sdb, target, tdb, &t.name, t.key);
             if d.is_clean() {
                 assert!(d.rows > 0, "{}: {d}", t.name);
                 break;
@@ -240,10 +271,6 @@ async fn a_schema_of_fifty_tables_installs_with_one_command_and_streams_clean() 
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
-    eprintln!(
-        "{writes} writer statements; all {} tables compare clean",
-        tables.len()
-    );
 }
 
 #[tokio::test]

@@ -104,21 +104,8 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = backfill_tests::command()
-        .args(["serve", "--state", &state, "--data-dir"])
-        .arg(c.data.path())
-        .args(["--source", &c.source.url(), "--target", &c.target.url()])
-        .args(["--read-windows", "1", "--metrics-addr", &addr])
-        .args(["--read-rows-per-sec", "3000"])
-        .args(["--owner", &format!("metrics-test-{}", std::process::id())])
-        .env("RUST_LOG", "warn")
-        .env_remove("BACKFILL_FORMAT")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = spawn_serve(&c, &state, &addr);
     let applied = format!("backfill_rows_applied_total{{job=\"{job}\"}}");
-    let windows = format!("backfill_windows_completed_total{{job=\"{job}\"}}");
     let groups = format!("backfill_replay_groups_total{{job=\"{job}\"}}");
     let streaming = format!("backfill_job_phase{{job=\"{job}\",phase=\"STREAMING\"}} 1");
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -143,31 +130,7 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
         "rows applied did not move monotonically: {seen_applied:?}"
     );
     assert_eq!(seen_applied.last(), Some(&20_000.0), "{body}");
-    let planned = format!("backfill_windows_planned{{job=\"{job}\"}}");
-    assert!(series_value(&body, &windows) >= 10.0, "{body}");
-    assert_eq!(
-        series_value(&body, &windows),
-        series_value(&body, &planned),
-        "{body}"
-    );
-    for want in [
-        "backfill_admission_capacity{pool=\"read-window\"} 1",
-        "backfill_admission_holds{pool=\"read-window\"} 0",
-        "backfill_admission_waiting_blocked_by_holds{pool=\"read-window\"} 0",
-        "# TYPE backfill_read_throttle_waits_total counter",
-        "# TYPE backfill_retries_total counter",
-        "backfill_retries_total{kind=\"job_task\"}",
-        "backfill_retries_total{kind=\"capture_reader\"}",
-        "backfill_job_paused{job=",
-    ] {
-        assert!(body.contains(want), "missing `{want}` in\n{body}");
-    }
-    // 20 000 rows under a limit of 3 000 rows/s: page reads waited for it.
-    assert!(
-        series_value(&body, "backfill_read_throttle_waits_total") > 0.0
-            && series_value(&body, "backfill_read_throttle_calls_total") >= 20.0,
-        "{body}"
-    );
+    the_copy_metrics_are_exposed(&body, &job);
     // A source change after activation: the replayed-groups counter moves.
     let before = series_value(&body, &groups).max(0.0);
     c.source
@@ -185,6 +148,60 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
     }
     let live = status_json(&state);
     assert_eq!(live["serve"][0]["state"], "running", "{live}");
+    a_killed_serve_is_shown_stale(child, &state, &job, deadline).await;
+}
+
+fn spawn_serve(c: &backfill_tests::case::Case, state: &str, addr: &str) -> std::process::Child {
+    backfill_tests::command()
+        .args(["serve", "--state", state, "--data-dir"])
+        .arg(c.data.path())
+        .args(["--source", &c.source.url(), "--target", &c.target.url()])
+        .args(["--read-windows", "1", "--metrics-addr", addr])
+        .args(["--read-rows-per-sec", "3000"])
+        .args(["--owner", &format!("metrics-test-{}", std::process::id())])
+        .env("RUST_LOG", "warn")
+        .env_remove("BACKFILL_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn the_copy_metrics_are_exposed(body: &str, job: &str) {
+    let windows = format!("backfill_windows_completed_total{{job=\"{job}\"}}");
+    let planned = format!("backfill_windows_planned{{job=\"{job}\"}}");
+    assert!(series_value(body, &windows) >= 10.0, "{body}");
+    assert_eq!(
+        series_value(body, &windows),
+        series_value(body, &planned),
+        "{body}"
+    );
+    for want in [
+        "backfill_admission_capacity{pool=\"read-window\"} 1",
+        "backfill_admission_holds{pool=\"read-window\"} 0",
+        "backfill_admission_waiting_blocked_by_holds{pool=\"read-window\"} 0",
+        "# TYPE backfill_read_throttle_waits_total counter",
+        "# TYPE backfill_retries_total counter",
+        "backfill_retries_total{kind=\"job_task\"}",
+        "backfill_retries_total{kind=\"capture_reader\"}",
+        "backfill_job_paused{job=",
+    ] {
+        assert!(body.contains(want), "missing `{want}` in\n{body}");
+    }
+    // 20 000 rows under a limit of 3 000 rows/s: page reads waited for it.
+    assert!(
+        series_value(body, "backfill_read_throttle_waits_total") > 0.0
+            && series_value(body, "backfill_read_throttle_calls_total") >= 20.0,
+        "{body}"
+    );
+}
+
+async fn a_killed_serve_is_shown_stale(
+    mut child: std::process::Child,
+    state: &str,
+    job: &str,
+    deadline: Instant,
+) {
     // kill -9: no stop is recorded; the heartbeat ages until status calls the row stale.
     child.kill().unwrap();
     child.wait().unwrap();
@@ -194,7 +211,7 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
             "the killed serve never shown stale"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let v = status_json(&state);
+        let v = status_json(state);
         if v["serve"][0]["state"] == "stale" {
             break v;
         }
@@ -202,7 +219,7 @@ async fn serve_metrics_move_and_a_killed_serve_is_shown_stale() {
     };
     assert_eq!(stale["serve"][0]["stale"], true, "{stale}");
     let text = backfill_tests::command()
-        .args(["status", "--state", &state, &job])
+        .args(["status", "--state", state, job])
         .env_remove("BACKFILL_FORMAT")
         .output()
         .unwrap();

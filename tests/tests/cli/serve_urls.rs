@@ -46,33 +46,7 @@ fn one_url_per_server_serves_every_database_and_a_missing_one_is_named() {
     let pairs = [(&sdb1, &tdb1), (&sdb2, &tdb2)];
     let mut jobs = Vec::new();
     for (db, tdb) in pairs {
-        let r = run(&[
-            "install",
-            "--state",
-            &state,
-            "--source",
-            &source.url_user(USER, PW, db),
-            "--source-table",
-            &format!("{db}.t"),
-            "--target",
-            &target.url_user(USER, PW, tdb),
-            "--target-table",
-            &format!("{tdb}.t"),
-            "--control-schema",
-            &ctl,
-            "--window-rows",
-            "500",
-            "--page-rows",
-            "250",
-            "--format",
-            "json",
-        ]);
-        assert_eq!(r.code, 0, "{}", r.all());
-        let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
-        let job = v["job_id"].as_u64().unwrap().to_string();
-        let s = run(&["start", "--state", &state, &job]);
-        assert_eq!(s.code, 0, "{}", s.all());
-        jobs.push(job);
+        jobs.push(install_and_start(&state, source, target, db, tdb, &ctl));
     }
     let data = tempfile::tempdir().unwrap();
     let data_dir = data.path().to_str().unwrap();
@@ -96,27 +70,7 @@ fn one_url_per_server_serves_every_database_and_a_missing_one_is_named() {
     let t0 = Instant::now();
     let wrong = serve(&format!("mysql://{USER}:{PW}@127.0.0.1:1/"));
     let took = t0.elapsed();
-    let out = wrong.all();
-    let server = format!("127.0.0.1:{}", source.port());
-    for job in &jobs {
-        assert!(
-            out.contains(&format!(
-                "job {job}'s source is on the server {server} as user `{USER}`"
-            )),
-            "{}",
-            out.replace(PW, "<PW>")
-        );
-    }
-    assert!(
-        out.contains(&format!("--source 'mysql://{USER}:PASSWORD@{server}/'")),
-        "{out}"
-    );
-    assert!(
-        !out.contains(PW),
-        "the password leaked: {}",
-        out.replace(PW, "<PW>")
-    );
-    assert!(!out.contains("1045") && !out.contains("grant"), "{out}");
+    the_other_server_refuses_every_job(&wrong.all(), source, &jobs);
     assert!(took < Duration::from_secs(60), "refusing took {took:?}");
 
     // One URL per server, without a database path, serves both databases' jobs.
@@ -136,4 +90,64 @@ fn one_url_per_server_serves_every_database_and_a_missing_one_is_named() {
         let d = compare(source, db, target, tdb, "t", &["id"]);
         assert!(d.is_clean() && d.rows == 1500, "{db}.t -> {tdb}.t: {d}");
     }
+}
+
+fn install_and_start(
+    state: &str,
+    source: &harness::Server,
+    target: &harness::Server,
+    db: &str,
+    tdb: &str,
+    ctl: &str,
+) -> String {
+    let r = run(&[
+        "install",
+        "--state",
+        state,
+        "--source",
+        &source.url_user(USER, PW, db),
+        "--source-table",
+        &format!("{db}.t"),
+        "--target",
+        &target.url_user(USER, PW, tdb),
+        "--target-table",
+        &format!("{tdb}.t"),
+        "--control-schema",
+        ctl,
+        "--window-rows",
+        "500",
+        "--page-rows",
+        "250",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let job = v["job_id"].as_u64().unwrap().to_string();
+    let s = run(&["start", "--state", state, &job]);
+    assert_eq!(s.code, 0, "{}", s.all());
+    job
+}
+
+fn the_other_server_refuses_every_job(out: &str, source: &harness::Server, jobs: &[String]) {
+    let server = format!("127.0.0.1:{}", source.port());
+    for job in jobs {
+        assert!(
+            out.contains(&format!(
+                "job {job}'s source is on the server {server} as user `{USER}`"
+            )),
+            "{}",
+            out.replace(PW, "<PW>")
+        );
+    }
+    assert!(
+        out.contains(&format!("--source 'mysql://{USER}:PASSWORD@{server}/'")),
+        "{out}"
+    );
+    assert!(
+        !out.contains(PW),
+        "the password leaked: {}",
+        out.replace(PW, "<PW>")
+    );
+    assert!(!out.contains("1045") && !out.contains("grant"), "{out}");
 }

@@ -26,20 +26,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     let mut cfg = c.serve_cfg();
     cfg.limits.read_windows = 1;
     let owner = cfg.owner.clone();
-    // A row of a process silent for two days is forgotten when a serve starts.
-    let old = "serve@decommissioned-host";
-    sqlx::query(
-        "INSERT INTO serve_processes (owner, pid, admission, heartbeat_at) \
-         VALUES (?, 1, ?, CURRENT_TIMESTAMP(6) - INTERVAL 2 DAY)",
-    )
-    .bind(old)
-    .bind(kernel::codec::encode(&bf::store::processes::Persisted {
-        pools: Vec::new(),
-        connections: Vec::new(),
-    }))
-    .execute(&c.pool)
-    .await
-    .unwrap();
+    insert_a_process_silent_for_two_days(&c.pool).await;
     let serve = tokio::spawn(backfill_tests::serving::serve(
         cfg,
         CancellationToken::new(),
@@ -66,46 +53,7 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     let hold = permit.mark_release_unknown("statement timed out; KILL not yet confirmed");
 
     // Another process sees the hold and the job waiting behind it.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let v = loop {
-        let v = status_json(&state, &job);
-        let waits = v["admission"][0]["waiting"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if waits.iter().any(|w| w["blocked_by_holds"] == true) {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "never saw the job blocked: {v}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let a = &v["admission"][0];
-    assert_eq!(a["serve"], owner.as_str(), "{v}");
-    assert_eq!(a["serve_state"], "running", "{v}");
-    assert_eq!(a["holds"][0]["pool"], "read-window", "{v}");
-    assert_eq!(a["holds"][0]["release"], "unknown", "{v}");
-    let w = &a["waiting"][0];
-    assert_eq!(w["pool"], "read-window", "{v}");
-    assert_eq!(
-        w["holds"][0]["reason"], "statement timed out; KILL not yet confirmed",
-        "{v}"
-    );
-    assert_eq!(v["serve"].as_array().unwrap().len(), 1, "{v}");
-    let s = &v["serve"][0];
-    assert_eq!(s["state"], "running", "{v}");
-    assert_eq!(s["stale"], false, "{v}");
-    assert_eq!(s["pools"][0]["capacity"], 1, "{v}");
-    assert_eq!(s["pools"][0]["holds"].as_array().unwrap().len(), 1, "{v}");
-    let text = status_cli(&["--state", &state, &job]);
-    for want in [
-        "read-window permit HELD, release unknown, by `job ",
-        "waiting for a read-window permit for ",
-        "blocked by 1 hold(s) with release unknown",
-        "RUNNING",
-        "read-window      0/1 in use, 1 held (release unknown)",
-    ] {
-        assert!(text.contains(want), "missing `{want}` in\n{text}");
-    }
+    shows_the_hold_and_the_job_blocked_by_it(&state, &job, &owner).await;
 
     // The metrics of the serve process count the hold and the waiter blocked by it.
     let m = backfill_tests::serving::render_metrics(&c.pool).await;
@@ -130,4 +78,64 @@ async fn status_shows_a_release_unknown_hold_and_the_job_blocked_by_it() {
     let text = status_cli(&["--state", &state, &job]);
     assert!(text.contains("STOPPED"), "{text}");
     assert!(text.contains("no serve running"), "{text}");
+}
+
+async fn insert_a_process_silent_for_two_days(pool: &sqlx::MySqlPool) {
+    // A row of a process silent for two days is forgotten when a serve starts.
+    let old = "serve@decommissioned-host";
+    sqlx::query(
+        "INSERT INTO serve_processes (owner, pid, admission, heartbeat_at) \
+         VALUES (?, 1, ?, CURRENT_TIMESTAMP(6) - INTERVAL 2 DAY)",
+    )
+    .bind(old)
+    .bind(kernel::codec::encode(&bf::store::processes::Persisted {
+        pools: Vec::new(),
+        connections: Vec::new(),
+    }))
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+async fn shows_the_hold_and_the_job_blocked_by_it(state: &str, job: &str, owner: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let v = loop {
+        let v = status_json(state, job);
+        let waits = v["admission"][0]["waiting"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if waits.iter().any(|w| w["blocked_by_holds"] == true) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never saw the job blocked: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let a = &v["admission"][0];
+    assert_eq!(a["serve"], owner, "{v}");
+    assert_eq!(a["serve_state"], "running", "{v}");
+    assert_eq!(a["holds"][0]["pool"], "read-window", "{v}");
+    assert_eq!(a["holds"][0]["release"], "unknown", "{v}");
+    let w = &a["waiting"][0];
+    assert_eq!(w["pool"], "read-window", "{v}");
+    assert_eq!(
+        w["holds"][0]["reason"], "statement timed out; KILL not yet confirmed",
+        "{v}"
+    );
+    assert_eq!(v["serve"].as_array().unwrap().len(), 1, "{v}");
+    let s = &v["serve"][0];
+    assert_eq!(s["state"], "running", "{v}");
+    assert_eq!(s["stale"], false, "{v}");
+    assert_eq!(s["pools"][0]["capacity"], 1, "{v}");
+    assert_eq!(s["pools"][0]["holds"].as_array().unwrap().len(), 1, "{v}");
+    let text = status_cli(&["--state", state, job]);
+    for want in [
+        "read-window permit HELD, release unknown, by `job ",
+        "waiting for a read-window permit for ",
+        "blocked by 1 hold(s) with release unknown",
+        "RUNNING",
+        "read-window      0/1 in use, 1 held (release unknown)",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in\n{text}");
+    }
 }

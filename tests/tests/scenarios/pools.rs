@@ -213,27 +213,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let stop = Arc::new(AtomicBool::new(false));
     let seen = sampler(source.url(), target.url(), addr.clone(), stop.clone());
     let t1 = Instant::now();
-    let mut child = backfill_tests::command()
-        .args([
-            "serve",
-            "--state",
-            &state,
-            "--data-dir",
-            data.path().to_str().unwrap(),
-            "--source",
-            &source.url_user(USER, PW, ""),
-            "--target",
-            &target.url_user(USER, PW, ""),
-            "--max-sessions",
-            &TABLES.to_string(),
-            "--exit-when-idle",
-            "--metrics-addr",
-            &addr,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serve(&state, data.path(), &source, &target, &addr);
     let (mut statuses, mut slowest, mut pools_seen) = (0u32, Duration::ZERO, false);
     let mut status_pools = false;
     let exit = loop {
@@ -274,20 +254,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let ran = t1.elapsed();
     stop.store(true, Ordering::SeqCst);
     let seen = seen.await.unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (out, err) = output(&mut child);
     assert!(
         exit.success(),
         "serve: {exit}\n{out}\n{}",
@@ -306,18 +273,78 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     assert!(status_pools, "status showed the connection pools");
     assert!(!out.contains("paused") && !out.contains("refused"), "{out}");
 
-    let pool = kernel::state::open(&root_state, &Default::default())
+    every_job_streams_clean(&root_state, &source, &sdb, &target, &tdb, &jobs).await;
+}
+
+fn spawn_serve(
+    state: &str,
+    data: &std::path::Path,
+    source: &Server,
+    target: &Server,
+    addr: &str,
+) -> std::process::Child {
+    backfill_tests::command()
+        .args([
+            "serve",
+            "--state",
+            state,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--source",
+            &source.url_user(USER, PW, ""),
+            "--target",
+            &target.url_user(USER, PW, ""),
+            "--max-sessions",
+            &TABLES.to_string(),
+            "--exit-when-idle",
+            "--metrics-addr",
+            addr,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// serve's stdout and stderr, read to their end.
+fn output(child: &mut std::process::Child) -> (String, String) {
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (out, err)
+}
+
+async fn every_job_streams_clean(
+    root_state: &str,
+    source: &Server,
+    sdb: &str,
+    target: &Server,
+    tdb: &str,
+    jobs: &[(JobId, Generation, String)],
+) {
+    let pool = kernel::state::open(root_state, &Default::default())
         .await
         .unwrap();
     let journal = Journal::new(pool.clone());
-    for (job, g, table) in &jobs {
+    for (job, g, table) in jobs {
         let phase = journal
             .head(*job, *g)
             .await
             .unwrap()
             .map(|h| h.record.phase);
         assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job})");
-        let d = compare(&source, &sdb, &target, &tdb, table, &["id"]);
+        let d = compare(source, sdb, target, tdb, table, &["id"]);
         assert!(d.is_clean() && d.rows == ROWS as usize, "{table}: {d}");
     }
     pool.close().await;
