@@ -71,29 +71,7 @@ async fn a_row_changed_on_the_target_pauses_its_table_with_verify_failed_and_res
 
     // status shows the finding and the periodic verifies; the fleet view the pause.
     let state = c.state_url();
-    let text = status_cli(&["--state", &state, &dirty.0.to_string()]);
-    assert!(text.contains("PAUSED(STREAMING)"), "{text}");
-    assert!(text.contains("verify_failed"), "{text}");
-    assert!(text.contains("periodic verify"), "{text}");
-    assert!(text.contains("id=7"), "{text}");
-    let fleet = status_cli(&["--state", &state, "--in-state", "PAUSED"]);
-    // The serve line is followed by one line per server it holds connections to.
-    let lines: Vec<&str> = fleet
-        .lines()
-        .filter(|l| !l.starts_with("  connections to the "))
-        .collect();
-    assert_eq!(
-        lines.len(),
-        1 + 1 + 1 + 1,
-        "header, one job, summary, serve: {fleet}"
-    );
-    assert!(fleet.contains("  connections to the source "), "{fleet}");
-    assert!(
-        lines[1].trim_start().starts_with(&format!("{} ", dirty.0)),
-        "{fleet}"
-    );
-    assert!(lines[1].contains("verify_failed"), "{fleet}");
-    assert!(lines[2].starts_with("1 of 2 jobs: 1 PAUSED"), "{fleet}");
+    status_and_the_fleet_view_show_the_pause(&state, dirty);
 
     // The clean table stays STREAMING and keeps being verified.
     let before = verifies(&c, clean).0;
@@ -112,18 +90,7 @@ async fn a_row_changed_on_the_target_pauses_its_table_with_verify_failed_and_res
         ),
     );
     eprintln!("periodic verify of the clean table (rows, ms): {last}");
-    let body = scrape(&addr).expect("metrics answer");
-    let total = value(&body, "backfill_verifies_total").unwrap();
-    assert!(total >= (before + 2 + 2) as f64, "{total}: {body}");
-    assert_eq!(value(&body, "backfill_verify_failures_total"), Some(1.0));
-    assert_eq!(
-        value(&body, "backfill_verify_differing_rows_total"),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&body, "backfill_pauses_total{reason=\"verify_failed\"}"),
-        Some(1.0)
-    );
+    the_metrics_count_the_verifies_and_the_failure(&addr, before);
 
     // The operator restores the row and resumes: re-verified first, then it streams on.
     c.target
@@ -155,4 +122,45 @@ async fn a_row_changed_on_the_target_pauses_its_table_with_verify_failed_and_res
     .await;
     let d = keyed::wait_clean(&c, &["id"], std::time::Duration::from_secs(60)).await;
     assert!(d.is_clean(), "{d}");
+}
+
+fn status_and_the_fleet_view_show_the_pause(state: &str, dirty: JobId) {
+    let text = status_cli(&["--state", state, &dirty.0.to_string()]);
+    assert!(text.contains("PAUSED(STREAMING)"), "{text}");
+    assert!(text.contains("verify_failed"), "{text}");
+    assert!(text.contains("periodic verify"), "{text}");
+    assert!(text.contains("id=7"), "{text}");
+    let fleet = status_cli(&["--state", state, "--in-state", "PAUSED"]);
+    // The serve line is followed by one line per server it holds connections to.
+    let lines: Vec<&str> = fleet
+        .lines()
+        .filter(|l| !l.starts_with("  connections to the "))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1 + 1 + 1 + 1,
+        "header, one job, summary, serve: {fleet}"
+    );
+    assert!(fleet.contains("  connections to the source "), "{fleet}");
+    assert!(
+        lines[1].trim_start().starts_with(&format!("{} ", dirty.0)),
+        "{fleet}"
+    );
+    assert!(lines[1].contains("verify_failed"), "{fleet}");
+    assert!(lines[2].starts_with("1 of 2 jobs: 1 PAUSED"), "{fleet}");
+}
+
+fn the_metrics_count_the_verifies_and_the_failure(addr: &str, before: u64) {
+    let body = scrape(addr).expect("metrics answer");
+    let total = value(&body, "backfill_verifies_total").expect("backfill_verifies_total");
+    assert!(total >= (before + 2 + 2) as f64, "{total}: {body}");
+    assert_eq!(value(&body, "backfill_verify_failures_total"), Some(1.0));
+    assert_eq!(
+        value(&body, "backfill_verify_differing_rows_total"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&body, "backfill_pauses_total{reason=\"verify_failed\"}"),
+        Some(1.0)
+    );
 }
