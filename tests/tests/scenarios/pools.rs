@@ -41,6 +41,13 @@ const SOURCE_BOUND: u64 = 2 + 4 + 1 + 1;
 const TARGET_BOUND: u64 = 2 + 2 + 4 + 1;
 /// serve's state-store pool (8) and the metrics endpoint's (2).
 const STATE_BOUND: u64 = 8 + 2;
+/// The server may still list, for a moment, a connection serve has closed (COM_QUIT
+/// sent, its slot given back) while the slot's next connection opens: seen as one over
+/// the bound in about 1 of 5 runs while serve's own pool counts stayed within it. The
+/// gap is named in README (Connections) and issue 17's note; the sampler allows exactly
+/// one such connection per server, and serve's own peaks are checked against the bound
+/// exactly (`pool_peaks_within_bounds`).
+const CLOSING: u64 = 1;
 
 fn server(opts: ServerOpts) -> Server {
     let s = Server::start_private(opts.config("max_connections=40"));
@@ -106,12 +113,12 @@ fn sampler(
         while !stop.load(Ordering::SeqCst) {
             let (sb, _, sa) = count(&mut s).await;
             let (tb, st, ta) = count(&mut t).await;
-            if sb > SOURCE_BOUND {
+            if sb > SOURCE_BOUND + CLOSING {
                 let l = list(&mut s).await;
                 let m = pools_of(&addr);
                 panic!("serve had {sb} connections on the source: {seen:?}\n{l}{m}");
             }
-            if tb > TARGET_BOUND || st > STATE_BOUND {
+            if tb > TARGET_BOUND + CLOSING || st > STATE_BOUND + CLOSING {
                 let l = format!("{}{}", list(&mut t).await, pools_of(&addr));
                 panic!("serve had {tb} connections on the target, {st} on the state store: {seen:?}\n{l}");
             }
@@ -130,6 +137,42 @@ fn sampler(
 }
 
 /// serve's own view of its pools (metrics), for a failure message.
+/// serve's own count: each pool's peak is within its capacity, and the capacities per side
+/// are the documented bound (the source's plus its binlog connection).
+fn pool_peaks_within_bounds(metrics: &str) {
+    let series = |name: &str| -> Vec<(String, u64)> {
+        metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .filter_map(|l| {
+                let (labels, v) = l.rsplit_once(' ')?;
+                Some((labels.to_string(), v.trim().parse::<f64>().ok()? as u64))
+            })
+            .collect()
+    };
+    let (caps, peaks) = (
+        series("backfill_connections_capacity"),
+        series("backfill_connections_peak"),
+    );
+    assert!(!peaks.is_empty(), "no pool peaks in the metrics: {metrics}");
+    for (labels, peak) in &peaks {
+        let cap = caps.iter().find(|(l, _)| l == labels).map(|c| c.1);
+        assert!(
+            cap.is_some_and(|c| *peak <= c),
+            "{labels}: peak {peak}, capacity {cap:?}"
+        );
+    }
+    let side = |s: &str| -> u64 {
+        caps.iter()
+            .filter(|(l, _)| l.contains(&format!("side=\"{s}\"")))
+            .map(|c| c.1)
+            .sum()
+    };
+    assert_eq!(side("source") + 1, SOURCE_BOUND, "{metrics}");
+    // The target's R activation field-check sessions are inside read permits, not the pool.
+    assert_eq!(side("target") + 2, TARGET_BOUND, "{metrics}");
+}
+
 fn pools_of(addr: &str) -> String {
     scrape(addr)
         .unwrap_or_default()
@@ -147,6 +190,20 @@ fn scrape(addr: &str) -> Option<String> {
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
     Some(body)
+}
+
+/// Waits until no connection of [`USER`] or [`STATE_USER`] is listed on `s`.
+async fn none_of_the_account_left(s: &Server) {
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&s.url()).unwrap())
+        .await
+        .unwrap();
+    let what = format!("the installs' connections on port {} to end", s.port());
+    backfill_tests::wait_for_async(&what, async || {
+        let (a, b, _) = count(&mut c).await;
+        a + b == 0
+    })
+    .await;
+    let _ = c.disconnect().await;
 }
 
 async fn world(
@@ -204,6 +261,10 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let t0 = Instant::now();
     let (sdb, tdb, jobs, state) = world(&source, &target).await;
     let installed = t0.elapsed();
+    // The sampler counts the account's connections, whoever holds them: the installs of
+    // this test process (same account) must have left none before serve starts.
+    none_of_the_account_left(&source).await;
+    none_of_the_account_left(&target).await;
     let root_state = target.url_db(&format!("{tdb}_state"));
     let data = tempfile::tempdir().unwrap();
     let addr = {
@@ -216,6 +277,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let mut child = spawn_serve(&state, data.path(), &source, &target, &addr);
     let (mut statuses, mut slowest, mut pools_seen) = (0u32, Duration::ZERO, false);
     let mut status_pools = false;
+    let mut last_metrics = String::new();
     let exit = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
@@ -243,10 +305,11 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
                 && r.stdout
                     .contains(&format!("connections to the target {USER}@"));
         }
-        if !pools_seen {
-            if let Some(m) = scrape(&addr) {
-                pools_seen = m.contains("backfill_connections_capacity{side=\"target\"")
-                    && m.contains("backfill_connections_in_use{side=\"source\"");
+        if let Some(m) = scrape(&addr) {
+            pools_seen |= m.contains("backfill_connections_capacity{side=\"target\"")
+                && m.contains("backfill_connections_in_use{side=\"source\"");
+            if m.contains("backfill_connections_peak") {
+                last_metrics = m;
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -270,6 +333,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     );
     assert!(statuses >= 1, "status ran during serve");
     assert!(pools_seen, "the metrics showed the connection pools");
+    pool_peaks_within_bounds(&last_metrics);
     assert!(status_pools, "status showed the connection pools");
     assert!(!out.contains("paused") && !out.contains("refused"), "{out}");
 
