@@ -37,13 +37,10 @@ pub struct AuditArgs {
     pub format: Format,
 }
 
-/// `backfill verify`.
+/// `--source` and `--target` of a command that connects to a job's servers (the jobs
+/// record their URLs with the password redacted).
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
-    #[command(flatten)]
-    pub state: StateArgs,
-    /// The job whose source and target tables are compared.
-    pub job: u64,
+pub struct ServerUrls {
     /// Source URLs with their passwords (jobs record them redacted); comma-separated.
     #[arg(
         long,
@@ -60,6 +57,17 @@ pub struct VerifyArgs {
         value_delimiter = ','
     )]
     pub target: Vec<String>,
+}
+
+/// `backfill verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The job whose source and target tables are compared.
+    pub job: u64,
+    #[command(flatten)]
+    pub urls: ServerUrls,
     /// Keys compared per chunk.
     #[arg(long, env = "BACKFILL_VERIFY_CHUNK", default_value_t = 10_000)]
     pub chunk_size: usize,
@@ -267,13 +275,13 @@ async fn verify_with(
     let job = rec.job_id;
     let source_url = resolve_url(
         &rec.source_url,
-        &a.source,
+        &a.urls.source,
         "--source",
         &format!("job {job}'s source"),
     )?;
     let target_url = resolve_url(
         &rec.target_url,
-        &a.target,
+        &a.urls.target,
         "--target",
         &format!("job {job}'s target"),
     )?;

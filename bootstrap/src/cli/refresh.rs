@@ -24,22 +24,8 @@ pub struct RefreshArgs {
     pub state: StateArgs,
     /// The STREAMING job paused at a DDL (`backfill status JOB` names it).
     pub job: u64,
-    /// Source URLs with their passwords (jobs record them redacted); comma-separated.
-    #[arg(
-        long,
-        env = "BACKFILL_SOURCE",
-        hide_env_values = true,
-        value_delimiter = ','
-    )]
-    pub source: Vec<String>,
-    /// Target URLs with their passwords; comma-separated.
-    #[arg(
-        long,
-        env = "BACKFILL_TARGET",
-        hide_env_values = true,
-        value_delimiter = ','
-    )]
-    pub target: Vec<String>,
+    #[command(flatten)]
+    pub urls: crate::cli::check::ServerUrls,
     /// Run the DDL's own clauses on the target first (only for a compatible DDL).
     #[arg(long, env = "BACKFILL_REFRESH_APPLY")]
     pub apply: bool,
@@ -112,13 +98,13 @@ async fn refresh_in(
     let chain = schema::load(pool, job, g, &install, &stream).await?;
     let src = resolve_url(
         &rec.source_url,
-        &a.source,
+        &a.urls.source,
         "--source",
         &format!("job {job}'s source"),
     )?;
     let tgt = resolve_url(
         &rec.target_url,
-        &a.target,
+        &a.urls.target,
         "--target",
         &format!("job {job}'s target"),
     )?;

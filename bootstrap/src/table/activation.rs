@@ -418,13 +418,10 @@ async fn activate_versions(
         let r = under_write_permits(ctx, what, n, &ctx.cancel, work).await;
         match r {
             Err(Error::Definite(d)) if streaming && d.code == DefiniteCode::SchemaChanged => {
-                let before = chain.versions.len();
-                if let Some(refused) = seal_more(ctx, scope, chain).await? {
-                    return Err(refused);
-                }
-                if chain.versions.len() == before {
-                    return Err(Error::Definite(d));
-                }
+                let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
+                    .await?
+                    .map_or(LSeq::ZERO, |m| m.seq);
+                seal_after_stop(ctx, chain, b, d).await?;
             }
             // The field check's replay applied a DDL on its way (it ends there): again,
             // with that version's context.
@@ -440,16 +437,16 @@ async fn activate_versions(
     }
 }
 
-/// Seals the table's next DDLs from its B on ([`schema::seal_more`]).
-async fn seal_more(ctx: &JobCtx, scope: &Scope, chain: &mut Chain) -> Result<Option<Error>> {
-    let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
-        .await?
-        .map_or(LSeq::ZERO, |m| m.seq);
-    seal_from(ctx, chain, b).await
-}
-
-/// [`schema::seal_more`] for the job of `ctx`, from L record `b` (its B).
-pub(crate) async fn seal_from(ctx: &JobCtx, chain: &mut Chain, b: LSeq) -> Result<Option<Error>> {
+/// After replay stopped with `stop` (`schema_changed`): seals the table's next DDLs after
+/// L record `b` (its B) that can be sealed ([`schema::seal_more`]). Ok when at least one
+/// version was sealed (the caller runs again); else the refusal that stopped the seal, or
+/// `stop` itself (no DDL to seal: a table-map mismatch, a DDL before STREAMING).
+pub(crate) async fn seal_after_stop(
+    ctx: &JobCtx,
+    chain: &mut Chain,
+    b: LSeq,
+    stop: kernel::error::Definite,
+) -> Result<()> {
     let env = schema::seal::SealEnv {
         pool: &ctx.pool,
         scope: schema::seal::Table {
@@ -462,7 +459,14 @@ pub(crate) async fn seal_from(ctx: &JobCtx, chain: &mut Chain, b: LSeq) -> Resul
         source: &ctx.source,
         wait: ctx.cfg.marker_timeout,
     };
-    schema::seal_more(&env, chain, b).await
+    let before = chain.versions.len();
+    if let Some(refused) = schema::seal_more(&env, chain, b).await? {
+        return Err(refused);
+    }
+    if chain.versions.len() == before {
+        return Err(Error::Definite(stop));
+    }
+    Ok(())
 }
 
 /// The job's target context of the version in force at T's cursor.
@@ -525,13 +529,7 @@ async fn stream_versions(
             Ok(o) if o.schema_applied.is_some() => continue,
             Ok(o) => return Ok(o),
             Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
-                let before = chain.versions.len();
-                if let Some(refused) = seal_more(ctx, scope, chain).await? {
-                    return Err(refused);
-                }
-                if chain.versions.len() == before {
-                    return Err(Error::Definite(d));
-                }
+                seal_after_stop(ctx, chain, b_seq, d).await?;
             }
             Err(e) => return Err(e),
         }

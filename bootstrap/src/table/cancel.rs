@@ -162,15 +162,7 @@ async fn drain(
                 return Ok(());
             }
             Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
-                let before = chain.versions.len();
-                if let Some(refused) =
-                    crate::table::activation::seal_from(ctx, &mut chain, b_seq).await?
-                {
-                    return Err(refused);
-                }
-                if chain.versions.len() == before {
-                    return Err(Error::Definite(d));
-                }
+                crate::table::activation::seal_after_stop(ctx, &mut chain, b_seq, d).await?;
             }
             Err(e) => return Err(e),
         }

@@ -133,23 +133,7 @@ pub fn findings(f: &SchemaFacts) -> Vec<Finding> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
-
-    fn schema(cols: usize) -> SealedSchema {
-        SealedSchema {
-            database: "d".into(),
-            table: "t".into(),
-            columns: (0..cols)
-                .map(|i| ColumnDef::plain(&format!("c{i}"), ColumnKind::Int, "int(11)"))
-                .collect(),
-            key: vec![0],
-            key_name: "PRIMARY".into(),
-        }
-    }
-
-    fn at(pos: u64) -> BinlogPos {
-        BinlogPos::new("b.000001", pos)
-    }
+    use crate::table::schema::fixtures::{at, schema, version};
 
     fn ddl(seq: u64, pos: u64) -> DdlRow {
         DdlRow {
@@ -157,17 +141,6 @@ mod tests {
             at: at(pos),
             default_schema: "d".into(),
             sql: "ALTER TABLE t ADD c INT".into(),
-        }
-    }
-
-    fn version(n: u32, seq: u64, pos: u64, cols: usize) -> SchemaVersion {
-        SchemaVersion {
-            version: n,
-            l_seq: LSeq(seq),
-            at: at(pos),
-            ddl: String::new(),
-            schema: schema(cols),
-            how: "automatic".into(),
         }
     }
 

@@ -79,33 +79,12 @@ impl Chain {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use kernel::position::BinlogPos;
-    use kernel::schema::{ColumnDef, ColumnKind};
-
-    fn schema(cols: usize) -> SealedSchema {
-        SealedSchema {
-            database: "d".into(),
-            table: "t".into(),
-            columns: (0..cols)
-                .map(|i| ColumnDef::plain(&format!("c{i}"), ColumnKind::Int, "int(11)"))
-                .collect(),
-            key: vec![0],
-            key_name: "PRIMARY".into(),
-        }
-    }
+    use crate::table::schema::fixtures::{at, schema, version};
 
     fn chain() -> Chain {
-        let v = |version: u32, seq: u64, pos: u64, cols| SchemaVersion {
-            version,
-            l_seq: LSeq(seq),
-            at: BinlogPos::new("b.000001", pos),
-            ddl: String::new(),
-            schema: schema(cols),
-            how: "automatic".into(),
-        };
         Chain {
             install: schema(1),
-            versions: vec![v(2, 10, 1000, 2), v(3, 20, 2000, 3)],
+            versions: vec![version(2, 10, 1000, 2), version(3, 20, 2000, 3)],
             lineage: Digest([0; 32]),
         }
     }
@@ -126,13 +105,13 @@ mod tests {
     #[test]
     fn the_cursor_has_a_version_once_past_its_ddl() {
         let c = chain();
-        let at = |pos| GroupEnd {
-            pos: BinlogPos::new("b.000001", pos),
+        let end = |p| GroupEnd {
+            pos: at(p),
             gtid: None,
         };
         assert_eq!(c.in_force_at(None).unwrap().0, 1);
-        assert_eq!(c.in_force_at(Some(&at(999))).unwrap().0, 1);
-        assert_eq!(c.in_force_at(Some(&at(1100))).unwrap().0, 2);
-        assert_eq!(c.in_force_at(Some(&at(2100))).unwrap().0, 3);
+        assert_eq!(c.in_force_at(Some(&end(999))).unwrap().0, 1);
+        assert_eq!(c.in_force_at(Some(&end(1100))).unwrap().0, 2);
+        assert_eq!(c.in_force_at(Some(&end(2100))).unwrap().0, 3);
     }
 }

@@ -28,6 +28,8 @@
 //! Layout: `chain` (pure) the versions and which is in force where, `step` the DDL on the
 //! target and in T, `seal` the proof and the seal.
 mod chain;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod seal;
 pub mod step;
 

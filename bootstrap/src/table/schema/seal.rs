@@ -97,9 +97,7 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
         Err(why) => return Ok(refused(&env.scope, &d, why)),
     };
     let upto = caught_up(env).await?;
-    let s = &env.scope;
-    let later = log::ddls(env.pool, s.stream, s.source_db, s.source_table, d.seq, upto).await?;
-    if let Some(l) = later.first() {
+    if let Some(l) = later_ddl(env, &d, upto).await? {
         return Ok(refused(
             &env.scope,
             &d,
@@ -121,16 +119,36 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
     if let Some(why) = raw_mismatch(env, &live, d.seq, upto).await? {
         return Ok(refused(&env.scope, &d, why));
     }
+    seal_at(env, d, n + 1, live, schema_versions::AUTOMATIC).await
+}
+
+/// The first DDL of the table in L after `d` up to `upto` (the live definition read before
+/// `upto` is then not the one right after `d`).
+async fn later_ddl(env: &SealEnv<'_>, d: &DdlRow, upto: LSeq) -> Result<Option<DdlRow>> {
+    let s = &env.scope;
+    let later = log::ddls(env.pool, s.stream, s.source_db, s.source_table, d.seq, upto).await?;
+    Ok(later.into_iter().next())
+}
+
+/// Seals `live` as `version` at DDL `d` (`how`: automatic or refresh).
+async fn seal_at(
+    env: &SealEnv<'_>,
+    d: DdlRow,
+    version: u32,
+    live: SealedSchema,
+    how: &str,
+) -> Result<Sealed> {
+    let s = &env.scope;
     let v = SchemaVersion {
-        version: n + 1,
+        version,
         l_seq: d.seq,
-        at: d.at.clone(),
-        ddl: d.sql.clone(),
+        at: d.at,
+        ddl: d.sql,
         schema: live,
-        how: schema_versions::AUTOMATIC.into(),
+        how: how.into(),
     };
     schema_versions::seal(env.pool, s.job, s.generation, &v).await?;
-    tracing::info!(job = %s.job, version = v.version, at = %v.at, ddl = %short(&v.ddl), "schema version sealed");
+    tracing::info!(job = %s.job, version = v.version, at = %v.at, how, ddl = %short(&v.ddl), "schema version sealed");
     Ok(Sealed::Version(v))
 }
 
@@ -272,9 +290,7 @@ pub async fn refresh(
         return Ok(refused(&env.scope, &d, why));
     }
     let upto = caught_up(env).await?;
-    let s = &env.scope;
-    let later = log::ddls(env.pool, s.stream, s.source_db, s.source_table, d.seq, upto).await?;
-    if let Some(l) = later.first() {
+    if let Some(l) = later_ddl(env, &d, upto).await? {
         let why = format!(
             "a later DDL of the table is already in the capture log (`{}` at {}, L record {}): \
              the live definition is not the one right after this DDL; re-add the table",
@@ -294,17 +310,7 @@ pub async fn refresh(
     if let Some(why) = target_matches(target, &d, before, &live).await? {
         return Ok(refused(&env.scope, &d, why));
     }
-    let v = SchemaVersion {
-        version: n + 1,
-        l_seq: d.seq,
-        at: d.at.clone(),
-        ddl: d.sql.clone(),
-        schema: live,
-        how: schema_versions::REFRESH.into(),
-    };
-    schema_versions::seal(env.pool, s.job, s.generation, &v).await?;
-    tracing::info!(job = %s.job, version = v.version, at = %v.at, "schema version sealed by refresh-schema");
-    Ok(Sealed::Version(v))
+    seal_at(env, d, n + 1, live, schema_versions::REFRESH).await
 }
 
 /// Why the key is not the sealed one any more (the range plan and the sort keys are).
