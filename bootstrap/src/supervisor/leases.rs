@@ -25,6 +25,9 @@ pub(super) fn is_fenced(e: &Error) -> bool {
         .is_some_and(|d| d.code == DefiniteCode::Fenced)
 }
 
+/// Keeps the task's lease alive ([`ledger::lease::keep`]): a lease that is taken over or
+/// cannot be renewed within its bounds cancels the task before another process may take
+/// the job.
 pub(super) fn spawn_renewal(
     telemetry: Telemetry,
     pool: MySqlPool,
@@ -33,20 +36,13 @@ pub(super) fn spawn_renewal(
     cancel: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(ttl / 3).await;
-            match ledger::lease::renew(&pool, &lease, ttl).await {
-                Ok(()) => {}
-                Err(e) if e.is_transient() => {
-                    telemetry.count_retry("lease_renewal");
-                    tracing::warn!(job = %lease.job, error = %e, retry = "lease_renewal", "lease renewal failed; retrying")
-                }
-                Err(e) => {
-                    tracing::error!(job = %lease.job, error = %e, "lease lost: stopping the job task");
-                    cancel.cancel();
-                    return;
-                }
-            }
+        let on_retry = |e: &Error| {
+            telemetry.count_retry("lease_renewal");
+            tracing::warn!(job = %lease.job, error = %e, retry = "lease_renewal", "lease renewal failed; retrying");
+        };
+        if let Some(e) = ledger::lease::keep(&pool, &lease, ttl, &cancel, on_retry).await {
+            tracing::error!(job = %lease.job, error = %e, "lease lost: stopping the job task");
+            cancel.cancel();
         }
     })
 }

@@ -2,15 +2,35 @@
 //! from 1 s up to [`MAX_RETRY_DELAY`], and a budget of failures in a row after which the
 //! job pauses with its last error instead (STYLE §6: never retry forever; the pause is
 //! visible in `status` and a `resume` starts a new series).
+use admission::RetryPolicy;
 use std::time::Duration;
 
 /// The longest wait before a job that keeps failing transiently is tried again.
 pub(super) const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 
+/// The backoff of job starts (the attempt cap is the budget of [`after_failure`]): the
+/// one retry policy type of the workspace, whose delays the scheduler waits out between
+/// its polls instead of awaiting them.
+const JOB_BACKOFF: RetryPolicy =
+    RetryPolicy::exponential(u32::MAX, Duration::from_secs(1), MAX_RETRY_DELAY);
+
+/// The backoff of a capture reader that ended: 2 s, 4 s, ... up to [`MAX_RETRY_DELAY`].
+const READER_BACKOFF: RetryPolicy =
+    RetryPolicy::exponential(u32::MAX, Duration::from_secs(2), MAX_RETRY_DELAY);
+
 /// 1 s, 2 s, 4 s, ... up to [`MAX_RETRY_DELAY`] for the n-th failure in a row (n >= 1).
 pub(super) fn retry_delay(n: u32) -> Duration {
-    let secs = 1u64 << n.saturating_sub(1).min(6);
-    Duration::from_secs(secs).min(MAX_RETRY_DELAY)
+    JOB_BACKOFF.delay_before_retry(n)
+}
+
+/// The wait before restarting a capture reader that ended for the n-th time in a row.
+/// A reader that ran [`MAX_RETRY_DELAY`] or longer starts a new series (n = 1). A reader
+/// has no pause of its own to end in: the tables it feeds pause through their own budgets
+/// (a marker that never arrives fails the job's task, and [`after_failure`] ends the
+/// series of a job in a pause), and L keeps its position, so restarting it later loses
+/// nothing.
+pub(super) fn reader_delay(n: u32) -> Duration {
+    READER_BACKOFF.delay_before_retry(n)
 }
 
 /// Failures in a row before a job pauses, by default (with the backoff, about 4 minutes of
@@ -45,6 +65,8 @@ mod tests {
         let d: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
         assert_eq!(d, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
         assert_eq!(retry_delay(u32::MAX), MAX_RETRY_DELAY);
+        let r: Vec<u64> = (1..=7).map(|n| reader_delay(n).as_secs()).collect();
+        assert_eq!(r, [2, 4, 8, 16, 32, 60, 60]);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One capture reader per source server, shared by the jobs of that server, with the
 //! capture set filled before a job can write B (see the supervisor's module doc), and a
 //! reader that ended restarted after a short pause.
-use super::Serve;
+use super::{restarts, Serve};
 use crate::io::connect::resolve_url;
 use crate::store::jobs::{stream_name, JobRecord};
 use admission::Throttle;
@@ -9,7 +9,6 @@ use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig, SharedCapt
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::time::Instant;
 
 pub(super) struct Source {
@@ -18,6 +17,9 @@ pub(super) struct Source {
     pub(super) set: SharedCaptureSet,
     pub(super) cfg: ReaderConfig,
     pub(super) restart_at: Option<Instant>,
+    /// When the running reader started, and how many ended in a row (for the backoff).
+    pub(super) started: Instant,
+    pub(super) ended: u32,
 }
 
 /// A replica server_id distinct per stream and state store (two readers with one id kick
@@ -77,22 +79,30 @@ impl Serve {
                 set,
                 cfg,
                 restart_at: None,
+                started: Instant::now(),
+                ended: 0,
             },
         );
         Ok((stream, throttle))
     }
 
     /// Restarts a reader that ended (its own retries exhausted, or a definite error that
-    /// the affected tables see as pauses or marker timeouts).
+    /// the affected tables see as pauses or marker timeouts), after the backoff of
+    /// [`restarts::reader_delay`].
     pub(super) async fn watch_readers(&mut self) {
         for src in self.sources.values_mut() {
             if src.reader.as_ref().is_some_and(Reader::is_finished) {
                 if let Some(r) = src.reader.take() {
                     let res = r.join().await;
+                    if src.started.elapsed() >= restarts::MAX_RETRY_DELAY {
+                        src.ended = 0;
+                    }
+                    src.ended += 1;
+                    let delay = restarts::reader_delay(src.ended);
                     self.cfg.telemetry.count_retry("capture_reader");
-                    tracing::error!(stream = %src.cfg.stream, result = ?res, retry = "capture_reader", "capture reader ended; restarting it");
+                    tracing::error!(stream = %src.cfg.stream, result = ?res, retry = "capture_reader", ended_in_a_row = src.ended, ?delay, "capture reader ended; restarting it");
+                    src.restart_at = Some(Instant::now() + delay);
                 }
-                src.restart_at = Some(Instant::now() + Duration::from_secs(2));
             }
             if src.reader.is_none() && src.restart_at.is_some_and(|t| Instant::now() >= t) {
                 src.reader = Some(Reader::start(
@@ -101,6 +111,7 @@ impl Serve {
                     src.set.clone(),
                 ));
                 src.restart_at = None;
+                src.started = Instant::now();
             }
         }
     }

@@ -152,16 +152,10 @@ fn spawn_renewal(
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(LEASE_TTL / 3) => {}
-            }
-            if let Err(e) = ledger::lease::renew(&pool, &lease, LEASE_TTL).await {
-                tracing::error!(job = %lease.job, error = %e, "pinned verify lost its lease: its target writes are fenced out from now on");
-                stop.cancel();
-                return;
-            }
+        let on_retry = |e: &kernel::Error| tracing::warn!(job = %lease.job, error = %e, "pinned verify: lease renewal failed; retrying");
+        if let Some(e) = ledger::lease::keep(&pool, &lease, LEASE_TTL, &stop, on_retry).await {
+            tracing::error!(job = %lease.job, error = %e, "pinned verify lost its lease: its target writes are fenced out from now on");
+            stop.cancel();
         }
     })
 }

@@ -15,6 +15,12 @@
 //! * Past the budget a failing apply pauses the table ([`Decision::Pause`]): a restarted
 //!   task would otherwise retry forever. A read failure or a permit wait past it is a
 //!   plain error ([`Decision::Fail`]): nothing was sent, and serve restarts the task later.
+//!
+//! Why not [`admission::retry`]: that helper retries ONE operation until it succeeds. A
+//! following run is a stream of batches whose failure count spans reads and applies and
+//! resets at each commit, and whose retried apply must first re-read T; the same bounds
+//! (attempt cap, the task's cancel token, no retry of a definite error) are this pure
+//! function, with a unit test per branch below.
 
 /// How a run treats failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -196,3 +196,6 @@ pub async fn check_in(conn: &mut MySqlConnection, lease: &Lease) -> Result<()> {
     }
     Ok(())
 }
+
+mod keep;
+pub use keep::keep;
