@@ -125,6 +125,8 @@ async fn refresh_in(
         },
         source: &source,
         wait: std::time::Duration::from_secs(60),
+        // refresh-schema seals from the live definition only (it refuses a later DDL).
+        scratch: None,
     };
     let t = seal::TargetTable {
         opts: &target,

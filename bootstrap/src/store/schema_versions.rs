@@ -17,6 +17,9 @@ use sqlx::Row as _;
 /// How a version was sealed: by the service for a compatible DDL, or by `refresh-schema`.
 pub const AUTOMATIC: &str = "automatic";
 pub const REFRESH: &str = "refresh";
+/// Sealed by the service from the DDL run on a scratch copy of the version before it (a
+/// later DDL of the table had already run on the source, `crate::table::schema::scratch`).
+pub const DERIVED: &str = "derived";
 
 /// One sealed version after the install's.
 #[derive(Clone, Debug, PartialEq)]

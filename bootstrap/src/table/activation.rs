@@ -185,6 +185,11 @@ impl Finish<'_> {
         } else {
             replay::replay_to(&self.replayer(), b.seq, fenced.f.seq).await?
         };
+        if let Some(v) = replayed.schema_applied {
+            // The run ended at a DDL in (B, F] (DESIGN §16): this finish's context is of
+            // the version before it; the caller runs again with the next one's.
+            return Err(version_applied(&self.scope, v));
+        }
         crate::seams::activation_gate::reached(self.scope.job).await;
         let fields = self.compare_fields(b.seq).await?;
         // The last instant before T may record the activation credential. A cancel
@@ -202,6 +207,7 @@ impl Finish<'_> {
                 ctx: self.ctx,
                 plan: self.plan,
                 schema_fingerprint: self.schema_fingerprint,
+                chain: self.chain,
             },
             self.journal,
             self.lease,
@@ -348,7 +354,6 @@ pub async fn after_windows(
         source_db: ctx.job.source.db.clone(),
         source_table: ctx.job.source.table.clone(),
     };
-    let streaming = matches!(reached, Reached::Beyond(Phase::Streaming));
     let r = async {
         let mut chain = schema::load(
             &ctx.pool,
@@ -358,7 +363,7 @@ pub async fn after_windows(
             &ctx.stream,
         )
         .await?;
-        let Some(a) = activate_versions(ctx, &scope, &mut chain, cfg, streaming).await? else {
+        let Some(a) = activate_versions(ctx, &scope, &mut chain, cfg).await? else {
             return Ok(None);
         };
         tracing::info!(
@@ -397,19 +402,33 @@ pub async fn after_windows(
     }
 }
 
+/// The transient "again" of a finish whose replay applied schema version `v` on its way
+/// (replay of (B, F], or the field check's replay to its pin): nothing is wrong, the
+/// finish runs again with the target context of the version now in force at T's cursor.
+fn version_applied(scope: &Scope, v: u32) -> Error {
+    Error::transient(format!(
+        "job {} {}: schema version {v} was applied during replay; the activation runs again \
+         with its definition",
+        scope.job, scope.generation
+    ))
+}
+
 /// The activation (the audit, and on a restart of a STREAMING table the re-audit), with the
-/// target context of the version in force at T's cursor. On a STREAMING table a DDL met
-/// on the way (the field check replays to its point) is sealed and applied like while
-/// following, and the re-audit runs again with the new version's context.
+/// target context of the version in force at T's cursor. A DDL met on the way, in the
+/// replay of (B, F] or in the field check's replay to its pin, is sealed and applied like
+/// while following (DESIGN §16), and the finish runs again with the new version's
+/// context. A DDL during the windows still pauses the table (the window's seal refuses a
+/// capture pause at or before its HIGH), so every page is of version 1 and the target is
+/// at version 1 when the replay of (B, F] begins: the DDLs in (B, F] then apply in binlog
+/// order exactly as while STREAMING.
 async fn activate_versions(
     ctx: &JobCtx,
     scope: &Scope,
     chain: &mut Chain,
     cfg: &ReplayConfig,
-    streaming: bool,
 ) -> Result<Option<Activation>> {
     loop {
-        let tctx = ctx_at(ctx, chain).await?;
+        let (version, tctx) = schema::in_force(&ctx.target, &ctx.tctx, chain).await?;
         let f = finish(ctx, scope, &tctx, chain, cfg);
         let what = "replay of (B, F] and activation";
         // Boxed: the activation future is large (fence, replay and audit state).
@@ -417,20 +436,19 @@ async fn activate_versions(
         let n = cfg.apply_streams;
         let r = under_write_permits(ctx, what, n, &ctx.cancel, work).await;
         match r {
-            Err(Error::Definite(d)) if streaming && d.code == DefiniteCode::SchemaChanged => {
+            Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
                 let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
                     .await?
                     .map_or(LSeq::ZERO, |m| m.seq);
                 seal_after_stop(ctx, chain, b, d).await?;
             }
-            // The field check's replay applied a DDL on its way (it ends there): again,
-            // with that version's context.
+            // The replay of (B, F] or the field check's replay applied a DDL on its way
+            // (a run ends there): again, with that version's context.
             Err(e)
-                if streaming
-                    && e.is_transient()
-                    && ctx_at(ctx, chain).await?.schema != tctx.schema =>
+                if e.is_transient()
+                    && schema::in_force(&ctx.target, &ctx.tctx, chain).await?.0 != version =>
             {
-                tracing::info!(job = %ctx.id(), "a schema version was applied during the re-audit: auditing again");
+                tracing::info!(job = %ctx.id(), error = %e, "a schema version was applied during the activation: again with its definition");
             }
             other => return other,
         }
@@ -458,6 +476,10 @@ pub(crate) async fn seal_after_stop(
         },
         source: &ctx.source,
         wait: ctx.cfg.marker_timeout,
+        scratch: Some(schema::scratch::Scratch {
+            target: &ctx.target,
+            db: &ctx.job.target.db,
+        }),
     };
     let before = chain.versions.len();
     if let Some(refused) = schema::seal_more(&env, chain, b).await? {

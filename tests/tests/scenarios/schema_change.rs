@@ -10,6 +10,9 @@
 //!   the DDL's step (the DDL run on the target, T not written; T written); each restart
 //!   goes on without running a DDL twice.
 //!   A cancel then drains up to K across one more DDL.
+//! * The same DDLs in the replay of (B, F] (every window applied, then DDLs, then F) and
+//!   after F before the activation (met by the activation field check's replay to its
+//!   pin), with serve stopped right after one DDL's target step: STREAMING, 0/0/0.
 //! * A DDL that is not compatible (TRUNCATE, ADD UNIQUE KEY, a narrowing) pauses the
 //!   table with the DDL named, and nothing after it reaches the target.
 //! * `backfill refresh-schema` (the binary) after a narrowing: refused while the target
@@ -206,6 +209,72 @@ async fn compatible_ddl_while_streaming_is_applied_in_binlog_order_through_kills
         d.rows,
         t0.elapsed()
     );
+}
+
+/// The first `n` DDLs of [`steps`], each between writes of the old and of the new shape.
+fn ddls_with_writes(c: &Case, steps: &[(&str, &str)]) {
+    for (ddl, after) in steps {
+        c.source
+            .sql_in(&c.sdb, "UPDATE t SET v = v + 1 WHERE id % 2 = 1");
+        c.source.sql_in(&c.sdb, ddl);
+        c.source.sql_in(&c.sdb, after);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compatible_ddl_in_the_replay_of_b_f_and_before_activation_is_applied_in_binlog_order() {
+    let c = Case::of_table("ddl_fence", DDL, &fill(), 25, 10).await;
+    // Every window applied at version 1; no F yet.
+    assert_eq!(
+        keyed::run_to_end(&c, &["--windows-only"], "", None),
+        Some(0)
+    );
+    assert_eq!(c.head().await.phase, ledger::record::Phase::Windows);
+    let steps = steps();
+    // Four DDLs before F: F is written after them, so they are in (B, F].
+    ddls_with_writes(&c, &steps[..4]);
+    // F in J, the first batch of (B, F] in T, then a stop.
+    let fp = faults::REPLAY_AFTER_BATCH_T;
+    let mut s = serve(&c, &format!("{fp}@1"));
+    exited_at(&mut s, fp);
+    assert_eq!(c.head().await.phase, ledger::record::Phase::Replaying);
+    // Two more after F, before the activation: the field check's replay to its pin meets
+    // them.
+    ddls_with_writes(&c, &steps[4..6]);
+    // The replay of (B, F] stops once right after its second DDL ran on the target.
+    let fp = faults::SCHEMA_AFTER_TARGET_DDL;
+    let mut s = serve(&c, &format!("{fp}@2"));
+    exited_at(&mut s, fp);
+    let mut s = serve(&c, "");
+    keyed::wait_streaming(&c, &mut s.0).await;
+    let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    assert!(d.rows > 40, "{d}");
+    let versions =
+        backfill_tests::bf::store::schema_versions::versions(&c.pool, c.job, c.generation)
+            .await
+            .unwrap();
+    assert_eq!(versions.len(), 6, "one version per DDL: {versions:?}");
+    // Every DDL but the last was followed by another before serve saw it: their versions
+    // are derived on a scratch table; the last one is the live definition.
+    let how: Vec<&str> = versions.iter().map(|v| v.how.as_str()).collect();
+    assert_eq!(
+        how,
+        [
+            "derived",
+            "derived",
+            "derived",
+            "derived",
+            "derived",
+            "automatic"
+        ]
+    );
+    assert_eq!(c.head().await.paused, None);
+    // Going on while STREAMING with the versions of the activation.
+    ddls_with_writes(&c, &steps[6..]);
+    let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    assert!(d.rows > 40, "{d}");
+    drop(s);
+    keyed::assert_audit_passes(&c);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,9 @@ pub struct Sources<'a> {
     pub ctx: &'a TargetCtx,
     pub plan: &'a [KeyRange],
     pub schema_fingerprint: Digest,
+    /// The table's schema chain (DESIGN §16): a DDL in (B, F] with a sealed version, and
+    /// the rows after it, are read as replay reads them. None: L is read with version 1.
+    pub chain: Option<&'a crate::table::schema::Chain>,
 }
 
 fn err_text<T>(r: Result<T>) -> std::result::Result<T, String> {
@@ -45,6 +48,7 @@ fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
 async fn read_log(
     pool: &MySqlPool,
     scope: &Scope,
+    chain: Option<&crate::table::schema::Chain>,
     journal_b: Option<&BinlogPos>,
     journal_f: Option<&BinlogPos>,
 ) -> Result<LogFacts> {
@@ -83,7 +87,7 @@ async fn read_log(
                 prev: r.prev_chain,
                 chain: r.chain,
             });
-            track_group(scope, &mut open, r, &mut facts);
+            track_group(scope, chain, &mut open, r, &mut facts);
         }
     }
     Ok(facts)
@@ -94,11 +98,12 @@ async fn read_log(
 /// `facts.last_group`, one that does not build is a read error.
 fn track_group(
     scope: &Scope,
+    chain: Option<&crate::table::schema::Chain>,
     open: &mut Vec<log::StoredRecord>,
     r: log::StoredRecord,
     facts: &mut LogFacts,
 ) {
-    let touches = !replay::table_part(scope, None, &r)
+    let touches = !replay::table_part(scope, chain, &r)
         .map(|c| c.is_empty())
         .unwrap_or(false);
     let continues = open
@@ -114,7 +119,7 @@ fn track_group(
     let done = r.record.end.is_some();
     open.push(r);
     if done {
-        match replay::build_group(scope, None, open) {
+        match replay::build_group(scope, chain, open) {
             Ok(replay::Built::Complete { group, .. }) if !group.changes.is_empty() => {
                 facts.last_group = Some((group.end.clone(), group.digest()));
             }
@@ -167,6 +172,7 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
         read_log(
             s.pool,
             s.scope,
+            s.chain,
             head.as_ref().and_then(|h| h.b.as_ref()),
             head.as_ref().and_then(|h| h.f.as_ref()),
         )

@@ -51,6 +51,8 @@ pub async fn audit_job(
     let store = LocalDirStore::open(data_dir)?;
     let whose = format!("job {job}'s target");
     let opts = target::target_opts(&resolve_url(&rec.target_url, targets, "--target", &whose)?)?;
+    let chain =
+        crate::table::schema::load(pool, job, rec.generation, &schema, &scope.stream).await?;
     let mut conn = ledger::apply::connect(&opts).await?;
     let ev = gather(&mut Sources {
         pool,
@@ -60,6 +62,7 @@ pub async fn audit_job(
         ctx: &ctx,
         plan: &plan,
         schema_fingerprint: schema.fingerprint(),
+        chain: Some(&chain),
     })
     .await;
     crate::io::connect::close(conn).await;

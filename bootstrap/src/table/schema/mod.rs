@@ -26,10 +26,12 @@
 //!   and not run again.
 //!
 //! Layout: `chain` (pure) the versions and which is in force where, `step` the DDL on the
-//! target and in T, `seal` the proof and the seal.
+//! target and in T, `seal` the proof and the seal, `scratch` the definition after a DDL
+//! that another DDL already followed.
 mod chain;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod scratch;
 pub mod seal;
 pub mod step;
 
@@ -80,8 +82,19 @@ pub async fn ctx_at(
     base: &TargetCtx,
     chain: &Chain,
 ) -> Result<TargetCtx> {
+    Ok(in_force(target, base, chain).await?.1)
+}
+
+/// As [`ctx_at`], with the number of the version in force (1: the install's). Two
+/// versions may have one definition (an index is not part of it): the number tells them
+/// apart.
+pub async fn in_force(
+    target: &crate::io::pool::ConnPool,
+    base: &TargetCtx,
+    chain: &Chain,
+) -> Result<(u32, TargetCtx)> {
     if chain.versions.is_empty() {
-        return Ok(base.clone());
+        return Ok((1, base.clone()));
     }
     let mut tc = target
         .connect(
@@ -92,13 +105,13 @@ pub async fn ctx_at(
     let cursor = ledger::target::replay_cursor(&mut tc, base, false).await;
     tc.close().await;
     let cursor = cursor?;
-    let (_, schema) = chain
+    let (n, schema) = chain
         .in_force_at(cursor.as_ref().map(|c| &c.end))
         .map_err(Error::Definite)?;
     let mut t = base.clone();
     t.schema = on_target(schema, &base.schema);
     t.keyer = crate::store::jobs::keyer(&t.schema)?;
-    Ok(t)
+    Ok((n, t))
 }
 
 /// Seals the table's next DDLs after L record `b` (its B) that can be sealed

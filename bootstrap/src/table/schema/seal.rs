@@ -39,6 +39,9 @@ pub struct SealEnv<'a> {
     pub source: &'a crate::io::pool::ConnPool,
     /// How long to wait for L to reach the source's binlog end.
     pub wait: Duration,
+    /// Where a DDL followed by another one may be run on a scratch table (None: such a
+    /// DDL is refused).
+    pub scratch: Option<super::scratch::Scratch<'a>>,
 }
 
 fn refused(scope: &Table<'_>, d: &DdlRow, why: String) -> Sealed {
@@ -97,7 +100,11 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
         Err(why) => return Ok(refused(&env.scope, &d, why)),
     };
     let upto = caught_up(env).await?;
-    if let Some(l) = later_ddl(env, &d, upto).await? {
+    let later = later_ddl(env, &d, upto).await?;
+    if let (Some(l), Some(s)) = (&later, env.scratch) {
+        return seal_derived(env, s, d, (n, before), &clauses, l.seq).await;
+    }
+    if let Some(l) = later {
         return Ok(refused(
             &env.scope,
             &d,
@@ -120,6 +127,32 @@ pub async fn seal_next(env: &SealEnv<'_>, chain: &Chain, from: LSeq) -> Result<S
         return Ok(refused(&env.scope, &d, why));
     }
     seal_at(env, d, n + 1, live, schema_versions::AUTOMATIC).await
+}
+
+/// Seals the version after DDL `d` (version `n`, `before` in force before it) when the
+/// table's next DDL is already in L at `next`: derived on a scratch table
+/// ([`super::scratch`]), then the same checks as a live definition, with the rows up to
+/// `next`.
+async fn seal_derived(
+    env: &SealEnv<'_>,
+    s: super::scratch::Scratch<'_>,
+    d: DdlRow,
+    (n, before): (u32, &SealedSchema),
+    clauses: &[kernel::schema_change::Alteration],
+    next: LSeq,
+) -> Result<Sealed> {
+    let after = match super::scratch::derive(s, env.scope.job, before, &d.sql).await? {
+        Ok(a) => a,
+        Err(why) => return Ok(refused(&env.scope, &d, why)),
+    };
+    if let Err(i) = check_after(before, clauses, &after) {
+        let why = format!("the definition derived from the DDL does not agree with it: {i}");
+        return Ok(refused(&env.scope, &d, why));
+    }
+    if let Some(why) = raw_mismatch(env, &after, d.seq, next).await? {
+        return Ok(refused(&env.scope, &d, why));
+    }
+    seal_at(env, d, n + 1, after, schema_versions::DERIVED).await
 }
 
 /// The first DDL of the table in L after `d` up to `upto` (the live definition read before
