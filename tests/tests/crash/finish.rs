@@ -246,6 +246,7 @@ async fn a_rerun_after_activation_writes_nothing(w: &World, fin: &Finishing, f: 
         ctx: &fin.ctx,
         plan: &fin.plan,
         schema_fingerprint: w.sealed().await.fingerprint(),
+        chain: None,
     })
     .await
     .unwrap();
