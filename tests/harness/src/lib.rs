@@ -47,8 +47,9 @@ use std::time::{Duration, Instant};
 
 use watchdog::Watchdog;
 
-/// How long a server may take to accept `SELECT 1` after being spawned.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to accept `SELECT 1` after being spawned (a Galera joiner
+/// first receives the whole state by SST: ~40 s was seen on two loaded cores).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a SIGTERM shutdown may take before the server is SIGKILLed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts at picking a free port when another process grabs ours first.
