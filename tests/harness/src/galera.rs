@@ -163,6 +163,13 @@ impl Cluster {
     }
 }
 
+impl Server {
+    /// Extra arguments of this server's starts from now on (empty: none).
+    fn set_start_args(&self, args: Vec<String>) {
+        *self.once_args.lock().unwrap_or_else(|e| e.into_inner()) = args;
+    }
+}
+
 /// A node's view of the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeStatus {

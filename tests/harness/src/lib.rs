@@ -207,10 +207,6 @@ impl Server {
         server
     }
 
-    fn set_start_args(&self, args: Vec<String>) {
-        *self.once_args.lock().unwrap_or_else(|e| e.into_inner()) = args;
-    }
-
     fn write_config(&self) {
         let cnf = config::render(&self.dir, self.port, self.server_id, &self.extra_config);
         std::fs::write(self.cnf_path(), cnf).unwrap_or_else(|e| panic!("harness: my.cnf: {e}"));
