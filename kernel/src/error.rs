@@ -12,6 +12,9 @@ use std::fmt;
 /// Server error numbers the kernel reacts to.
 pub mod codes {
     pub const ER_CON_COUNT_ERROR: u16 = 1040;
+    /// Galera: "WSREP has not yet prepared node for application use" (a node joining,
+    /// or outside the primary component). The same number is ER_UNKNOWN_COM_ERROR.
+    pub const ER_WSREP_NOT_READY: u16 = 1047;
     pub const ER_ACCESS_DENIED: u16 = 1045;
     pub const ER_BAD_DB: u16 = 1049;
     pub const ER_SERVER_SHUTDOWN: u16 = 1053;
@@ -32,7 +35,8 @@ pub mod codes {
 /// The class of a server error number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServerClass {
-    /// Retry within budget (lost connection, deadlock, lock wait, shutdown, kill).
+    /// Retry within budget (lost connection, deadlock or Galera certification failure,
+    /// lock wait, a Galera node not ready, shutdown, kill).
     Transient,
     /// A duplicate key: for ledger writes this is how AlreadyCommitted is detected.
     Duplicate,
@@ -48,10 +52,9 @@ pub enum ServerClass {
 pub fn classify_server_code(code: u16) -> ServerClass {
     use codes::*;
     match code {
-        ER_CON_COUNT_ERROR | ER_SERVER_SHUTDOWN | ER_LOCK_WAIT_TIMEOUT | ER_LOCK_DEADLOCK
-        | ER_QUERY_INTERRUPTED | ER_CONNECTION_KILLED | CR_SERVER_GONE | CR_SERVER_LOST => {
-            ServerClass::Transient
-        }
+        ER_CON_COUNT_ERROR | ER_WSREP_NOT_READY | ER_SERVER_SHUTDOWN | ER_LOCK_WAIT_TIMEOUT
+        | ER_LOCK_DEADLOCK | ER_QUERY_INTERRUPTED | ER_CONNECTION_KILLED | CR_SERVER_GONE
+        | CR_SERVER_LOST => ServerClass::Transient,
         ER_DUP_ENTRY => ServerClass::Duplicate,
         ER_ACCESS_DENIED | ER_TABLEACCESS_DENIED | ER_SPECIFIC_ACCESS_DENIED => {
             ServerClass::Privilege
@@ -313,6 +316,8 @@ mod tests {
     fn classification_is_total_and_stable() {
         assert_eq!(classify_server_code(1213), ServerClass::Transient);
         assert_eq!(classify_server_code(1205), ServerClass::Transient);
+        // Galera: a certification failure surfaces as 1213, a node not ready as 1047.
+        assert_eq!(classify_server_code(1047), ServerClass::Transient);
         assert_eq!(classify_server_code(2013), ServerClass::Transient);
         assert_eq!(classify_server_code(1062), ServerClass::Duplicate);
         assert_eq!(classify_server_code(1227), ServerClass::Privilege);

@@ -6,11 +6,17 @@
 //! Migration numbers are allotted by owner so that parallel work cannot collide:
 //! 0001-0009 jobs, generations, schemas, plans, commands (install); 0010-0019 L and D
 //! (capture); 0020-0039 J, range chain, materials (ledger); 0040+ later issues.
+//!
+//! The state store may be a Galera cluster ([`failover`]). sqlx's migration lock is
+//! `GET_LOCK`, which holds on one node only: processes that open the same host list try
+//! the nodes in the same order and so migrate through the same node, under one lock.
 use crate::error::{from_sqlx, Error, Result};
 use crate::redact::redact_url;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
+
+pub mod failover;
 
 /// The embedded migrations.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -32,10 +38,17 @@ impl Default for StateOptions {
 }
 
 /// Opens the state store at `url` (its path names the schema), creating the schema if it
-/// does not exist and applying every pending migration.
+/// does not exist and applying every pending migration. A URL naming several hosts
+/// (`mysql://u:p@h1:p1,h2:p2/db`, the nodes of a Galera cluster) opens on the first that
+/// answers a short probe and keeps future connections on a live node ([`failover`]).
 pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
-    let connect = MySqlConnectOptions::from_str(url).map_err(|e| bad_url(url, &e))?;
-    let Some(db) = connect.get_database().map(str::to_string) else {
+    let urls = failover::split_hosts(url)
+        .map_err(|m| Error::definite(crate::error::DefiniteCode::Usage, m))?;
+    let hosts = urls
+        .iter()
+        .map(|u| MySqlConnectOptions::from_str(u).map_err(|e| bad_url(url, &e)))
+        .collect::<Result<Vec<_>>>()?;
+    let Some(db) = hosts[0].get_database().map(str::to_string) else {
         return Err(Error::definite(
             crate::error::DefiniteCode::Usage,
             format!(
@@ -44,10 +57,21 @@ pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
             ),
         ));
     };
-    ensure_schema(url, connect.clone().database(""), &db, opts).await?;
+    let current = match hosts.len() {
+        1 => 0,
+        _ => failover::first_live(&hosts).await.map_err(|why| {
+            Error::transient(format!(
+                "no node of state store {} answers: {why}",
+                redact_url(url)
+            ))
+        })?,
+    };
+    let connect = hosts[current].clone();
+    ensure_schema(&urls[current], connect.clone().database(""), &db, opts).await?;
     let pool = MySqlPoolOptions::new()
         .max_connections(opts.max_connections)
         .acquire_timeout(opts.connect_timeout)
+        .after_connect(|conn, _| Box::pin(failover::set_session(conn)))
         .connect_with(connect)
         .await
         .map_err(|e| {
@@ -60,7 +84,19 @@ pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
         .run(&pool)
         .await
         .map_err(|e| Error::transient(format!("migrating state store {}: {e}", redact_url(url))))?;
+    if hosts.len() > 1 {
+        failover::spawn_watch(pool.clone(), hosts, current);
+    }
     Ok(pool)
+}
+
+/// The schema a state URL names (one host or several), if any.
+pub fn database_of(url: &str) -> Option<String> {
+    let first = failover::split_hosts(url).ok()?.into_iter().next()?;
+    MySqlConnectOptions::from_str(&first)
+        .ok()?
+        .get_database()
+        .map(str::to_string)
 }
 
 async fn ensure_schema(

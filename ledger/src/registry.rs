@@ -9,6 +9,14 @@
 //!   clear error: it is never re-created with 0 bytes.
 //! * A registration over a quota is refused (`capacity_exhausted`) before anything is
 //!   written; the material bytes already on disk are unaffected, nothing is lost.
+//! * Galera (DESIGN §18): a `FOR UPDATE` lock holds on the local node only, so the
+//!   serialisation across nodes comes from the writes: every registration and
+//!   unregistration writes the usage rows it locked (`bytes = bytes ± n` on the total and
+//!   the table's row) and the material row by primary key, so two of them through two
+//!   nodes conflict at certification (ERROR 1213, retried) and the byte accounting cannot
+//!   lose an update. [`Registry::open_table`] locks the total row without writing it: it
+//!   only creates a table's usage row (by primary key, so two creations conflict), and no
+//!   registration of that table can run before the row exists.
 use crate::util::{digest_col, sq};
 use kernel::error::DefiniteCode;
 use kernel::ids::{Attempt, Digest, Generation, JobId, WindowId};

@@ -10,7 +10,10 @@
 //!
 //! Each apply transaction first reads the owner row under a shared lock and refuses a stale
 //! token; a new owner's [`claim`] needs the exclusive lock, so it waits for in-flight
-//! applies of the old owner and every later one of them is refused. Target sessions run
+//! applies of the old owner and every later one of them is refused. These shared locks
+//! are on the TARGET server, never in the state store: a Galera state store (DESIGN §18)
+//! does not change them; a Galera *target* is not supported (its shared locks would hold
+//! on one node only). Target sessions run
 //! with `time_zone = '+00:00'` ([`session_init`]), so TIMESTAMP values land exactly, and
 //! with [`TARGET_SQL_MODE`], so zero dates land as they are.
 use crate::util::{digest_col, my, my_is_dup};

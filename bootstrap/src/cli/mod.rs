@@ -107,7 +107,9 @@ pub enum Format {
 #[derive(Debug, Args)]
 pub struct StateArgs {
     /// State store URL, e.g. mysql://user:pass@target-host:3306/backfill_state (the schema
-    /// is created and migrated on first use; it must not be on the source server).
+    /// is created and migrated on first use; it must not be on the source server). The
+    /// nodes of a Galera cluster may be listed, tried in order:
+    /// mysql://user:pass@db1:3306,db2:3306,db3:3306/backfill_state.
     #[arg(long, env = "BACKFILL_STATE", hide_env_values = true)]
     pub state: String,
 }

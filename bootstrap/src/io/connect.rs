@@ -79,13 +79,9 @@ pub fn server_label(opts: &mysql_async::Opts) -> String {
     format!("{}:{}", opts.ip_or_hostname(), opts.tcp_port())
 }
 
-/// The schema named by a state-store URL's path (parsed as sqlx parses it), if any.
+/// The schema named by a state-store URL's path (one host or several), if any.
 pub fn database_of(url: &str) -> Option<String> {
-    use std::str::FromStr;
-    sqlx::mysql::MySqlConnectOptions::from_str(url)
-        .ok()?
-        .get_database()
-        .map(str::to_string)
+    kernel::state::database_of(url)
 }
 
 /// The server and account a URL connects as (host, port, user, TLS parameters): what a

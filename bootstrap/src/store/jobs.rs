@@ -8,6 +8,11 @@
 //! target and re-adding a table after cancellation needs a new, empty target (DESIGN §2).
 //! Everything read back is verified: schema bytes against their fingerprint, the plan
 //! against its digest and contiguity, so a damaged row is an error, never a silent default.
+//!
+//! Galera (DESIGN §18): the `FOR UPDATE` on `source_tables` holds on one node only, but the
+//! same transaction writes that row (`last_generation`), so two installs of one table
+//! through two nodes conflict at certification (ERROR 1213, transient) and only one
+//! commits; the other, retried, sees its live generation and is refused.
 use crate::store::plan::{BoundColumns, RangePlan};
 use crate::store::refusal::Refusal;
 use admission::{retry, CancellationToken, RetryPolicy};

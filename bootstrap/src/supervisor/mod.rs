@@ -44,6 +44,18 @@ use leases::release_lease;
 use sources::Source;
 pub use telemetry::Telemetry;
 
+/// How long serve's main loop keeps retrying the state store before it ends with the
+/// last error: longer than a Galera node's eviction and a single server's restart.
+pub const STATE_OUTAGE: Duration = Duration::from_secs(60);
+
+/// The retries of serve's own state-store reads within [`STATE_OUTAGE`].
+const STATE_RETRY: admission::RetryPolicy = admission::RetryPolicy::exponential(
+    u32::MAX,
+    Duration::from_millis(250),
+    Duration::from_secs(5),
+)
+.with_deadline(STATE_OUTAGE);
+
 /// How `serve` runs.
 #[derive(Clone)]
 pub struct ServeConfig {
@@ -191,7 +203,9 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
 impl Serve {
     async fn main_loop(&mut self, cancel: &CancellationToken) -> Result<()> {
         loop {
-            let started = commands::started(&self.pool).await?;
+            let Some(started) = self.started_jobs(cancel).await? else {
+                return Ok(());
+            };
             for (job, g) in &started {
                 self.maybe_spawn(*job, *g).await;
             }
@@ -207,6 +221,44 @@ impl Serve {
                 _ = cancel.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(self.cfg.poll) => {}
             }
+        }
+    }
+
+    /// The started jobs, read again through a state-store outage of up to
+    /// [`STATE_OUTAGE`] (a Galera node failing over, a restarted server): serve keeps
+    /// running and its jobs keep their state meanwhile (their own state-store writes fail
+    /// transiently and are retried within their budgets). `None`: cancelled while waiting.
+    async fn started_jobs(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Vec<(JobId, kernel::ids::Generation)>>> {
+        let on_retry = |e: &Error| {
+            self.cfg.telemetry.count_retry("state_store");
+            tracing::warn!(error = %e, retry = "state_store", "cannot read the state store; retrying");
+        };
+        let tries = admission::retry(
+            |_| async {
+                let r = commands::started(&self.pool).await;
+                if let Err(e) = &r {
+                    if e.is_transient() {
+                        on_retry(e);
+                    }
+                }
+                r
+            },
+            |e: &Error| !e.is_transient(),
+            &STATE_RETRY,
+            cancel,
+        )
+        .await;
+        match tries {
+            Ok(started) => Ok(Some(started)),
+            Err(admission::RetryError::Cancelled { .. }) => Ok(None),
+            Err(e) => Err(e.into_last().unwrap_or_else(|| {
+                Error::transient(format!(
+                    "the state store did not answer within {STATE_OUTAGE:?}"
+                ))
+            })),
         }
     }
 

@@ -12,12 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Kinds of automatic retry or recovery: every one is listed (at 0) before it happens.
-pub const RETRY_KINDS: [&str; 5] = [
+pub const RETRY_KINDS: [&str; 6] = [
     "job_task",
     "job_start",
     "capture_reader",
     "uncertain_commit",
     "lease_renewal",
+    "state_store",
 ];
 
 /// Kinds beyond this many are counted as `other` (the label set stays small).

@@ -145,6 +145,8 @@ async fn consume(ctx: &JobCtx) -> Result<u32> {
     let map = |e: sqlx::Error| from_sqlx("updating the uncertain-commit budget", &e);
     // Two pages of one window resolve concurrently: serialise the read-modify-write here
     // (one process owns the job under its lease) so InnoDB's insert locks cannot deadlock.
+    // On a Galera state store the row read FOR UPDATE is written in the same transaction,
+    // so a concurrent use through another node fails certification (1213, retried).
     let _one = CONSUME.lock().await;
     let mut tx = ctx.pool.begin().await.map_err(map)?;
     sqlx::query(

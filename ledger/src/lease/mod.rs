@@ -6,6 +6,16 @@
 //! token recorded in the target's owner row ([`crate::target::claim`]), so a stale process
 //! that wakes up late cannot write either. The expiry only decides when another owner may
 //! take over; safety comes from the token alone.
+//!
+//! Galera (DESIGN §18): every statement here is correct when the state store is a
+//! multi-node cluster, where row locks hold on the local node only and a conflicting
+//! commit through another node fails certification (ERROR 1213, transient) instead:
+//! * [`acquire`] reads the row `FOR UPDATE` and then writes that same row (a new token)
+//!   or inserts it (primary key): the row is in its write set, so two takeovers through
+//!   two nodes conflict and only one commits; the other retries and sees the new token.
+//! * [`renew`] and [`release`] are single conditional UPDATEs (`WHERE token = mine`).
+//! * [`check_in`] writes the lease row (it used to read it `LOCK IN SHARE MODE`, which
+//!   Galera does not certify: a takeover through another node did not conflict with it).
 use crate::util::sq;
 use admission::{retry, CancellationToken, RetryError, RetryPolicy};
 use kernel::error::DefiniteCode;
@@ -183,18 +193,32 @@ pub async fn current(pool: &MySqlPool, job: JobId) -> Result<Option<u64>> {
 }
 
 /// Inside a state-store transaction: refuses unless `lease` still holds the current
-/// token. The shared lock keeps a new owner from taking over until this transaction ends.
+/// token. The check is a write (`fence_checks + 1` on the lease row, migration 0105), so
+/// the lease row is in this transaction's write set: on one server its exclusive row lock
+/// keeps a new owner from taking over until this transaction ends; on Galera, where a
+/// lock holds on one node only and reads are not certified, a takeover committed through
+/// another node conflicts with this transaction at certification and one of the two
+/// fails with ERROR 1213 (transient, retried): a stale owner's write can never commit
+/// after a takeover.
 pub async fn check_in(conn: &mut MySqlConnection, lease: &Lease) -> Result<()> {
-    let now: Option<u64> =
-        sqlx::query_scalar("SELECT token FROM ledger_lease WHERE job_id = ? LOCK IN SHARE MODE")
-            .bind(lease.job.0)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(sq("checking the fencing token"))?;
-    if now != Some(lease.token) {
-        return Err(fenced(lease.job, lease.token, now));
+    let n = sqlx::query(
+        "UPDATE ledger_lease SET fence_checks = fence_checks + 1 WHERE job_id = ? AND token = ?",
+    )
+    .bind(lease.job.0)
+    .bind(lease.token)
+    .execute(&mut *conn)
+    .await
+    .map_err(sq("checking the fencing token"))?
+    .rows_affected();
+    if n == 1 {
+        return Ok(());
     }
-    Ok(())
+    let now: Option<u64> = sqlx::query_scalar("SELECT token FROM ledger_lease WHERE job_id = ?")
+        .bind(lease.job.0)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(sq("checking the fencing token"))?;
+    Err(fenced(lease.job, lease.token, now))
 }
 
 mod keep;

@@ -67,6 +67,12 @@ async fn lease_fences_a_stale_owner_in_j() {
         Some(DefiniteCode::Fenced)
     );
     j.append(&b2, &head, w).await.unwrap();
+    // Each fencing check writes the lease row (its write set carries it on Galera).
+    let checks: u64 = sqlx::query_scalar("SELECT fence_checks FROM ledger_lease WHERE job_id = 11")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(checks, 3, "create and two appends by the current owners");
 }
 
 fn entry(w: u32, r: KeyRange) -> ChainEntry {

@@ -7,6 +7,10 @@ use std::sync::OnceLock;
 /// The exact command that installs everything this harness needs.
 pub const INSTALL_HINT: &str = "apt-get update && apt-get install -y mariadb-server mariadb-client";
 
+/// What the Galera cluster of [`crate::Cluster`] needs beyond [`INSTALL_HINT`].
+pub const GALERA_INSTALL_HINT: &str =
+    "apt-get update && apt-get install -y galera-4 mariadb-backup socat";
+
 /// Environment variable that overrides the path of `mariadbd`.
 pub const MARIADBD_ENV: &str = "BACKFILL_MARIADBD";
 

@@ -27,10 +27,14 @@
 
 mod bins;
 mod config;
+mod galera;
+mod proxy;
 mod watchdog;
 
-pub use bins::{INSTALL_HINT, MARIADBD_ENV};
+pub use bins::{GALERA_INSTALL_HINT, INSTALL_HINT, MARIADBD_ENV};
 pub use config::Role;
+pub use galera::{Cluster, GALERA_PROVIDER};
+pub use proxy::Proxy;
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -43,8 +47,9 @@ use std::time::{Duration, Instant};
 
 use watchdog::Watchdog;
 
-/// How long a server may take to accept `SELECT 1` after being spawned.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to accept `SELECT 1` after being spawned (a Galera joiner
+/// first receives the whole state by SST: ~40 s was seen on two loaded cores).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a SIGTERM shutdown may take before the server is SIGKILLed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts at picking a free port when another process grabs ours first.
@@ -118,6 +123,9 @@ pub struct Server {
     extra_config: Vec<String>,
     child: Mutex<Option<Child>>,
     watchdog: Mutex<Watchdog>,
+    /// Extra arguments of every start until cleared (a Galera node's `--wsrep-new-cluster`,
+    /// cleared once the node is up).
+    once_args: Mutex<Vec<String>>,
 }
 
 /// Checks, without panicking, that every MariaDB binary the harness needs is installed
@@ -192,6 +200,7 @@ impl Server {
             extra_config: opts.extra_config,
             child: Mutex::new(None),
             watchdog: Mutex::new(watchdog),
+            once_args: Mutex::new(Vec::new()),
             dir,
         };
         server.write_config();
@@ -257,8 +266,14 @@ impl Server {
 
     fn spawn_mariadbd(&self) -> Result<Child, String> {
         let out = |name: &str| File::create(self.dir.join(name)).map_err(|e| e.to_string());
+        let once = self
+            .once_args
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         Command::new(&self.mariadbd)
             .arg(format!("--defaults-file={}", self.cnf_path().display()))
+            .args(once)
             .stdin(Stdio::null())
             .stdout(out("mariadbd.stdout")?)
             .stderr(out("mariadbd.stderr")?)

@@ -3,6 +3,7 @@
 mod cancel_crash;
 mod charsets_crash;
 mod finish;
+mod galera;
 mod keys_crash;
 mod lost_commit;
 mod replay_parts_crash;
