@@ -52,6 +52,8 @@ fn l_chain_must_be_whole_and_linked_from_b_to_f() {
 
 fn empty_evidence() -> Evidence {
     Evidence {
+        released: None,
+        horizon: None,
         schema: Ok(crate::table::audit::schema::SchemaFacts::unchanged()),
         job: JobId(1),
         generation: Generation(1),
@@ -342,6 +344,8 @@ fn good_evidence() -> Evidence {
     );
     let group = Digest::of(b"group at 7");
     Evidence {
+        released: None,
+        horizon: None,
         schema: Ok(crate::table::audit::schema::SchemaFacts::unchanged()),
         job,
         generation: g,
