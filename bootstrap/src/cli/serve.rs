@@ -149,7 +149,12 @@ pub struct ServeArgs {
     #[arg(long, env = "BACKFILL_GC_EVERY", default_value = "10m", value_name = "DURATION", value_parser = parse_duration)]
     pub gc_every: std::time::Duration,
     /// L records deleted per state-store transaction.
-    #[arg(long, env = "BACKFILL_GC_BATCH", default_value_t = 1_000, value_name = "N")]
+    #[arg(
+        long,
+        env = "BACKFILL_GC_BATCH",
+        default_value_t = 1_000,
+        value_name = "N"
+    )]
     pub gc_batch: u32,
     /// No retention or GC at all: materials and L are kept forever.
     #[arg(long, env = "BACKFILL_NO_GC")]

@@ -614,7 +614,8 @@ async fn stream_once(
     let Some(p) = ctx.cfg.retention else {
         return streaming.await;
     };
-    crate::table::retention::beside(&f.gc_env(p), streaming).await
+    let env = f.gc_env(p);
+    Box::pin(crate::table::retention::beside(&env, streaming)).await
 }
 
 /// Runs `work`, a bounded stretch of target write transactions of the job (replay of

@@ -79,14 +79,13 @@ pub async fn prune_batch(pool: &MySqlPool, stream: &str, want: LSeq, batch: u32)
     if let Some(h) = held {
         upto = upto.min(h);
     }
-    let from: LSeq = sqlx::query_scalar(
-        "SELECT below_seq FROM capture_log_horizon WHERE stream = ? FOR UPDATE",
-    )
-    .bind(stream)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(st(&what))?
-    .unwrap_or(LSeq(1));
+    let from: LSeq =
+        sqlx::query_scalar("SELECT below_seq FROM capture_log_horizon WHERE stream = ? FOR UPDATE")
+            .bind(stream)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(st(&what))?
+            .unwrap_or(LSeq(1));
     let last = sqlx::query(
         "SELECT seq, chain FROM capture_log WHERE stream = ? AND seq >= ? AND seq < ? \
          ORDER BY seq LIMIT ?",
@@ -98,7 +97,9 @@ pub async fn prune_batch(pool: &MySqlPool, stream: &str, want: LSeq, batch: u32)
     .fetch_all(&mut *tx)
     .await
     .map_err(st(&what))?;
-    let Some(last) = last.last() else { return Ok(0) };
+    let Some(last) = last.last() else {
+        return Ok(0);
+    };
     let last_seq: LSeq = last.try_get("seq").map_err(st(&what))?;
     let chain = super::digest_col(last, "chain")?;
     let n = sqlx::query("DELETE FROM capture_log WHERE stream = ? AND seq >= ? AND seq <= ?")

@@ -3,8 +3,8 @@
 //! intact. [`audit`] runs them in a fixed order; the order is the report's order.
 use super::evidence::{Evidence, Snapshot, Stored};
 use super::fields::FieldSample;
-use super::report::{AuditReport, Check, Finding};
 pub use super::release_checks::{log_chain, released_record};
+use super::report::{AuditReport, Check, Finding};
 use kernel::change::GroupEnd;
 use kernel::ids::Digest;
 use kernel::position::BinlogPos;
@@ -170,7 +170,10 @@ pub fn materials(e: &Evidence) -> Vec<Finding> {
 /// [`Snapshot::window`]). Returns the manifests that decoded, for [`credentials`].
 pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
     if let Some(r) = released_record(e) {
-        return (Vec::new(), super::release_checks::window_findings(r, chain(e)));
+        return (
+            Vec::new(),
+            super::release_checks::window_findings(r, chain(e)),
+        );
     }
     let registered: BTreeMap<Digest, Entry> =
         entries(e).iter().map(|x| (x.digest, x.clone())).collect();
@@ -216,8 +219,14 @@ pub fn released_findings(e: &Evidence) -> (Vec<String>, Vec<Finding>) {
         return (Vec::new(), Vec::new());
     };
     match &r.record {
-        Ok(rec) => (super::release_checks::lines(rec, r.done, &r.at, e.horizon.as_ref()), Vec::new()),
-        Err(m) => (Vec::new(), named(Check::Material, "release record", vec![m.clone()])),
+        Ok(rec) => (
+            super::release_checks::lines(rec, r.done, &r.at, e.horizon.as_ref()),
+            Vec::new(),
+        ),
+        Err(m) => (
+            Vec::new(),
+            named(Check::Material, "release record", vec![m.clone()]),
+        ),
     }
 }
 
@@ -324,9 +333,11 @@ pub fn recompute_activation(e: &Evidence, head: Option<&JournalRecord>) -> Optio
     let l_digest = match l.links.iter().find(|k| k.seq == f.seq) {
         Some(k) => k.chain,
         // L at F was deleted by GC: its digest is what the release recorded.
-        None => released_record(e)
-            .filter(|_| e.horizon.is_some_and(|h| h.below > f.seq))?
-            .l_digest,
+        None => {
+            released_record(e)
+                .filter(|_| e.horizon.is_some_and(|h| h.below > f.seq))?
+                .l_digest
+        }
     };
     Some(Activation {
         job: e.job,

@@ -55,7 +55,9 @@ pub mod schema;
 
 pub use activate::{activate, advance_j, Activated};
 pub use checks::{audit, log_chain, Require};
-pub use evidence::{Evidence, Facts, Link, LogFacts, PageFacts, ReleasedEvidence, Snapshot, Stored};
+pub use evidence::{
+    Evidence, Facts, Link, LogFacts, PageFacts, ReleasedEvidence, Snapshot, Stored,
+};
 pub use fields::{FieldComparer, FieldConfig, FieldRequest, FieldSample};
 pub use gather::{gather, Sources};
 pub use report::{AuditReport, Check, Finding};

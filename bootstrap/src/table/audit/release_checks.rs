@@ -84,12 +84,7 @@ pub fn credential_findings(r: &ReleaseRecord, creds: &[PageCredential]) -> Vec<S
 /// L from B to F when GC may have deleted its start: the records below the stream's
 /// horizon are released (allowed only once this table's release is recorded); the rest
 /// must chain on from the horizon's digest.
-pub fn log_findings(
-    e: &Evidence,
-    links: &[Link],
-    b: LSeq,
-    f: LSeq,
-) -> Vec<String> {
+pub fn log_findings(e: &Evidence, links: &[Link], b: LSeq, f: LSeq) -> Vec<String> {
     let Some(h) = e.horizon.filter(|h| h.below > b) else {
         return log_chain(links, b, f);
     };
@@ -117,7 +112,12 @@ pub fn log_findings(
 }
 
 /// The `released:` lines of the audit report.
-pub fn lines(r: &ReleaseRecord, done: bool, at: &str, h: Option<&kernel::log::Horizon>) -> Vec<String> {
+pub fn lines(
+    r: &ReleaseRecord,
+    done: bool,
+    at: &str,
+    h: Option<&kernel::log::Horizon>,
+) -> Vec<String> {
     let count = |k: &str| r.materials.iter().filter(|m| m.kind == k).count();
     let mut out = vec![format!(
         "{} materials ({} bytes: {} RAW pages, {} FINAL pages, {} manifests) of {} windows {} at {at}; \
@@ -144,4 +144,3 @@ pub fn lines(r: &ReleaseRecord, done: bool, at: &str, h: Option<&kernel::log::Ho
     }
     out
 }
-

@@ -133,9 +133,16 @@ mod tests {
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect::<Vec<u8>>();
         if std::env::var_os("BLESS").is_some() {
-            let out: String = sample().encode().iter().map(|b| format!("{b:02x}")).collect();
+            let out: String = sample()
+                .encode()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
             std::fs::write(
-                concat!(env!("CARGO_MANIFEST_DIR"), "/src/table/audit/golden_rels_v1.hex"),
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/src/table/audit/golden_rels_v1.hex"
+                ),
                 out + "\n",
             )
             .unwrap();

@@ -110,7 +110,10 @@ mod tests {
 
     #[test]
     fn cancelled_jobs_need_nothing_and_d_bounds_everything() {
-        let jobs = [job(1, Stage::Cancelled, 10, None), job(2, Stage::Released, 50, Some(990))];
+        let jobs = [
+            job(1, Stage::Cancelled, 10, None),
+            job(2, Stage::Released, 50, Some(990)),
+        ];
         assert_eq!(horizon(LSeq(900), &jobs), (LSeq(900), None));
         assert_eq!(horizon(LSeq(900), &[]), (LSeq(900), None));
     }

@@ -37,8 +37,8 @@ pub mod bytes;
 pub mod horizon;
 pub mod policy;
 
-
 use crate::store::retention as rows;
+use crate::table::audit::released::{self as record, ReleaseRecord, Released};
 use crate::table::audit::{self, Sources};
 use crate::table::faults::gc as fp;
 use crate::table::replay::Scope;
@@ -48,7 +48,6 @@ use kernel::{Error, Result};
 use ledger::material::MaterialStore;
 use ledger::target::TargetCtx;
 use policy::{Decision, Facts, Policy};
-use crate::table::audit::released::{self as record, ReleaseRecord, Released};
 use sqlx::mysql::MySqlPool;
 
 /// Everything GC of one table needs (its task builds it from the activation's context).
@@ -72,6 +71,10 @@ pub struct Pass {
     pub released_materials: u64,
     pub released_bytes: u64,
     pub l_deleted: u64,
+    /// Milliseconds spent: the audit and intent, removing bytes and accounting, L.
+    pub intent_ms: u64,
+    pub release_ms: u64,
+    pub l_ms: u64,
 }
 
 /// Upper bound of L batches per pass (the next pass goes on).
@@ -88,6 +91,8 @@ pub async fn beside<T>(env: &GcEnv<'_>, work: impl std::future::Future<Output = 
             tokio::time::sleep(env.policy.every).await;
         }
     };
+    let work = Box::pin(work);
+    let gc = Box::pin(gc);
     tokio::select! {
         r = work => r,
         never = gc => never,
@@ -97,9 +102,22 @@ pub async fn beside<T>(env: &GcEnv<'_>, work: impl std::future::Future<Output = 
 /// One GC pass; a failure is logged and the next pass retries (the protocol resumes
 /// where it stopped). Nothing of the table's streaming depends on it.
 pub async fn pass(env: &GcEnv<'_>) {
-    match run_once(env).await {
+    // Boxed: the audit it runs is a large future, kept off the table task's stack.
+    match Box::pin(run_once(env)).await {
+        Ok(p) if p.released_bytes > 0 || p.l_deleted > 0 => tracing::info!(
+            job = %env.scope.job,
+            materials = p.released_materials,
+            bytes = p.released_bytes,
+            l_deleted = p.l_deleted,
+            intent_ms = p.intent_ms,
+            release_ms = p.release_ms,
+            l_ms = p.l_ms,
+            "retention pass"
+        ),
         Ok(p) => tracing::debug!(job = %env.scope.job, ?p, "retention pass"),
-        Err(e) => tracing::warn!(job = %env.scope.job, "retention pass failed (retried at the next pass): {e}"),
+        Err(e) => {
+            tracing::warn!(job = %env.scope.job, "retention pass failed (retried at the next pass): {e}")
+        }
     }
 }
 
@@ -108,6 +126,7 @@ pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
     let mut pass = Pass::default();
     let (job, g) = (env.scope.job, env.scope.generation);
     let mut row = rows::ensure(env.pool, job, g).await?;
+    let t = std::time::Instant::now();
     if row.state == rows::RETAINED {
         match decide(env, &row).await? {
             Decision::Keep(why) => pass.kept = Some(why),
@@ -121,10 +140,16 @@ pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
         }
         row = rows::ensure(env.pool, job, g).await?;
     }
+    pass.intent_ms = t.elapsed().as_millis() as u64;
+    let t = std::time::Instant::now();
     if row.state == rows::INTENT {
         let rec = decode(&row, job, g)?;
         let digests: Vec<Digest> = rec.materials.iter().map(|m| m.digest).collect();
-        let mut c = env.pool.acquire().await.map_err(|e| kernel::error::from_sqlx("GC", &e))?;
+        let mut c = env
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| kernel::error::from_sqlx("GC", &e))?;
         let keep = ledger::release::shared_digests(&mut c, job, g).await?;
         drop(c);
         bytes::remove_all(env.store, &digests, &keep)?;
@@ -133,11 +158,18 @@ pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
         tracing::info!(%job, materials = n, bytes = b, "retention: materials released");
         (pass.released_materials, pass.released_bytes) = (n, b);
     }
+    pass.release_ms = t.elapsed().as_millis() as u64;
+    let t = std::time::Instant::now();
     pass.l_deleted = prune_l(env).await?;
+    pass.l_ms = t.elapsed().as_millis() as u64;
     Ok(pass)
 }
 
-fn decode(row: &rows::ReleaseRow, job: kernel::ids::JobId, g: kernel::ids::Generation) -> Result<ReleaseRecord> {
+fn decode(
+    row: &rows::ReleaseRow,
+    job: kernel::ids::JobId,
+    g: kernel::ids::Generation,
+) -> Result<ReleaseRecord> {
     let bytes = row.record.as_deref().unwrap_or_default();
     ReleaseRecord::decode(bytes).map_err(|e| {
         Error::definite(
@@ -199,9 +231,17 @@ async fn intent(env: &GcEnv<'_>) -> Result<std::result::Result<(), String>> {
     let mut materials: Vec<Released> = ev
         .registry
         .as_ref()
-        .map(|r| r.0.iter().map(|e| Released { digest: e.digest, kind: e.kind.code().into(), bytes: e.bytes }).collect())
+        .map(|r| {
+            r.0.iter()
+                .map(|e| Released {
+                    digest: e.digest,
+                    kind: e.kind.code().into(),
+                    bytes: e.bytes,
+                })
+                .collect()
+        })
         .unwrap_or_default();
-    materials.sort_by(|a, b| a.digest.0.cmp(&b.digest.0));
+    materials.sort_by_key(|a| a.digest.0);
     let creds = ev.credentials.as_deref().unwrap_or(&[]);
     let rec = ReleaseRecord {
         job,
@@ -232,17 +272,19 @@ async fn prune_l(env: &GcEnv<'_>) -> Result<u64> {
     let needs: Vec<horizon::JobNeed> = rows::needs(env.pool, stream)
         .await?
         .into_iter()
-        .map(|(job, cancelled, rel, b, hint, paused_at)| horizon::JobNeed {
-            job,
-            stage: match (cancelled, rel) {
-                (true, _) => horizon::Stage::Cancelled,
-                (false, Some(rows::DONE)) => horizon::Stage::Released,
-                _ => horizon::Stage::NeedsFromB,
+        .map(
+            |(job, cancelled, rel, b, hint, paused_at)| horizon::JobNeed {
+                job,
+                stage: match (cancelled, rel) {
+                    (true, _) => horizon::Stage::Cancelled,
+                    (false, Some(rows::DONE)) => horizon::Stage::Released,
+                    _ => horizon::Stage::NeedsFromB,
+                },
+                b: Some(b),
+                hint,
+                paused_at,
             },
-            b: Some(b),
-            hint,
-            paused_at,
-        })
+        )
         .collect();
     let (below, _) = horizon::horizon(d, &needs);
     let mut total = 0;

@@ -81,7 +81,7 @@ pub fn decide(p: &Policy, f: &Facts) -> Decision {
             due - f.now
         ));
     }
-    if p.until_verify && !f.last_clean_verify.is_some_and(|v| v >= f.streaming_since) {
+    if p.until_verify && f.last_clean_verify.is_none_or(|v| v < f.streaming_since) {
         return Decision::Keep("no periodic verify has passed since activation yet".into());
     }
     Decision::Release
@@ -107,14 +107,21 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(decide(&p(0), &facts(1_000)), Decision::Release);
-        assert!(matches!(decide(&p(1), &facts(1_000 + 86_399)), Decision::Keep(m) if m.contains("ends in 1 s")));
+        assert!(
+            matches!(decide(&p(1), &facts(1_000 + 86_399)), Decision::Keep(m) if m.contains("ends in 1 s"))
+        );
         assert_eq!(decide(&p(1), &facts(1_000 + 86_400)), Decision::Release);
-        assert_eq!(decide(&Policy::default(), &facts(1_000 + 7 * 86_400)), Decision::Release);
+        assert_eq!(
+            decide(&Policy::default(), &facts(1_000 + 7 * 86_400)),
+            Decision::Release
+        );
         let never = Policy {
             keep: Keep::Never,
             ..Policy::default()
         };
-        assert!(matches!(decide(&never, &facts(i64::MAX)), Decision::Keep(m) if m.contains("never")));
+        assert!(
+            matches!(decide(&never, &facts(i64::MAX)), Decision::Keep(m) if m.contains("never"))
+        );
     }
 
     #[test]
@@ -127,7 +134,10 @@ mod tests {
         let mut f = facts(5_000);
         assert!(matches!(decide(&p, &f), Decision::Keep(m) if m.contains("verify")));
         f.last_clean_verify = Some(999);
-        assert!(matches!(decide(&p, &f), Decision::Keep(_)), "a verify before activation does not count");
+        assert!(
+            matches!(decide(&p, &f), Decision::Keep(_)),
+            "a verify before activation does not count"
+        );
         f.last_clean_verify = Some(1_000);
         assert_eq!(decide(&p, &f), Decision::Release);
     }
