@@ -6,7 +6,8 @@
 //!   reads L (`bootstrap::table::retention::horizon`); this module additionally never
 //!   deletes D's record or anything after it (`restart_seq`, `tail_seq` of
 //!   `capture_position`, read in the same transaction), nor a record of an XA hold, so
-//!   the reader's restart and its compare-and-set on L's tail are untouched.
+//!   the reader's restart and its compare-and-set on L's tail are untouched. It stops at the
+//!   first chunk of the group the horizon falls in, so no group is ever kept in part.
 //! * One batch is one state-store transaction: the rows of `capture_log` and
 //!   `capture_log_table` with seq in `[from, last]` are deleted and `capture_log_horizon`
 //!   moves to `last + 1` with the chain digest of record `last`. The horizon therefore
@@ -79,6 +80,15 @@ pub async fn prune_batch(pool: &MySqlPool, stream: &str, want: LSeq, batch: u32)
     if let Some(h) = held {
         upto = upto.min(h);
     }
+    // Never split a group: the horizon stops at the first chunk of the group it falls in.
+    let chunk: Option<u32> =
+        sqlx::query_scalar("SELECT chunk_no FROM capture_log WHERE stream = ? AND seq = ?")
+            .bind(stream)
+            .bind(upto)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(st(&what))?;
+    upto = LSeq(upto.0.saturating_sub(u64::from(chunk.unwrap_or(0))));
     let from: LSeq =
         sqlx::query_scalar("SELECT below_seq FROM capture_log_horizon WHERE stream = ? FOR UPDATE")
             .bind(stream)

@@ -281,14 +281,20 @@ pub fn cursor(e: &Evidence, require: Require) -> Vec<Finding> {
     let Ok(l) = &e.log else {
         return Vec::new();
     };
-    let messages = match &e.cursor {
-        Ok(c) => cursor_findings(
+    let cut = e
+        .horizon
+        .is_some_and(|h| l.b.as_ref().is_some_and(|b| h.below > b.seq));
+    let messages = match (&e.cursor, released_record(e)) {
+        // L before the horizon is gone: the cursor is checked against the one the audit
+        // accepted before the release.
+        (Ok(c), Some(r)) if cut => super::release_checks::cursor_findings(r, c.as_ref()),
+        (Ok(c), _) => cursor_findings(
             c.as_ref(),
             l.last_group.as_ref().map(|(g, d)| (g, *d)),
             l.f.as_ref().map(|f| &f.end.pos),
             require,
         ),
-        Err(m) => vec![m.clone()],
+        (Err(m), _) => vec![m.clone()],
     };
     named(Check::Replay, "T cursor", messages)
 }

@@ -144,3 +144,29 @@ pub fn lines(
     }
     out
 }
+
+/// T's replay cursor against the one the audit accepted before the release (L before the
+/// GC horizon is gone, so the table's last group at or before F cannot be read again):
+/// present if it was, and never before it.
+pub fn cursor_findings(
+    r: &ReleaseRecord,
+    cursor: Option<&ledger::target::ReplayCursor>,
+) -> Vec<String> {
+    match (&r.cursor, cursor) {
+        (None, _) => Vec::new(),
+        (Some(was), None) => vec![format!(
+            "T holds no replay cursor but the release recorded it at {was}"
+        )],
+        (Some(was), Some(c)) => match c.end.pos.try_cmp(was) {
+            Ok(std::cmp::Ordering::Less) => vec![format!(
+                "T's cursor {} is before {was}, where the release recorded it: it moved back",
+                c.end.pos
+            )],
+            Ok(_) => Vec::new(),
+            Err(e) => vec![format!(
+                "T's cursor {} against the release's {was}: {e}",
+                c.end.pos
+            )],
+        },
+    }
+}

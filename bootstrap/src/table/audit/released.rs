@@ -39,6 +39,9 @@ pub struct ReleaseRecord {
     pub f: BinlogPos,
     pub chain_root: Digest,
     pub l_digest: Digest,
+    /// Where T's replay cursor was when the audit accepted it (None: no cursor): once L
+    /// below it is gone, the cursor is checked against this (it never moves back).
+    pub cursor: Option<BinlogPos>,
 }
 
 impl Versioned for ReleaseRecord {
@@ -119,6 +122,7 @@ mod tests {
             f: BinlogPos::new("mysql-bin.000002", 900),
             chain_root: Digest([3; 32]),
             l_digest: Digest([4; 32]),
+            cursor: Some(BinlogPos::new("mysql-bin.000002", 1200)),
         }
     }
 

@@ -255,6 +255,11 @@ async fn intent(env: &GcEnv<'_>) -> Result<std::result::Result<(), String>> {
         f: x.f,
         chain_root: x.chain_root,
         l_digest: x.l_digest,
+        cursor: ev
+            .cursor
+            .as_ref()
+            .ok()
+            .and_then(|c| c.as_ref().map(|c| c.end.pos.clone())),
         materials,
     };
     let (n, bytes) = (rec.materials.len() as u64, rec.bytes());

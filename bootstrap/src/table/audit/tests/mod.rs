@@ -1,6 +1,7 @@
 //! Unit tests of the activation audit: each check on good evidence and on the
 //! corruptions it targets ([`checks`]), and the whole audit over the same evidence (here).
 mod checks;
+mod released;
 
 use super::checks::cursor_findings;
 use super::*;
@@ -309,7 +310,7 @@ fn l_links() -> Vec<Link> {
         .collect()
 }
 
-fn good_evidence() -> Evidence {
+pub(super) fn good_evidence() -> Evidence {
     let (job, g) = (JobId(1), Generation(1));
     let (m, sealed, page) = good_window();
     let entry = ChainEntry {
