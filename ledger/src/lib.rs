@@ -37,6 +37,7 @@ pub mod plan;
 pub mod range;
 pub mod record;
 pub mod registry;
+pub mod release;
 pub mod schema;
 pub mod seal;
 pub mod target;

@@ -54,6 +54,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("windows_only", "BACKFILL_WINDOWS_ONLY"),
     ("metrics_addr", "BACKFILL_METRICS_ADDR"),
     ("verify_every", "BACKFILL_VERIFY_EVERY"),
+    ("retention_days", "BACKFILL_RETENTION_DAYS"),
+    ("retention_until_verify", "BACKFILL_RETENTION_UNTIL_VERIFY"),
+    ("gc_every", "BACKFILL_GC_EVERY"),
+    ("gc_batch", "BACKFILL_GC_BATCH"),
+    ("no_gc", "BACKFILL_NO_GC"),
     ("log_format", "BACKFILL_LOG_FORMAT"),
     ("format", "BACKFILL_FORMAT"),
 ];

@@ -135,6 +135,30 @@ pub struct ServeArgs {
     /// the table with `verify_failed` (runbooks/periodic-verify.md). Default: off.
     #[arg(long, env = "BACKFILL_VERIFY_EVERY", value_name = "DURATION", value_parser = parse_duration)]
     pub verify_every: Option<std::time::Duration>,
+    /// Days a STREAMING table's materials (RAW/FINAL pages, manifests) are kept after
+    /// activation before GC releases them (0: right after activation; `never`). Its L
+    /// records before every consumer's cursor are deleted once released
+    /// (runbooks/retention.md).
+    #[arg(long, env = "BACKFILL_RETENTION_DAYS", default_value = "7", value_name = "N|never", value_parser = crate::table::retention::policy::parse_keep)]
+    pub retention_days: crate::table::retention::policy::Keep,
+    /// Also keep the materials until a periodic verify (--verify-every) passed after
+    /// activation.
+    #[arg(long, env = "BACKFILL_RETENTION_UNTIL_VERIFY")]
+    pub retention_until_verify: bool,
+    /// How often each STREAMING table runs a GC pass (e.g. 10m).
+    #[arg(long, env = "BACKFILL_GC_EVERY", default_value = "10m", value_name = "DURATION", value_parser = parse_duration)]
+    pub gc_every: std::time::Duration,
+    /// L records deleted per state-store transaction.
+    #[arg(
+        long,
+        env = "BACKFILL_GC_BATCH",
+        default_value_t = 1_000,
+        value_name = "N"
+    )]
+    pub gc_batch: u32,
+    /// No retention or GC at all: materials and L are kept forever.
+    #[arg(long, env = "BACKFILL_NO_GC")]
+    pub no_gc: bool,
     /// Output format of the final report.
     #[arg(long, env = "BACKFILL_FORMAT", value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -264,6 +288,12 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
     cfg.run.verify = a
         .verify_every
         .map(|d| std::sync::Arc::new(crate::table::turns::Turns::new(d)));
+    cfg.run.retention = (!a.no_gc).then_some(crate::table::retention::policy::Policy {
+        keep: a.retention_days,
+        until_verify: a.retention_until_verify,
+        every: a.gc_every,
+        batch: a.gc_batch.max(1),
+    });
     if !a.windows_only {
         cfg.finish = Some(crate::table::replay::ReplayConfig {
             batch_rows: a.replay_batch_rows.max(1),

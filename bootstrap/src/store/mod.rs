@@ -7,5 +7,6 @@ pub mod jobs;
 pub mod plan;
 pub mod processes;
 pub mod refusal;
+pub mod retention;
 pub mod schema_versions;
 pub mod verifies;

@@ -86,6 +86,24 @@ impl Finish<'_> {
         )
     }
 
+    /// What GC of this table needs (`crate::table::retention`).
+    pub fn gc_env(
+        &self,
+        policy: crate::table::retention::policy::Policy,
+    ) -> crate::table::retention::GcEnv<'_> {
+        crate::table::retention::GcEnv {
+            pool: self.pool,
+            scope: &self.scope,
+            store: self.store,
+            target: self.target,
+            ctx: self.ctx,
+            plan: self.plan,
+            schema_fingerprint: self.schema_fingerprint,
+            chain: self.chain,
+            policy,
+        }
+    }
+
     /// B as J records it, found in L.
     pub async fn b(&self) -> Result<MarkerAt> {
         let head = self
@@ -569,7 +587,11 @@ async fn stream_once(
     if exit_when_idle {
         let what = "replay catch-up";
         let n = cfg.apply_streams;
-        return under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(b_seq)).await;
+        let o = under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(b_seq)).await?;
+        if let Some(p) = ctx.cfg.retention {
+            crate::table::retention::pass(&f.gc_env(p)).await;
+        }
+        return Ok(o);
     }
     let permits = WritePermits {
         admission: &ctx.admission,
@@ -588,7 +610,12 @@ async fn stream_once(
         under_write_permits(ctx, "periodic verify", n, &ctx.cancel, work)
     };
     let follow = |stop| f.stream_admitted(b_seq, stop, &permits);
-    crate::table::periodic::stream(ctx, follow, verify).await
+    let streaming = crate::table::periodic::stream(ctx, follow, verify);
+    let Some(p) = ctx.cfg.retention else {
+        return streaming.await;
+    };
+    let env = f.gc_env(p);
+    Box::pin(crate::table::retention::beside(&env, streaming)).await
 }
 
 /// Runs `work`, a bounded stretch of target write transactions of the job (replay of

@@ -146,6 +146,9 @@ pub struct RunConfig {
     /// `serve --verify-every`: the process's turns of periodic verifies of STREAMING
     /// tables (`crate::table::periodic`, `crate::table::turns`), shared by every job; None: no periodic verify.
     pub verify: Option<Arc<crate::table::turns::Turns>>,
+    /// Retention and GC of STREAMING tables (`crate::table::retention`); None: no GC
+    /// (`serve --no-gc`, and library callers unless they ask).
+    pub retention: Option<crate::table::retention::policy::Policy>,
 }
 
 impl Default for RunConfig {
@@ -159,6 +162,7 @@ impl Default for RunConfig {
             limits: ledger::apply::Limits::default(),
             fields: crate::table::audit::FieldConfig::default(),
             verify: None,
+            retention: None,
         }
     }
 }

@@ -124,3 +124,24 @@ mod tests {
         }
     }
 }
+
+/// Fault points of retention and GC (`crate::table::retention`), in protocol order.
+pub mod gc {
+    /// The release intent (what will be removed, the audit facts) is durable; no byte
+    /// removed yet.
+    pub const AFTER_RELEASE_INTENT: &str = "gc.after_release_intent";
+    /// After each material's bytes are removed (hit once per material).
+    pub const MID_REMOVE: &str = "gc.mid_remove";
+    /// Every released byte removed; registry rows still there, release not done.
+    pub const AFTER_BYTES_REMOVED: &str = "gc.after_bytes_removed";
+    /// A batch of L records below the horizon deleted (hit once per batch).
+    pub const AFTER_L_BATCH: &str = "gc.after_l_batch";
+
+    /// Every fault point, in protocol order.
+    pub const ALL: [&str; 4] = [
+        AFTER_RELEASE_INTENT,
+        MID_REMOVE,
+        AFTER_BYTES_REMOVED,
+        AFTER_L_BATCH,
+    ];
+}

@@ -21,6 +21,7 @@ pub mod markers;
 pub mod pause;
 pub mod periodic;
 pub mod replay;
+pub mod retention;
 pub mod schema;
 pub mod target_write;
 pub mod turns;

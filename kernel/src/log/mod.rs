@@ -20,7 +20,7 @@
 //! `append` the one transaction that stores records and moves D, `hold` the XA holds
 //! that transaction keeps in step with D, `read` the verified reads, `markers` the
 //! intent markers and the bounded waits on them, `paused` the reader's pauses, `seq` the
-//! typed record number [`LSeq`].
+//! typed record number [`LSeq`], `prune` the deletion of records below a GC horizon.
 mod append;
 mod body;
 mod chain;
@@ -28,6 +28,7 @@ mod chunk;
 mod hold;
 mod markers;
 mod paused;
+mod prune;
 mod read;
 mod record;
 mod restart;
@@ -41,6 +42,7 @@ pub use chunk::GroupChunk;
 pub use hold::holds;
 pub use markers::{marker, markers_of, wait_for_marker, wait_for_position, MarkerSeen, WAIT_POLL};
 pub use paused::{ddls, pauses, DdlRow, PauseRow};
+pub use prune::{horizon, prune_batch, Horizon};
 pub use read::{read_range, seq_at_or_before, table_records};
 pub use record::{Entry, Hold, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld};
 pub use restart::{init_position, load_position, Position};

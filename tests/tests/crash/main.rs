@@ -7,6 +7,7 @@ mod galera;
 mod keys_crash;
 mod lost_commit;
 mod replay_parts_crash;
+mod retention;
 mod serve_finish;
 mod stream_kill;
 mod types_crash;

@@ -131,6 +131,8 @@ pub struct FleetRow {
     pub window_ms: u64,
     pub lag_ms: Option<u64>,
     pub verifies: Option<Verifies>,
+    /// Material bytes the registry accounts for the job (0 once retention released them).
+    pub held_bytes: u64,
 }
 
 impl FleetRow {
@@ -178,7 +180,7 @@ impl FleetRow {
             None => String::new(),
         });
         let line = format!(
-            "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6}  {note}",
+            "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6} {:>6}  {note}",
             self.job.job_id.0,
             cut(&name(&self.job.source), 28),
             cut(&self.state(), 17),
@@ -188,6 +190,7 @@ impl FleetRow {
             self.eta_secs().map_or_else(|| "-".into(), human_secs),
             self.lag_ms
                 .map_or_else(|| "-".into(), |ms| human_secs(ms.div_ceil(1000))),
+            human_bytes(self.held_bytes),
         );
         cut(line.trim_end(), WIDTH)
     }
@@ -213,6 +216,7 @@ impl FleetRow {
                 "runbook": super::runbook(p.code),
             })),
             "verifies": self.verifies.as_ref().map(Verifies::json),
+            "held_bytes": self.held_bytes,
         })
     }
 }
@@ -220,8 +224,8 @@ impl FleetRow {
 /// The header of the fleet lines.
 pub fn header() -> String {
     format!(
-        "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6}  {}",
-        "JOB", "TABLE", "STATE", "WINDOWS", "ROWS/S", "ETA", "LAG", "PAUSE REASON / NOTE"
+        "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6} {:>6}  {}",
+        "JOB", "TABLE", "STATE", "WINDOWS", "ROWS/S", "ETA", "LAG", "HELD", "PAUSE REASON / NOTE"
     )
 }
 
@@ -233,6 +237,26 @@ fn cut(s: &str, n: usize) -> String {
     let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
     out.push('~');
     out
+}
+
+/// `0`, `512B`, `40K`, `7M`, `3G` (1024-based, rounded up).
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    match UNITS.iter().find(|(u, _)| b >= *u) {
+        Some((u, s)) => format!("{}{s}", b.div_ceil(*u)),
+        None if b == 0 => "0".into(),
+        None => format!("{b}B"),
+    }
+}
+
+/// Per job: material bytes the registry accounts.
+async fn held(pool: &MySqlPool) -> Result<HashMap<JobId, u64>> {
+    let rows: Vec<(u64, u64)> =
+        sqlx::query_as("SELECT job_id, bytes FROM ledger_material_usage WHERE job_id > 0")
+            .fetch_all(pool)
+            .await
+            .map_err(|e| from_sqlx("reading material usage", &e))?;
+    Ok(rows.into_iter().map(|(j, b)| (JobId(j), b)).collect())
 }
 
 /// `42s`, `7m05s`, `3h20m`, `2d04h`.
@@ -289,6 +313,7 @@ pub async fn gather(pool: &MySqlPool) -> Result<Vec<FleetRow>> {
     let windows = window_sums(pool).await?;
     let lags = lags(pool).await?;
     let mut verified = verifies::read_all(pool).await?;
+    let held = held(pool).await?;
     Ok(all
         .into_iter()
         .map(|job| {
@@ -303,6 +328,7 @@ pub async fn gather(pool: &MySqlPool) -> Result<Vec<FleetRow>> {
                 window_ms,
                 lag_ms: lags.get(&k).copied(),
                 verifies: verified.remove(&k),
+                held_bytes: held.get(&job.job_id).copied().unwrap_or(0),
                 job,
             }
         })
@@ -453,6 +479,7 @@ mod tests {
             window_ms: 2000,
             lag_ms: phase.filter(|p| *p == "STREAMING").map(|_| 1500),
             verifies: None,
+            held_bytes: 40 << 10,
         }
     }
 

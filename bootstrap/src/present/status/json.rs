@@ -22,6 +22,7 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
         "estimated_rows": j.estimated_rows,
         "rows": { "known": j.estimated_rows, "read": s.rows_read, "final": s.rows_final, "applied": s.rows_applied },
         "window": s.window.as_ref().map(WindowNow::json),
+        "materials": s.materials.json(),
         "window_rows": j.window_rows,
         "page_rows": j.page_rows,
         "fingerprint": j.fingerprint.to_hex(),

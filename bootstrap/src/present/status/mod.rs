@@ -81,6 +81,76 @@ pub struct JobStatus {
     pub verifies: Option<crate::store::verifies::Verifies>,
     /// The table's last schema version after install's (DESIGN §16), if any.
     pub schema: Option<crate::store::schema_versions::SchemaVersion>,
+    /// Material bytes held and released by retention (DESIGN §17).
+    pub materials: Materials,
+}
+
+/// A table's materials: bytes the registry accounts now, and its release (retention).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Materials {
+    pub held_bytes: u64,
+    /// `retained`, `releasing` or `released` once serve's GC has seen the table STREAMING.
+    pub release: Option<&'static str>,
+    pub released_bytes: u64,
+    pub released_materials: u64,
+    /// When the intent or the release was recorded.
+    pub at: Option<String>,
+}
+
+impl Materials {
+    /// One text line.
+    pub fn text(&self) -> String {
+        let mut out = format!("held {} bytes", self.held_bytes);
+        match self.release {
+            Some("released") | Some("releasing") => out.push_str(&format!(
+                ", {} {} bytes ({} materials) at {}",
+                self.release.unwrap_or_default(),
+                self.released_bytes,
+                self.released_materials,
+                self.at.as_deref().unwrap_or("?")
+            )),
+            Some(r) => out.push_str(&format!(" ({r} by the retention policy)")),
+            None => {}
+        }
+        out
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "held_bytes": self.held_bytes,
+            "release": self.release,
+            "released_bytes": self.released_bytes,
+            "released_materials": self.released_materials,
+            "at": self.at,
+        })
+    }
+}
+
+/// The materials row of `job`.
+async fn materials(pool: &MySqlPool, job: &JobRecord) -> Result<Materials> {
+    use crate::store::retention as rows;
+    let held = Registry::new(pool.clone())
+        .usage(job.job_id)
+        .await?
+        .map_or(0, |u| u.bytes);
+    let r = rows::read(pool, job.job_id, job.generation).await?;
+    Ok(Materials {
+        held_bytes: held,
+        release: r.as_ref().map(|r| match r.state {
+            rows::DONE => "released",
+            rows::INTENT => "releasing",
+            _ => "retained",
+        }),
+        released_bytes: r
+            .as_ref()
+            .filter(|r| r.state >= rows::INTENT)
+            .map_or(0, |r| r.bytes),
+        released_materials: r
+            .as_ref()
+            .filter(|r| r.state >= rows::INTENT)
+            .map_or(0, |r| r.materials),
+        at: r.and_then(|r| r.done_at.or(r.intent_at)),
+    })
 }
 
 /// The window J is on, while the table is in the window phase.
@@ -204,6 +274,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
     let schema = crate::store::schema_versions::versions(pool, job.job_id, job.generation)
         .await?
         .pop();
+    let materials = materials(pool, &job).await?;
     let window = match &head {
         Some(h) => window_now(pool, &job, h).await?,
         None => None,
@@ -233,6 +304,7 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         field_checks,
         verifies,
         schema,
+        materials,
     })
 }
 

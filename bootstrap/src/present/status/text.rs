@@ -147,6 +147,7 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             ),
         ));
     }
+    rows.push(("materials", s.materials.text()));
     rows.push((
         "capture D",
         match &s.capture {

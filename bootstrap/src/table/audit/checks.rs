@@ -1,12 +1,12 @@
 //! The checks of DESIGN §7, pure: each takes the gathered [`Evidence`] (and what an earlier
 //! check recomputed from it) and returns its [`Finding`]s, empty when the evidence is
 //! intact. [`audit`] runs them in a fixed order; the order is the report's order.
-use super::evidence::{Evidence, Link, Snapshot, Stored};
+use super::evidence::{Evidence, Snapshot, Stored};
 use super::fields::FieldSample;
+pub use super::release_checks::{log_chain, released_record};
 use super::report::{AuditReport, Check, Finding};
 use kernel::change::GroupEnd;
 use kernel::ids::Digest;
-use kernel::log::LSeq;
 use kernel::position::BinlogPos;
 use ledger::chain::ChainEntry;
 use ledger::manifest::{Expect, WindowManifest};
@@ -40,6 +40,8 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
     out.extend(cursor(e, require));
     out.extend(activation(e, expected.as_ref(), require));
     out.extend(field_findings(e.fields.as_ref()));
+    let (released, released_bad) = released_findings(e);
+    out.extend(released_bad);
     out.extend(match &e.schema {
         Ok(f) => super::schema::findings(f),
         Err(m) => named(
@@ -59,6 +61,7 @@ pub fn audit(e: &Evidence, require: Require) -> AuditReport {
         activation_present: matches!(e.activation, Ok(Some(_))),
         fields: e.fields.clone(),
         recorded_fields: Vec::new(),
+        released,
         findings: out,
     }
 }
@@ -140,10 +143,15 @@ pub fn materials(e: &Evidence) -> Vec<Finding> {
         Ok(_) => Vec::new(),
         Err(m) => named(Check::Material, "registry", vec![m.clone()]),
     };
+    let present: Vec<Entry> = entries(e)
+        .iter()
+        .filter(|x| !is_released(e, &x.digest))
+        .cloned()
+        .collect();
     out.extend(named(
         Check::Material,
         "materials",
-        e.materials.materials(entries(e), usage),
+        e.materials.materials(&present, usage),
     ));
     if let Some(u) = usage.filter(|u| u.bytes != sum) {
         out.extend(named(
@@ -161,6 +169,12 @@ pub fn materials(e: &Evidence) -> Vec<Finding> {
 /// Every window of the range chain that the plan knows: its manifest and pages (see
 /// [`Snapshot::window`]). Returns the manifests that decoded, for [`credentials`].
 pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
+    if let Some(r) = released_record(e) {
+        return (
+            Vec::new(),
+            super::release_checks::window_findings(r, chain(e)),
+        );
+    }
     let registered: BTreeMap<Digest, Entry> =
         entries(e).iter().map(|x| (x.digest, x.clone())).collect();
     let (mut manifests, mut out) = (Vec::new(), Vec::new());
@@ -184,11 +198,36 @@ pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
 
 /// T's page credentials: readable, exactly one per FINAL page of the sealed manifests.
 pub fn credentials(e: &Evidence, manifests: &[WindowManifest]) -> Vec<Finding> {
-    let messages = match &e.credentials {
-        Ok(c) => ledger::check::t_credentials(c, manifests),
-        Err(m) => vec![m.clone()],
+    let messages = match (&e.credentials, released_record(e)) {
+        (Ok(c), Some(r)) => super::release_checks::credential_findings(r, c),
+        (Ok(c), None) => ledger::check::t_credentials(c, manifests),
+        (Err(m), _) => vec![m.clone()],
     };
     named(Check::Credential, "T", messages)
+}
+
+/// True when `d` was released by the recorded release and is absent from the store.
+fn is_released(e: &Evidence, d: &Digest) -> bool {
+    released_record(e).is_some_and(|r| r.names(d))
+        && matches!(e.materials.answers.get(d), Some(Stored::Missing) | None)
+}
+
+/// The released evidence, one line each (what was checked before release), and a
+/// finding for a release record that does not decode.
+pub fn released_findings(e: &Evidence) -> (Vec<String>, Vec<Finding>) {
+    let Some(r) = &e.released else {
+        return (Vec::new(), Vec::new());
+    };
+    match &r.record {
+        Ok(rec) => (
+            super::release_checks::lines(rec, r.done, &r.at, e.horizon.as_ref()),
+            Vec::new(),
+        ),
+        Err(m) => (
+            Vec::new(),
+            named(Check::Material, "release record", vec![m.clone()]),
+        ),
+    }
 }
 
 /// L from B to F: readable, every record verified, both markers found and the hash chain
@@ -201,7 +240,7 @@ pub fn log(e: &Evidence) -> Vec<Finding> {
     };
     let mut out = named(Check::Log, "L", l.read_errors.clone());
     let messages = match (&l.b, &l.f) {
-        (Some(b), Some(f)) => log_chain(&l.links, b.seq, f.seq),
+        (Some(b), Some(f)) => super::release_checks::log_findings(e, &l.links, b.seq, f.seq),
         (None, _) => vec![format!(
             "L holds no B marker of job {job} {g} where J records B"
         )],
@@ -210,35 +249,6 @@ pub fn log(e: &Evidence) -> Vec<Finding> {
         )],
     };
     out.extend(named(Check::Log, "L", messages));
-    out
-}
-
-/// L's chain from B to F: contiguous seqs, each record linked to the one before.
-pub fn log_chain(links: &[Link], b_seq: LSeq, f_seq: LSeq) -> Vec<String> {
-    let mut out = Vec::new();
-    let want = f_seq.0.saturating_sub(b_seq.0) + 1;
-    if links.len() as u64 != want {
-        out.push(format!(
-            "L holds {} records from B (seq {b_seq}) to F (seq {f_seq}), expected {want}",
-            links.len()
-        ));
-    }
-    if let Some(first) = links.first() {
-        if first.seq != b_seq {
-            out.push(format!(
-                "L's range starts at seq {} instead of B's {b_seq}",
-                first.seq
-            ));
-        }
-    }
-    for w in links.windows(2) {
-        if w[1].seq != w[0].seq.next() || w[1].prev != w[0].chain {
-            out.push(format!(
-                "L hash chain broken between records {} and {}",
-                w[0].seq, w[1].seq
-            ));
-        }
-    }
     out
 }
 
@@ -271,14 +281,20 @@ pub fn cursor(e: &Evidence, require: Require) -> Vec<Finding> {
     let Ok(l) = &e.log else {
         return Vec::new();
     };
-    let messages = match &e.cursor {
-        Ok(c) => cursor_findings(
+    let cut = e
+        .horizon
+        .is_some_and(|h| l.b.as_ref().is_some_and(|b| h.below > b.seq));
+    let messages = match (&e.cursor, released_record(e)) {
+        // L before the horizon is gone: the cursor is checked against the one the audit
+        // accepted before the release.
+        (Ok(c), Some(r)) if cut => super::release_checks::cursor_findings(r, c.as_ref()),
+        (Ok(c), _) => cursor_findings(
             c.as_ref(),
             l.last_group.as_ref().map(|(g, d)| (g, *d)),
             l.f.as_ref().map(|f| &f.end.pos),
             require,
         ),
-        Err(m) => vec![m.clone()],
+        (Err(m), _) => vec![m.clone()],
     };
     named(Check::Replay, "T cursor", messages)
 }
@@ -320,7 +336,15 @@ pub fn recompute_activation(e: &Evidence, head: Option<&JournalRecord>) -> Optio
     let (Some(b), Some(f)) = (&l.b, &l.f) else {
         return None;
     };
-    let l_digest = l.links.iter().find(|k| k.seq == f.seq).map(|k| k.chain)?;
+    let l_digest = match l.links.iter().find(|k| k.seq == f.seq) {
+        Some(k) => k.chain,
+        // L at F was deleted by GC: its digest is what the release recorded.
+        None => {
+            released_record(e)
+                .filter(|_| e.horizon.is_some_and(|h| h.below > f.seq))?
+                .l_digest
+        }
+    };
     Some(Activation {
         job: e.job,
         generation: e.generation,

@@ -117,4 +117,17 @@ pub struct Evidence {
     pub fields: Option<super::fields::FieldSample>,
     /// The schema chain's facts (DESIGN §16).
     pub schema: std::result::Result<super::schema::SchemaFacts, String>,
+    /// The table-generation's release (retention, DESIGN §17), read AFTER the materials
+    /// and L: None when nothing was released.
+    pub released: Option<ReleasedEvidence>,
+    /// L's GC horizon of the stream, read after L (None: nothing deleted).
+    pub horizon: Option<kernel::log::Horizon>,
+}
+
+/// A recorded release: its state (intent or done), when, and its record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleasedEvidence {
+    pub done: bool,
+    pub at: String,
+    pub record: std::result::Result<super::released::ReleaseRecord, String>,
 }

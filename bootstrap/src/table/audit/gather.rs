@@ -193,7 +193,13 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
         )
         .await,
     );
+    // Read last: a material or L record found missing above was released before this
+    // read (the intent is durable before any byte goes), never after it.
+    let released = released_of(s.pool, job, g).await?;
+    let horizon = log::horizon(s.pool, &s.scope.stream).await?;
     Ok(Evidence {
+        released,
+        horizon,
         schema,
         job,
         generation: g,
@@ -209,4 +215,26 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
         log,
         fields: None,
     })
+}
+
+/// The table-generation's recorded release (intent or done), if any.
+async fn released_of(
+    pool: &MySqlPool,
+    job: kernel::ids::JobId,
+    g: kernel::ids::Generation,
+) -> Result<Option<super::ReleasedEvidence>> {
+    use crate::store::retention as rows;
+    let Some(r) = rows::read(pool, job, g).await? else {
+        return Ok(None);
+    };
+    if r.state < rows::INTENT {
+        return Ok(None);
+    }
+    let record = super::released::ReleaseRecord::decode(r.record.as_deref().unwrap_or_default())
+        .map_err(|e| format!("the release record does not decode: {e}"));
+    Ok(Some(super::ReleasedEvidence {
+        done: r.state == rows::DONE,
+        at: r.done_at.or(r.intent_at).unwrap_or_default(),
+        record,
+    }))
 }

@@ -37,21 +37,27 @@
 //! and findings, [`checks`] the pure checks (one function per
 //! check, run in order by [`audit`]), [`gather`](mod@gather) the reads, [`report`] the
 //! verdict and its renderings, [`activate`](mod@activate) the recording of the activation,
-//! and [`offline`] the stand-alone `backfill audit JOB`. Imports between them run one
+//! and [`offline`] the stand-alone `backfill audit JOB`; [`released`] is the release record
+//! retention writes before removing evidence and [`release_checks`] what the audit checks
+//! against it afterwards (DESIGN §17). Imports between them run one
 //! way: fields imports no sibling; report and evidence import fields; checks imports
-//! evidence, fields and report; gather imports evidence; activate and offline import checks, gather and report.
+//! evidence, fields, report and release_checks (which imports evidence, released and report); gather imports evidence; activate and offline import checks, gather and report.
 pub mod activate;
 pub mod checks;
 pub mod evidence;
 pub mod fields;
 pub mod gather;
 pub mod offline;
+pub mod release_checks;
+pub mod released;
 pub mod report;
 pub mod schema;
 
 pub use activate::{activate, advance_j, Activated};
 pub use checks::{audit, log_chain, Require};
-pub use evidence::{Evidence, Facts, Link, LogFacts, PageFacts, Snapshot, Stored};
+pub use evidence::{
+    Evidence, Facts, Link, LogFacts, PageFacts, ReleasedEvidence, Snapshot, Stored,
+};
 pub use fields::{FieldComparer, FieldConfig, FieldRequest, FieldSample};
 pub use gather::{gather, Sources};
 pub use report::{AuditReport, Check, Finding};

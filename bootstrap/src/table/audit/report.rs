@@ -50,6 +50,8 @@ pub struct AuditReport {
     /// The recorded field checks (`backfill audit`: the last activation audit's and a
     /// standing verify finding), one line each.
     pub recorded_fields: Vec<String>,
+    /// Evidence released by retention (DESIGN §17): what was checked before release.
+    pub released: Vec<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -80,6 +82,9 @@ impl AuditReport {
         }
         for l in &self.recorded_fields {
             s.push_str(&format!("  fields (recorded): {l}\n"));
+        }
+        for l in &self.released {
+            s.push_str(&format!("  released: {l}\n"));
         }
         for f in &self.findings {
             s.push_str(&format!(

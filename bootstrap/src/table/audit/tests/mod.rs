@@ -1,6 +1,7 @@
 //! Unit tests of the activation audit: each check on good evidence and on the
 //! corruptions it targets ([`checks`]), and the whole audit over the same evidence (here).
 mod checks;
+mod released;
 
 use super::checks::cursor_findings;
 use super::*;
@@ -52,6 +53,8 @@ fn l_chain_must_be_whole_and_linked_from_b_to_f() {
 
 fn empty_evidence() -> Evidence {
     Evidence {
+        released: None,
+        horizon: None,
         schema: Ok(crate::table::audit::schema::SchemaFacts::unchanged()),
         job: JobId(1),
         generation: Generation(1),
@@ -307,7 +310,7 @@ fn l_links() -> Vec<Link> {
         .collect()
 }
 
-fn good_evidence() -> Evidence {
+pub(super) fn good_evidence() -> Evidence {
     let (job, g) = (JobId(1), Generation(1));
     let (m, sealed, page) = good_window();
     let entry = ChainEntry {
@@ -342,6 +345,8 @@ fn good_evidence() -> Evidence {
     );
     let group = Digest::of(b"group at 7");
     Evidence {
+        released: None,
+        horizon: None,
         schema: Ok(crate::table::audit::schema::SchemaFacts::unchanged()),
         job,
         generation: g,

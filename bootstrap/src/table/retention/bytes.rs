@@ -1,0 +1,23 @@
+//! The only calls of the material store in retention: removing released bytes. Kept in
+//! this one small module so a change of the `MaterialStore` trait (it may become async)
+//! touches nothing else here.
+use crate::table::faults::gc as fp;
+use kernel::ids::Digest;
+use kernel::Result;
+use ledger::material::MaterialStore;
+
+/// Removes every material of `digests` that is not in `keep` (still needed by another job
+/// or generation). Removing an absent material is fine, so a release interrupted here is
+/// redone from the start. Returns how many were removed now or before.
+pub fn remove_all(store: &dyn MaterialStore, digests: &[Digest], keep: &[Digest]) -> Result<u64> {
+    let mut n = 0;
+    for d in digests {
+        if keep.contains(d) {
+            continue;
+        }
+        store.remove(d)?;
+        n += 1;
+        kernel::failpoint::hit(fp::MID_REMOVE);
+    }
+    Ok(n)
+}
