@@ -26,6 +26,7 @@
 pub mod assemble;
 pub mod decode;
 pub mod events;
+pub mod owner;
 pub mod raw;
 pub mod reader;
 

@@ -81,6 +81,9 @@ pub struct JobStatus {
     pub verifies: Option<crate::store::verifies::Verifies>,
     /// The table's last schema version after install's (DESIGN §16), if any.
     pub schema: Option<crate::store::schema_versions::SchemaVersion>,
+    /// The process holding the job's lease (DESIGN §18), and the one reading its stream.
+    pub owner: Option<crate::store::owners::Holder>,
+    pub reader: Option<crate::store::owners::Holder>,
 }
 
 /// The window J is on, while the table is in the window phase.
@@ -198,6 +201,11 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         None => None,
     };
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
+    let owner = crate::store::owners::job_owner(pool, job.job_id).await?;
+    let reader = match &stream {
+        Some(s) => crate::store::owners::stream_reader(pool, s).await?,
+        None => None,
+    };
     let pending = pending(pool, &job, head.is_some()).await?;
     let field_checks = crate::store::field_checks::read(pool, job.job_id, job.generation).await?;
     let verifies = crate::store::verifies::read(pool, job.job_id, job.generation).await?;
@@ -233,6 +241,8 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         field_checks,
         verifies,
         schema,
+        owner,
+        reader,
     })
 }
 
