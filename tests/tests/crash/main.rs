@@ -3,8 +3,10 @@
 mod cancel_crash;
 mod charsets_crash;
 mod finish;
+mod host_loss;
 mod keys_crash;
 mod lost_commit;
+mod materials_bench;
 mod replay_parts_crash;
 mod serve_finish;
 mod stream_kill;
