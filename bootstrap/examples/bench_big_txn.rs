@@ -48,7 +48,10 @@ fn wait(pid: u32, secs: u64, what: &str, mut cond: impl FnMut() -> bool) -> f64 
         if cond() {
             return peak;
         }
-        assert!(Instant::now() < deadline, "{what} did not happen within {secs} s");
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {secs} s"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -57,15 +60,24 @@ fn serve(bin: &str, state: &str, data: &std::path::Path) -> Child {
     Command::new(bin)
         .args(["serve", "--state", state, "--data-dir"])
         .arg(data)
-        .args(std::env::var("BENCH_SERVE_ARGS").unwrap_or_default().split_whitespace())
-        .env("RUST_LOG", std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()))
+        .args(
+            std::env::var("BENCH_SERVE_ARGS")
+                .unwrap_or_default()
+                .split_whitespace(),
+        )
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .spawn()
         .expect("spawn serve")
 }
 
 #[tokio::main]
 async fn main() {
-    let rows: i64 = std::env::args().nth(1).map_or(60_000, |a| a.parse().expect("ROWS"));
+    let rows: i64 = std::env::args()
+        .nth(1)
+        .map_or(60_000, |a| a.parse().expect("ROWS"));
     let bin = std::env::var("BACKFILL_BIN").expect("BACKFILL_BIN: path of the release backfill");
     let src = Server::start(ServerOpts::source().config("max_allowed_packet=256M"));
     let tgt = Server::start(ServerOpts::target().config("max_allowed_packet=256M"));
@@ -82,9 +94,15 @@ async fn main() {
         tgt.url(),
         TableName::new("bench_t", "t"),
     );
-    let done = install(&req).await.unwrap_or_else(|e| panic!("install: {e}"));
-    let pool = kernel::state::open(&state, &Default::default()).await.unwrap();
-    bootstrap::store::commands::start(&pool, done.job_id).await.unwrap();
+    let done = install(&req)
+        .await
+        .unwrap_or_else(|e| panic!("install: {e}"));
+    let pool = kernel::state::open(&state, &Default::default())
+        .await
+        .unwrap();
+    bootstrap::store::commands::start(&pool, done.job_id)
+        .await
+        .unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut child = serve(&bin, &state, data.path());
     let pid = child.id();
@@ -98,7 +116,10 @@ async fn main() {
     let boot_peak = wait(pid, 600, "STREAMING", || phase() == "STREAMING");
     let before = mem_mib(pid, "VmRSS:");
     let t0 = Instant::now();
-    src.sql_in("bench", "UPDATE t SET n = n + 1, payload = REPEAT('z', 1000)");
+    src.sql_in(
+        "bench",
+        "UPDATE t SET n = n + 1, payload = REPEAT('z', 1000)",
+    );
     let binlog = src.sql("SHOW BINARY LOGS");
     let peak = wait(pid, 1200, "the UPDATE on the target", || {
         tgt.sql_in("bench_t", "SELECT COUNT(*) FROM t WHERE n = 1") == rows.to_string()

@@ -13,7 +13,7 @@ use kernel::key::Keyer;
 use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::{Row, SqlValue};
 use ledger::apply::{self, Limits};
-use ledger::material::{LocalDirStore, MaterialStore};
+use ledger::material::LocalDirStore;
 use ledger::page;
 use ledger::target::{self, TargetCtx};
 use std::io::Write;

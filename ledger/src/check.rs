@@ -97,8 +97,8 @@ pub fn range_chain(
 }
 
 /// One material: present, hashing to its name, of the registered size and kind.
-pub fn material(store: &dyn MaterialStore, e: &Entry) -> Vec<String> {
-    match store.get(&e.digest) {
+pub async fn material(store: &dyn MaterialStore, e: &Entry) -> Vec<String> {
+    match store.get(&e.digest).await {
         Ok(Some(b)) => {
             let mut out = Vec::new();
             if b.len() as u64 != e.bytes {
@@ -128,12 +128,15 @@ pub fn material(store: &dyn MaterialStore, e: &Entry) -> Vec<String> {
 }
 
 /// Every registered material of a table-generation, and the usage row's existence.
-pub fn materials(
+pub async fn materials(
     store: &dyn MaterialStore,
     entries: &[Entry],
     usage: Option<Usage>,
 ) -> Vec<String> {
-    let mut out: Vec<String> = entries.iter().flat_map(|e| material(store, e)).collect();
+    let mut out: Vec<String> = Vec::new();
+    for e in entries {
+        out.extend(material(store, e).await);
+    }
     if usage.is_none() && !entries.is_empty() {
         out.push("materials are registered but the table has no usage row".into());
     }
@@ -143,14 +146,14 @@ pub fn materials(
 /// One window: its manifest material decodes, hashes to the chain's value and verifies
 /// against the plan; every page it names is registered and intact, and FINAL pages name
 /// this window and attempt.
-pub fn window(
+pub async fn window(
     store: &dyn MaterialStore,
     registered: &BTreeMap<Digest, Entry>,
     entry: &ChainEntry,
     expect: &manifest::Expect,
 ) -> (Option<WindowManifest>, Vec<String>) {
     let w = format!("{}", entry.window);
-    let bytes = match store.get(&entry.manifest_hash) {
+    let bytes = match store.get(&entry.manifest_hash).await {
         Ok(Some(b)) => b,
         Ok(None) => {
             return (
@@ -177,50 +180,61 @@ pub fn window(
     if !registered.contains_key(&entry.manifest_hash) {
         out.push(format!("manifest of {w} is not in the material registry"));
     }
-    let mut page = |p: &PageRef, kind: Kind| {
-        let Some(e) = registered.get(&p.digest) else {
-            out.push(format!(
-                "{w}: {} page {} ({}) is not registered",
-                kind.code(),
-                p.page,
-                p.digest
-            ));
-            return;
-        };
-        out.extend(material(store, e));
-        if e.bytes != p.bytes {
-            out.push(format!(
-                "{w}: page {} has {} bytes, manifest says {}",
-                p.page, e.bytes, p.bytes
-            ));
-        }
-        if let Ok(Some(b)) = store.get(&p.digest) {
-            let key = match kind {
-                Kind::Raw => RawPage::decode(&b).map(|x| (x.key, x.rows.len())),
-                _ => FinalPage::decode(&b).map(|x| (x.key, x.rows.len())),
-            };
-            match key {
-                Ok((k, n))
-                    if k.window == m.window
-                        && k.attempt == m.attempt
-                        && k.page == p.page
-                        && n as u64 == u64::from(p.rows) => {}
-                Ok(_) => out.push(format!(
-                    "{w}: {} page {} names another place or row count",
-                    kind.code(),
-                    p.page
-                )),
-                Err(e) => out.push(format!("{w}: page {}: {e}", p.page)),
-            }
-        }
-    };
     for p in &m.raw_pages {
-        page(p, Kind::Raw);
+        out.extend(page(store, registered, &m, &w, p, Kind::Raw).await);
     }
     for p in &m.final_pages {
-        page(p, Kind::Final);
+        out.extend(page(store, registered, &m, &w, p, Kind::Final).await);
     }
     (Some(m), out)
+}
+
+/// One page a manifest names: registered, intact, of the manifest's size, place and rows.
+async fn page(
+    store: &dyn MaterialStore,
+    registered: &BTreeMap<Digest, Entry>,
+    m: &WindowManifest,
+    w: &str,
+    p: &PageRef,
+    kind: Kind,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(e) = registered.get(&p.digest) else {
+        out.push(format!(
+            "{w}: {} page {} ({}) is not registered",
+            kind.code(),
+            p.page,
+            p.digest
+        ));
+        return out;
+    };
+    out.extend(material(store, e).await);
+    if e.bytes != p.bytes {
+        out.push(format!(
+            "{w}: page {} has {} bytes, manifest says {}",
+            p.page, e.bytes, p.bytes
+        ));
+    }
+    if let Ok(Some(b)) = store.get(&p.digest).await {
+        let key = match kind {
+            Kind::Raw => RawPage::decode(&b).map(|x| (x.key, x.rows.len())),
+            _ => FinalPage::decode(&b).map(|x| (x.key, x.rows.len())),
+        };
+        match key {
+            Ok((k, n))
+                if k.window == m.window
+                    && k.attempt == m.attempt
+                    && k.page == p.page
+                    && n as u64 == u64::from(p.rows) => {}
+            Ok(_) => out.push(format!(
+                "{w}: {} page {} names another place or row count",
+                kind.code(),
+                p.page
+            )),
+            Err(e) => out.push(format!("{w}: page {}: {e}", p.page)),
+        }
+    }
+    out
 }
 
 /// T's credentials against the sealed manifests: exactly one credential per FINAL page,
@@ -301,7 +315,7 @@ pub async fn materials_in(
 ) -> Result<Vec<String>> {
     let entries = reg.entries(job, generation).await?;
     let usage = reg.usage(job).await?;
-    let mut out = materials(store, &entries, usage);
+    let mut out = materials(store, &entries, usage).await;
     if let Some(u) = usage {
         let sum = reg.registered_bytes(job).await?;
         if sum != u.bytes {

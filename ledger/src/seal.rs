@@ -39,7 +39,7 @@ pub async fn persist_owned(
     bytes: &[u8],
     owner: Option<Owner>,
 ) -> Result<Digest> {
-    let d = store.put(bytes)?;
+    let d = store.put(bytes).await?;
     reg.register_owned(job, generation, kind, d, bytes.len() as u64, owner)
         .await?;
     Ok(d)
@@ -144,12 +144,12 @@ pub async fn seal_window(
 
 /// Loads a sealed window's manifest and FINAL page bytes for (re-)apply, verifying each
 /// against its hash. A missing or altered material is a definite `evidence_corrupt` error.
-pub fn load_final_pages(
+pub async fn load_final_pages(
     store: &dyn MaterialStore,
     manifest_hash: &Digest,
 ) -> Result<(WindowManifest, Vec<Vec<u8>>)> {
     let corrupt = |m: String| Error::definite(DefiniteCode::EvidenceCorrupt, m);
-    let bytes = store.get(manifest_hash)?.ok_or_else(|| {
+    let bytes = store.get(manifest_hash).await?.ok_or_else(|| {
         corrupt(format!(
             "manifest {manifest_hash} is missing from the material store"
         ))
@@ -158,7 +158,7 @@ pub fn load_final_pages(
         .map_err(|e| corrupt(format!("manifest {manifest_hash}: {e}")))?;
     let mut out = Vec::with_capacity(m.final_pages.len());
     for p in &m.final_pages {
-        let b = store.get(&p.digest)?.ok_or_else(|| {
+        let b = store.get(&p.digest).await?.ok_or_else(|| {
             corrupt(format!(
                 "FINAL page {} of {} ({}) is missing",
                 p.page, m.window, p.digest

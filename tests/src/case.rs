@@ -386,14 +386,14 @@ impl Case {
             .chain(self.job, self.generation)
             .await
             .unwrap();
-        chain
-            .iter()
-            .map(|(e, _)| {
-                ledger::seal::load_final_pages(store, &e.manifest_hash)
-                    .unwrap()
-                    .0
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (e, _) in &chain {
+            let (m, _) = ledger::seal::load_final_pages(store, &e.manifest_hash)
+                .await
+                .unwrap();
+            out.push(m);
+        }
+        out
     }
 
     /// (window, attempt, manifest hash) of the range chain.
@@ -435,17 +435,20 @@ impl Case {
             .chain(self.job, self.generation)
             .await
             .unwrap();
-        chain
-            .iter()
-            .map(|(e, _)| {
-                let (_, pages) = ledger::seal::load_final_pages(&store, &e.manifest_hash).unwrap();
+        let mut out = Vec::new();
+        for (e, _) in &chain {
+            let (_, pages) = ledger::seal::load_final_pages(&store, &e.manifest_hash)
+                .await
+                .unwrap();
+            out.push(
                 pages
                     .iter()
                     .flat_map(|b| ledger::page::FinalPage::decode(b).unwrap().rows)
                     .map(|r| (r[0].as_key().unwrap(), r))
-                    .collect()
-            })
-            .collect()
+                    .collect(),
+            );
+        }
+        out
     }
 
     /// Asserts that the target table holds exactly the source table's rows, compared by the

@@ -377,7 +377,9 @@ pub async fn window(
     let sealed = seal::seal_window(&store, &reg, facts, rows, page_rows)
         .await
         .unwrap();
-    let (_, pages) = seal::load_final_pages(&store, &sealed.manifest_hash).unwrap();
+    let (_, pages) = seal::load_final_pages(&store, &sealed.manifest_hash)
+        .await
+        .unwrap();
     let mut tc = apply::connect(&w.target_opts()).await.unwrap();
     for b in &pages {
         apply::apply_page(&mut tc, ctx, b, Limits::default())

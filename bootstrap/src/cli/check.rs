@@ -24,6 +24,8 @@ pub struct AuditArgs {
     /// Directory of the material store (RAW/FINAL pages, manifests).
     #[arg(long, env = "BACKFILL_DATA_DIR")]
     pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub materials: crate::cli::materials::MaterialsArg,
     /// Target URLs with their passwords (jobs record them redacted); comma-separated.
     #[arg(
         long,
@@ -127,7 +129,8 @@ pub async fn audit(a: AuditArgs) -> Result<String> {
 /// The audit of `a.job` from the state store, its materials and its target (shared with
 /// `backfill demo`).
 pub async fn audit_in(pool: &sqlx::MySqlPool, a: &AuditArgs) -> Result<audit::AuditReport> {
-    audit::offline::audit_job(pool, JobId(a.job), &a.data_dir, &a.target).await
+    let at = (a.data_dir.as_path(), a.materials.materials.into());
+    audit::offline::audit_job(pool, JobId(a.job), at, &a.target).await
 }
 
 /// Compares the job's source and target row by row and field by field: quiescent (stop

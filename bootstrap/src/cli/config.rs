@@ -11,6 +11,8 @@
 //! ```toml
 //! state = "mysql://state:secret@target-host:3306/backfill_state"
 //! data_dir = "/var/lib/backfill"
+//! materials = "state"            # or "local" (one host only)
+//! lease_ttl_secs = 30
 //! source = ["mysql://capture:secret@source-host:3306"]
 //! target = ["mysql://loader:secret@target-host:3306"]
 //! read_windows = 2
@@ -33,6 +35,8 @@ pub const ENV: &str = "BACKFILL_CONFIG";
 pub const KEYS: &[(&str, &str)] = &[
     ("state", "BACKFILL_STATE"),
     ("data_dir", "BACKFILL_DATA_DIR"),
+    ("materials", "BACKFILL_MATERIALS"),
+    ("lease_ttl_secs", "BACKFILL_LEASE_TTL_SECS"),
     ("source", "BACKFILL_SOURCE"),
     ("target", "BACKFILL_TARGET"),
     ("page_rows", "BACKFILL_SERVE_PAGE_ROWS"),

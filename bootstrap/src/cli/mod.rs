@@ -10,6 +10,7 @@ pub mod check;
 pub mod commands;
 pub mod config;
 pub mod install;
+pub mod materials;
 pub mod refresh;
 pub mod run;
 pub mod serve;

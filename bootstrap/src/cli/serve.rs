@@ -38,6 +38,14 @@ pub struct ServeArgs {
     /// Directory of the material store (RAW/FINAL pages, manifests).
     #[arg(long, env = "BACKFILL_DATA_DIR")]
     pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub materials: crate::cli::materials::MaterialsArg,
+    /// Seconds a job's lease lasts without renewal (renewed every third of it): another
+    /// serve takes a lost host's jobs over within about this long plus its 2 s takeover
+    /// poll. See runbooks/several-serves.md for sizing.
+    #[arg(long, env = "BACKFILL_LEASE_TTL_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(3..=3600))]
+    pub lease_ttl_secs: u64,
     /// Source URLs with their passwords (jobs record them redacted); comma-separated.
     #[arg(
         long,
@@ -262,6 +270,8 @@ pub fn check_streams(apply_streams: u32, target_writes: u32) -> Result<()> {
 pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
     check_streams(a.apply_streams, a.target_writes)?;
     let mut cfg = ServeConfig::new(&a.state.state, a.data_dir);
+    cfg.materials = a.materials.materials.into();
+    cfg.lease_ttl = std::time::Duration::from_secs(a.lease_ttl_secs);
     cfg.telemetry = Telemetry::new(logs);
     cfg.sources = a.source;
     cfg.targets = a.target;

@@ -279,8 +279,9 @@ async fn audit(
     let state = servers.state_url(STATE_DB);
     let pool = kernel::state::open(&state, &Default::default()).await?;
     let targets = [servers.target_url()];
-    let r =
-        crate::table::audit::offline::audit_job(&pool, job, &servers.data_dir(), &targets).await;
+    // The demo's serve keeps materials where `ServeConfig::new` does (the state store).
+    let at = (servers.data_dir(), ledger::material::Placement::default());
+    let r = crate::table::audit::offline::audit_job(&pool, job, (&at.0, at.1), &targets).await;
     pool.close().await;
     r
 }

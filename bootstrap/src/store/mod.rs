@@ -4,6 +4,7 @@
 pub mod commands;
 pub mod field_checks;
 pub mod jobs;
+pub mod owners;
 pub mod plan;
 pub mod processes;
 pub mod refusal;

@@ -7,6 +7,11 @@
 //! reader decides what it captures by binlog position (B to K), so a restart from an older
 //! D captures exactly what it captured before (DESIGN §2).
 //!
+//! Several serves on one state store (DESIGN §18) share the jobs: a job runs where its
+//! lease could be taken (free, expired or released), others retry every
+//! [`TAKEOVER_POLL`]; each source stream's reader runs in one process only, under the
+//! stream's capture lease (`sources`).
+//!
 //! Ownership: each job task takes the job's lease (a fresh fencing token, DESIGN §4) and
 //! renews it; a task that loses its lease stops writing because every J and T write checks
 //! the token. A job task that fails transiently is started again after a backoff, up to
@@ -23,7 +28,7 @@ use kernel::capture::ReaderConfig;
 use kernel::error::DefiniteCode;
 use kernel::ids::JobId;
 use kernel::{Error, Result};
-use ledger::material::LocalDirStore;
+use ledger::material::{MaterialStore, Placement};
 use sqlx::MySqlPool;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -56,11 +61,18 @@ const STATE_RETRY: admission::RetryPolicy = admission::RetryPolicy::exponential(
 )
 .with_deadline(STATE_OUTAGE);
 
+/// How often a job whose lease another live process holds is tried again: a lost host's
+/// jobs are taken over within the lease TTL plus this.
+pub const TAKEOVER_POLL: Duration = Duration::from_secs(2);
+
 /// How `serve` runs.
 #[derive(Clone)]
 pub struct ServeConfig {
     pub state_url: String,
     pub data_dir: PathBuf,
+    /// Where materials live (the state store by default; the data directory is then a
+    /// read-through cache).
+    pub materials: Placement,
     /// Lease owner name; a restarted process with the same name takes over at once.
     pub owner: String,
     /// Full URLs (with passwords) matched against the redacted ones jobs recorded.
@@ -101,6 +113,7 @@ impl ServeConfig {
         ServeConfig {
             state_url: state_url.to_string(),
             data_dir,
+            materials: Placement::State,
             owner: default_owner(),
             sources: Vec::new(),
             targets: Vec::new(),
@@ -149,7 +162,7 @@ struct Running {
 struct Serve {
     cfg: ServeConfig,
     pool: MySqlPool,
-    store: Arc<LocalDirStore>,
+    store: Arc<dyn MaterialStore>,
     admission: Admission,
     sources: HashMap<String, Source>,
     /// One connection pool per server and account, shared by every job on it.
@@ -161,13 +174,15 @@ struct Serve {
     outcomes: Outcomes,
     /// Jobs re-run once in this process to complete a cancel recorded after they ended.
     cancel_runs: std::collections::HashSet<JobId>,
+    /// Started jobs already added to their source's capture set (whoever runs them).
+    known: std::collections::HashSet<(JobId, kernel::ids::Generation)>,
 }
 
 /// Runs until `cancel` fires (or, with `exit_when_idle`, until every started job is done
 /// with its windows or paused). Returns each job's outcome in this process.
 pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcomes> {
     let pool = kernel::state::open(&cfg.state_url, &Default::default()).await?;
-    let store = Arc::new(LocalDirStore::open(&cfg.data_dir)?);
+    let store = ledger::material::open(cfg.materials, &pool, &cfg.data_dir)?;
     let admission = Admission::new(cfg.limits)
         .map_err(|e| Error::definite(DefiniteCode::Usage, e.to_string()))?;
     cfg.telemetry.observe_admission(&admission);
@@ -183,6 +198,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         failures: HashMap::new(),
         outcomes: BTreeMap::new(),
         cancel_runs: Default::default(),
+        known: Default::default(),
     };
     let telemetry = s.cfg.telemetry.clone();
     let conns: crate::store::processes::Connections = Arc::new(move || {
@@ -206,13 +222,16 @@ impl Serve {
             let Some(started) = self.started_jobs(cancel).await? else {
                 return Ok(());
             };
+            // Every started job is in its source's capture set before that source's
+            // reader runs here and before any job of it may write B (`sources`).
+            self.know_started(&started).await;
+            self.tend_streams().await;
             for (job, g) in &started {
                 self.maybe_spawn(*job, *g).await;
             }
             self.signal_cancels().await;
             self.take_resumes().await;
             self.reap().await;
-            self.watch_readers().await;
             let idle = started.iter().all(|(j, _)| self.outcomes.contains_key(j));
             if self.cfg.exit_when_idle && self.running.is_empty() && idle {
                 return Ok(());
@@ -313,11 +332,7 @@ impl Serve {
                 Err(e) => tracing::error!(%job, error = %e, "job task failed while stopping"),
             }
         }
-        for (_, s) in self.sources.drain() {
-            if let Some(r) = s.reader {
-                let _ = r.stop().await;
-            }
-        }
+        self.stop_streams().await;
         for (_, p) in self.conn_pools.drain() {
             p.close_idle().await;
         }

@@ -1,13 +1,29 @@
-//! One capture reader per source server, shared by the jobs of that server, with the
-//! capture set filled before a job can write B (see the supervisor's module doc), and a
-//! reader that ended restarted after a short pause.
+//! The capture reader of each source stream (DESIGN §17, §18): ONE per stream across every
+//! serve sharing the state store, run by the process that holds the stream's capture
+//! lease (`kernel::capture::owner`), restarted after a backoff when it ends.
+//!
+//! Why this is safe with several serves:
+//! * Every serve knows every started job of every source it can reach and adds it to that
+//!   source's capture set ([`Serve::know_started`]), whether or not it runs the job. Only
+//!   the holder of the stream's lease starts a reader, and only after that set is filled;
+//!   every L append checks the lease token in its transaction, so a reader that lost its
+//!   lease (a paused or partitioned host) appends nothing once another took over.
+//! * A table enters `capture_members` under the holder's token only after it is in the
+//!   running reader's set, and a job writes B only once its table is listed there with
+//!   the current token (`crate::table::capture`): a B that the reader would read without
+//!   capturing the table's rows is never written.
+//! * A serve that cannot resolve the URL of one of a source's jobs never takes that
+//!   stream's lease (its set would be incomplete).
 use super::{restarts, Serve};
 use crate::io::connect::resolve_url;
 use crate::store::jobs::{stream_name, JobRecord};
 use admission::Throttle;
+use kernel::capture::owner::{self, StreamLease};
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig, SharedCaptureSet};
 use kernel::error::DefiniteCode;
+use kernel::ids::{Generation, JobId};
 use kernel::{Error, Result};
+use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -20,6 +36,12 @@ pub(super) struct Source {
     /// When the running reader started, and how many ended in a row (for the backoff).
     pub(super) started: Instant,
     pub(super) ended: u32,
+    /// The stream's capture lease while this process runs its reader, renewed at.
+    pub(super) lease: Option<(StreamLease, Instant)>,
+    /// Tables listed in `capture_members` under the held lease.
+    pub(super) members: HashSet<(JobId, Generation)>,
+    /// A started job of this source could not be added (its URL did not resolve here).
+    pub(super) incomplete: bool,
 }
 
 /// A replica server_id distinct per stream and state store (two readers with one id kick
@@ -31,8 +53,41 @@ pub(super) fn replica_id(stream: &str, state_url: &str) -> u32 {
 }
 
 impl Serve {
-    /// Adds the job's table to its source's capture set (starting that source's reader on
-    /// first use) and returns the source's L stream name and read limiter.
+    /// Adds every started job to its source's capture set (loaded once per job), so a
+    /// reader started here captures every table of its source, whoever runs the job.
+    pub(super) async fn know_started(&mut self, started: &[(JobId, Generation)]) {
+        for (job, g) in started {
+            if self.known.contains(&(*job, *g)) {
+                continue;
+            }
+            let r = async {
+                let rec = crate::store::jobs::load_job(&self.pool, *job).await?;
+                let schema = crate::store::jobs::load_schema(&self.pool, *job).await?;
+                Ok::<_, Error>((rec, schema))
+            }
+            .await;
+            match r {
+                Ok((rec, schema)) if rec.generation == *g => {
+                    let identity = rec.source.identity.clone();
+                    if let Err(e) = self.ensure_source(&rec, &schema) {
+                        tracing::warn!(job = %job, error = %e, "cannot add the job to its source's capture set here: this serve will not run that source's reader");
+                        if let Some(s) = self.sources.get_mut(&identity) {
+                            s.incomplete = true;
+                        }
+                    }
+                    self.known.insert((*job, *g));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(job = %job, error = %e, "cannot read the started job; retrying")
+                }
+            }
+        }
+    }
+
+    /// Adds the job's table to its source's capture set (registering the source on first
+    /// use; its reader runs only under the stream lease, [`Serve::tend_streams`]) and
+    /// returns the source's L stream name and read limiter.
     pub(super) fn ensure_source(
         &mut self,
         rec: &JobRecord,
@@ -67,51 +122,159 @@ impl Serve {
         (self.cfg.reader)(&mut cfg);
         let mut set = CaptureSet::default();
         set.add(table);
-        let set = set.shared();
-        let reader = Reader::start(self.pool.clone(), cfg.clone(), set.clone());
         let throttle = Arc::new(Throttle::new(self.cfg.rate));
         self.cfg.telemetry.add_throttle(throttle.clone());
         self.sources.insert(
             rec.source.identity.clone(),
             Source {
-                reader: Some(reader),
+                reader: None,
                 throttle: throttle.clone(),
-                set,
+                set: set.shared(),
                 cfg,
-                restart_at: None,
+                restart_at: Some(Instant::now()),
                 started: Instant::now(),
                 ended: 0,
+                lease: None,
+                members: HashSet::new(),
+                incomplete: false,
             },
         );
         Ok((stream, throttle))
     }
 
-    /// Restarts a reader that ended (its own retries exhausted, or a definite error that
-    /// the affected tables see as pauses or marker timeouts), after the backoff of
-    /// [`restarts::reader_delay`].
-    pub(super) async fn watch_readers(&mut self) {
+    /// Per stream: keeps or takes its capture lease, runs its reader only while holding
+    /// it (restarting one that ended after the backoff of [`restarts::reader_delay`]) and
+    /// lists the tables of its set as members under the lease.
+    pub(super) async fn tend_streams(&mut self) {
+        let (pool, owner, ttl) = (
+            self.pool.clone(),
+            self.cfg.owner.clone(),
+            self.cfg.lease_ttl,
+        );
         for src in self.sources.values_mut() {
-            if src.reader.as_ref().is_some_and(Reader::is_finished) {
-                if let Some(r) = src.reader.take() {
-                    let res = r.join().await;
-                    if src.started.elapsed() >= restarts::MAX_RETRY_DELAY {
-                        src.ended = 0;
-                    }
-                    src.ended += 1;
-                    let delay = restarts::reader_delay(src.ended);
-                    self.cfg.telemetry.count_retry("capture_reader");
-                    tracing::error!(stream = %src.cfg.stream, result = ?res, retry = "capture_reader", ended_in_a_row = src.ended, ?delay, "capture reader ended; restarting it");
-                    src.restart_at = Some(Instant::now() + delay);
-                }
-            }
+            keep_lease(&pool, &owner, ttl, src).await;
+            reap_reader(src, &self.cfg.telemetry).await;
+            let Some((lease, _)) = src.lease.clone() else {
+                continue;
+            };
             if src.reader.is_none() && src.restart_at.is_some_and(|t| Instant::now() >= t) {
-                src.reader = Some(Reader::start(
-                    self.pool.clone(),
-                    src.cfg.clone(),
-                    src.set.clone(),
-                ));
+                let mut cfg = src.cfg.clone();
+                cfg.fence = Some(lease.token);
+                src.reader = Some(Reader::start(pool.clone(), cfg, src.set.clone()));
                 src.restart_at = None;
                 src.started = Instant::now();
+            }
+            if src.reader.is_some() {
+                list_members(&pool, &lease, src).await;
+            }
+        }
+    }
+
+    /// Stops every reader and gives their leases up (shutdown).
+    pub(super) async fn stop_streams(&mut self) {
+        for (_, s) in self.sources.drain() {
+            if let Some(r) = s.reader {
+                let _ = r.stop().await;
+            }
+            if let Some((lease, _)) = s.lease {
+                if let Err(e) = owner::release(&self.pool, &lease).await {
+                    tracing::warn!(stream = %lease.stream, error = %e, "releasing the capture lease (it expires by itself)");
+                }
+            }
+        }
+    }
+}
+
+/// Renews a held lease every third of the TTL (dropping it and stopping the reader when
+/// it was taken over, or could not be renewed for two thirds of the TTL), or takes a free
+/// or expired one when this process's set for the stream is complete.
+async fn keep_lease(
+    pool: &sqlx::MySqlPool,
+    owner: &str,
+    ttl: std::time::Duration,
+    src: &mut Source,
+) {
+    let stream = src.cfg.stream.clone();
+    match src.lease.clone() {
+        Some((lease, at)) if at.elapsed() >= ttl / 3 => match owner::renew(pool, &lease, ttl).await
+        {
+            Ok(()) => src.lease = Some((lease, Instant::now())),
+            Err(e) if e.is_transient() && at.elapsed() < ttl * 2 / 3 => {
+                tracing::warn!(%stream, error = %e, retry = "capture_lease", "renewing the capture lease failed; retrying");
+            }
+            Err(e) => {
+                tracing::error!(%stream, error = %e, "capture lease lost: stopping this stream's reader");
+                lose_lease(src).await;
+            }
+        },
+        Some(_) => {}
+        None if src.incomplete => {}
+        None => match owner::acquire(pool, &stream, owner, ttl).await {
+            Ok(Some(lease)) => {
+                tracing::info!(%stream, token = lease.token, "took the capture lease: this serve runs the stream's reader");
+                src.lease = Some((lease, Instant::now()));
+                src.members.clear();
+                src.restart_at = Some(Instant::now());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(%stream, error = %e, "cannot take the capture lease; retrying")
+            }
+        },
+    }
+}
+
+async fn lose_lease(src: &mut Source) {
+    src.lease = None;
+    src.members.clear();
+    if let Some(r) = src.reader.take() {
+        let _ = r.stop().await;
+    }
+}
+
+/// Collects a reader that ended and schedules its restart after the backoff.
+async fn reap_reader(src: &mut Source, telemetry: &super::Telemetry) {
+    if !src.reader.as_ref().is_some_and(Reader::is_finished) {
+        return;
+    }
+    let Some(r) = src.reader.take() else { return };
+    let res = r.join().await;
+    if src.started.elapsed() >= restarts::MAX_RETRY_DELAY {
+        src.ended = 0;
+    }
+    src.ended += 1;
+    let delay = restarts::reader_delay(src.ended);
+    telemetry.count_retry("capture_reader");
+    tracing::error!(stream = %src.cfg.stream, result = ?res, retry = "capture_reader", ended_in_a_row = src.ended, ?delay, "capture reader ended; restarting it");
+    src.restart_at = Some(Instant::now() + delay);
+    if res
+        .as_ref()
+        .err()
+        .and_then(Error::as_definite)
+        .is_some_and(|d| d.code == DefiniteCode::Fenced)
+    {
+        lose_lease(src).await;
+    }
+}
+
+/// Lists every table of the running reader's set not yet listed under `lease`.
+async fn list_members(pool: &sqlx::MySqlPool, lease: &StreamLease, src: &mut Source) {
+    let keys: Vec<(JobId, Generation)> = src
+        .set
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .tables
+        .iter()
+        .map(|t| (t.job, t.generation))
+        .filter(|k| !src.members.contains(k))
+        .collect();
+    for (job, g) in keys {
+        match owner::list_member(pool, lease, job, g).await {
+            Ok(()) => {
+                src.members.insert((job, g));
+            }
+            Err(e) => {
+                tracing::warn!(%job, error = %e, "cannot list the table as captured; retrying")
             }
         }
     }

@@ -38,11 +38,10 @@ impl Serve {
             // lease; it is taken over once that lease is released or expires. Waiting
             // for it is no failure of this job: no budget.
             Err(e) if is_fenced(&e) => {
-                let n = self.next_failure(job);
-                let delay = restarts::retry_delay(n);
+                let delay = super::TAKEOVER_POLL;
                 self.retry_at.insert(job, Instant::now() + delay);
                 self.cfg.telemetry.count_retry("job_start");
-                tracing::warn!(%job, error = %e, retry = "job_start", ?delay, "cannot start the job yet: its lease is held by another owner; retrying");
+                tracing::info!(%job, error = %e, retry = "job_start", ?delay, "cannot start the job yet: its lease is held by another owner; trying to take it over later");
             }
             Err(e) if e.is_transient() => self.failed_transiently(job, g, "job_start", e).await,
             Err(e) => {

@@ -1,9 +1,10 @@
 //! Step B (DESIGN §4): write B, await it in L, re-check the live definition and the XA
 //! state, record CAPTURING(B).
 //!
-//! Why B is safe: the table is in the reader's capture set before B is written (the
-//! supervisor adds it first), and capture starts at B's binlog position, decided by the
-//! reader from the stream itself. The job waits until L durably holds B, then compares the
+//! Why B is safe: the table is in the reader's capture set before B is written: the job
+//! waits until `capture_members` lists it under the stream's current capture lease
+//! ([`await_member`]; the reader may run in another serve, `crate::supervisor`), and
+//! capture starts at B's binlog position, decided by the reader from the stream itself. The job waits until L durably holds B, then compares the
 //! live source definition with the sealed one: a DDL between install and B would otherwise
 //! never be seen (from B on, every DDL is in L and pauses the table there), and checks that
 //! no XA transaction is prepared (DESIGN §3.8). Only then does J record CAPTURING(B). A
@@ -23,6 +24,7 @@ use ledger::record::Phase;
 /// Step B: write B, await it in L, re-check the live definition, record CAPTURING(B).
 /// The inner error is a definite pause already recorded in J.
 pub async fn capture(ctx: &JobCtx, head: Head) -> Result<std::result::Result<Head, Definite>> {
+    await_member(ctx).await?;
     let b = Intent::new(ctx.id(), ctx.generation(), IntentKind::B, None, None);
     let seen = write_and_await(ctx, &b, fp::AFTER_B_WRITTEN).await?;
     if let Some(d) = schema_drift(ctx).await? {
@@ -38,6 +40,29 @@ pub async fn capture(ctx: &JobCtx, head: Head) -> Result<std::result::Result<Hea
     tracing::info!(job = %ctx.id(), b = %seen.end.pos, "capture effective from B");
     failpoint::hit(fp::AFTER_CAPTURING);
     Ok(Ok(h))
+}
+
+/// Waits (within the marker timeout) until the stream's current reader lists the table
+/// as captured. A timeout is transient: no serve runs the stream's reader (none can
+/// reach the source, or the lease holder is gone and its lease not yet expired).
+async fn await_member(ctx: &JobCtx) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + ctx.cfg.marker_timeout;
+    loop {
+        let listed =
+            kernel::capture::owner::is_member(&ctx.pool, &ctx.stream, ctx.id(), ctx.generation())
+                .await?;
+        if listed {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(kernel::Error::transient(format!(
+                "job {}: no capture reader lists the table on stream `{}` yet (no serve                  holds the stream's capture lease, or it cannot reach the source); B is                  written once one does",
+                ctx.id(),
+                ctx.stream
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Compares the live source definition with the sealed one (after B is durable).

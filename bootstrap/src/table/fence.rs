@@ -126,23 +126,24 @@ fn corrupt(msg: String) -> Error {
 }
 
 /// The manifests of a range chain, read and verified from the material store.
-pub fn manifests_of(
+pub async fn manifests_of(
     store: &dyn MaterialStore,
     entries: &[ChainEntry],
 ) -> Result<Vec<WindowManifest>> {
-    entries
-        .iter()
-        .map(|e| {
-            let b = store.get(&e.manifest_hash)?.ok_or_else(|| {
-                corrupt(format!(
-                    "manifest of {} ({}) is missing from the material store",
-                    e.window, e.manifest_hash
-                ))
-            })?;
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        let b = store.get(&e.manifest_hash).await?.ok_or_else(|| {
+            corrupt(format!(
+                "manifest of {} ({}) is missing from the material store",
+                e.window, e.manifest_hash
+            ))
+        })?;
+        out.push(
             WindowManifest::decode(&b)
-                .map_err(|x| corrupt(format!("manifest of {}: {x}", e.window)))
-        })
-        .collect()
+                .map_err(|x| corrupt(format!("manifest of {}: {x}", e.window)))?,
+        );
+    }
+    Ok(out)
 }
 
 /// Finds F as J recorded it in L (definite error if L does not hold it).
@@ -177,7 +178,7 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
     }
     let stored = env.journal.chain(job, g).await?;
     let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| e.clone()).collect();
-    let manifests = manifests_of(env.store, &entries)?;
+    let manifests = manifests_of(env.store, &entries).await?;
     let creds = ledger::target::page_credentials(env.target, env.ctx).await?;
     ready(env.planned, &head.record, &entries, &manifests, &creds).map_err(Error::Definite)?;
     let intent = Intent::new(job, g, IntentKind::F, None, None);

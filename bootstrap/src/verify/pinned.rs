@@ -276,12 +276,43 @@ async fn with_lease(
         .seq;
     let mut rcfg = ReaderConfig::new(&stream, req.source_url, replica_id(&stream));
     rcfg.control_schema = rec.control_schema.clone();
+    // The one reader of the stream (DESIGN §18): under the stream's capture lease.
+    let stream_lease = capture_lease(pool, &stream).await?;
+    rcfg.fence = Some(stream_lease.token);
     let reader = Reader::start(pool.clone(), rcfg, capture_set(pool, rec).await?.shared());
     let out = compare_at_p(pool, req, rec, &scope, &topts, &ctx, b_seq, cursor).await;
     if let Err(e) = reader.stop().await {
         tracing::warn!(job = %req.job, error = %e, "the pinned verify's capture reader ended with an error");
     }
+    if let Err(e) = kernel::capture::owner::release(pool, &stream_lease).await {
+        tracing::warn!(%stream, error = %e, "releasing the capture lease (it expires by itself)");
+    }
     out
+}
+
+/// The capture lease of `stream` for this run, or a refusal naming the serve that reads
+/// the stream (a pinned verify runs with serve stopped).
+async fn capture_lease(
+    pool: &MySqlPool,
+    stream: &str,
+) -> Result<kernel::capture::owner::StreamLease> {
+    let me = format!("verify-pinned-{}", std::process::id());
+    match kernel::capture::owner::acquire(pool, stream, &me, Duration::from_secs(600)).await? {
+        Some(l) => Ok(l),
+        None => {
+            let who = kernel::capture::owner::holder(pool, stream)
+                .await?
+                .map(|(o, _)| o)
+                .unwrap_or_default();
+            Err(Error::definite(
+                DefiniteCode::Fenced,
+                format!(
+                    "stream `{stream}` is read by `{who}`: a pinned verify reads the binlog itself; \
+                     stop that serve (or wait for its capture lease to expire), then run the verify again"
+                ),
+            ))
+        }
+    }
 }
 
 /// T's ledger tables exist and this run's fencing token is the target's claim.

@@ -11,7 +11,8 @@
 //! 3. [`crate::log::append`] stores records and D in one transaction with a
 //!    compare-and-set on L's tail; any state-store error drops the session and the reader
 //!    resumes from the stored D, so nothing is continued from memory past a write whose
-//!    outcome is unknown.
+//!    outcome is unknown. Under a capture lease ([`owner`]) the same transaction checks
+//!    the lease token, so one reader per stream appends across every serve.
 //! 4. After a restart, records already in L beyond D (chunks of an open group) are
 //!    regenerated and must match their stored digests: the same group is never stored
 //!    twice and never stored differently.
@@ -26,6 +27,7 @@
 pub mod assemble;
 pub mod decode;
 pub mod events;
+pub mod owner;
 pub mod raw;
 pub mod reader;
 

@@ -16,6 +16,18 @@ use sqlx::mysql::MySqlPool;
 /// Appends `records` after `expected` and moves D, in one state-store transaction.
 /// Returns the new D. Fails (and changes nothing) if L's tail is not `expected`.
 pub async fn append(pool: &MySqlPool, pos: &Position, entries: &[Entry]) -> Result<Position> {
+    append_fenced(pool, pos, entries, None).await
+}
+
+/// [`append`] under the stream's capture lease token (`crate::capture::owner`): the
+/// transaction also writes the lease row where the token is still `fence`, so a reader
+/// whose lease was taken over appends nothing (`fenced`).
+pub async fn append_fenced(
+    pool: &MySqlPool,
+    pos: &Position,
+    entries: &[Entry],
+    fence: Option<u64>,
+) -> Result<Position> {
     if entries.is_empty() {
         return Ok(pos.clone());
     }
@@ -37,6 +49,9 @@ pub async fn append(pool: &MySqlPool, pos: &Position, entries: &[Entry]) -> Resu
     let mut tx = pool.begin().await.map_err(st("beginning L append"))?;
     // The compare-and-set first: a moved tail fails before anything is written.
     move_d(&mut tx, pos, &next).await?;
+    if let Some(token) = fence {
+        crate::capture::owner::check_in(&mut tx, &pos.stream, token).await?;
+    }
     insert_records(&mut tx, &pos.stream, &rows).await?;
     insert_table_index(&mut tx, &pos.stream, &rows).await?;
     for r in &rows {

@@ -36,7 +36,7 @@ mod seq;
 #[cfg(test)]
 mod tests;
 
-pub use append::append;
+pub use append::{append, append_fenced};
 pub use chain::{chain_next, check_tail, verify_chain, StoredRecord, Tail, GENESIS};
 pub use chunk::GroupChunk;
 pub use hold::holds;

@@ -1,13 +1,14 @@
 //! The capture against real MariaDB servers: exactness of L for a workload, regrouping,
 //! markers (workload), lineage errors (lineage), pauses (pause), DDL classification against the server's definitions
 //! (schema_ddl), value fidelity (types)
-//! and XA transactions (xa). Killed and restarted captures: the `crash` binary.
+//! and XA transactions (xa); one reader per stream under its capture lease (owner). Killed and restarted captures: the `crash` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod lineage;
+mod owner;
 mod pause;
 mod schema_ddl;
 mod types;

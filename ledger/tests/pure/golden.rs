@@ -425,3 +425,37 @@ fn replay_group_digest_is_pinned() {
     let root = chain::root(JobId(1), Generation(1), &[e]);
     pinned("chain_root_v1.txt", &root.to_hex());
 }
+
+/// The chunk layout of materials in the state store, version 1
+/// (`ledger::material::chunks`): layout, chunk size, the head of a 2.5-chunk material and
+/// each chunk's length and blake3. A change of the layout must add version 2 and keep
+/// reading version 1.
+#[test]
+fn material_chunks_v1() {
+    use ledger::material::chunks::{self, CHUNK_BYTES, LAYOUT_V1};
+    let bytes: Vec<u8> = (0..CHUNK_BYTES * 5 / 2).map(|i| (i % 251) as u8).collect();
+    let head = chunks::head_of(&bytes);
+    let mut text = format!(
+        "layout {LAYOUT_V1}\nchunk_bytes {CHUNK_BYTES}\nhead layout={} size={} chunks={}\ndigest {}",
+        head.layout,
+        head.size,
+        head.chunks,
+        Digest::of(&bytes).to_hex()
+    );
+    for (i, c) in chunks::split(&bytes).enumerate() {
+        text.push_str(&format!(
+            "\nchunk {i} {} {}",
+            c.len(),
+            Digest::of(c).to_hex()
+        ));
+    }
+    pinned("material_chunks_v1.txt", &text);
+    let read = chunks::split(&bytes)
+        .enumerate()
+        .map(|(i, c)| (i as u32, c.to_vec()))
+        .collect();
+    assert_eq!(
+        chunks::assemble(&Digest::of(&bytes), head, read).unwrap(),
+        bytes
+    );
+}

@@ -10,7 +10,7 @@ use ledger::check;
 use ledger::journal::Journal;
 use ledger::lease;
 use ledger::manifest::{Expect, WindowManifest};
-use ledger::material::{LocalDirStore, MaterialStore};
+use ledger::material::LocalDirStore;
 use ledger::page::{self, PageKey, RawPage};
 use ledger::range::{range, KeyRange};
 use ledger::record::{JournalRecord, Phase};
@@ -431,6 +431,7 @@ async fn tampered_and_deleted_pages_are_found(
     );
     assert!(
         !check::window(store, &registered(reg, job, g).await, ce, expect)
+            .await
             .1
             .is_empty()
     );
@@ -489,7 +490,7 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
     store.remove(&junk).unwrap();
     let f = check::materials_in(&reg, &store, job, g).await.unwrap();
     assert!(f.is_empty(), "{f:?}");
-    let (mm, f) = check::window(&store, &registered(&reg, job, g).await, &ce, &expect);
+    let (mm, f) = check::window(&store, &registered(&reg, job, g).await, &ce, &expect).await;
     assert_eq!(mm, Some(m.clone()));
     assert!(f.is_empty(), "{f:?}");
 
@@ -511,7 +512,9 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
     let mut altered = m.clone();
     altered.folded_changes = 99;
     std::fs::write(store.path_of(&ms.digest), altered.seal().bytes).unwrap();
-    let f = check::window(&store, &registered(&reg, job, g).await, &ce, &expect).1;
+    let f = check::window(&store, &registered(&reg, job, g).await, &ce, &expect)
+        .await
+        .1;
     assert!(!f.is_empty());
     let f = check::materials_in(&reg, &store, job, g).await.unwrap();
     assert!(f.iter().any(|x| x.contains(&ms.digest.to_hex())), "{f:?}");
@@ -527,6 +530,8 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
         manifest_hash: os.digest,
         ..ce
     };
-    let f = check::window(&store, &registered(&reg, job, g).await, &ce2, &expect).1;
+    let f = check::window(&store, &registered(&reg, job, g).await, &ce2, &expect)
+        .await
+        .1;
     assert!(f.iter().any(|x| x.contains("plan says")), "{f:?}");
 }

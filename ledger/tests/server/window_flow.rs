@@ -44,7 +44,9 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
         token: lease.token,
     };
     let mut c = claimed(s, &tdb, &ctx).await;
-    let (m, pages) = seal::load_final_pages(&store, &sealed.manifest_hash).unwrap();
+    let (m, pages) = seal::load_final_pages(&store, &sealed.manifest_hash)
+        .await
+        .unwrap();
     for b in &pages {
         assert_eq!(
             apply::apply_page(&mut c, &ctx, b, Limits::default())
@@ -104,7 +106,7 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
         range: KeyRange::ALL,
         schema_fingerprint: sch.fingerprint(),
     };
-    let (wm, f) = check::window(&store, &registered, &e, &expect);
+    let (wm, f) = check::window(&store, &registered, &e, &expect).await;
     assert_eq!(f, Vec::<String>::new());
     assert_eq!(wm.as_ref(), Some(&m));
     let creds = target::page_credentials(&mut c, &ctx).await.unwrap();
@@ -117,9 +119,14 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
     let mut b = std::fs::read(&p1).unwrap();
     b[10] ^= 0x40;
     std::fs::write(&p1, &b).unwrap();
-    let err = seal::load_final_pages(&store, &sealed.manifest_hash).unwrap_err();
+    let err = seal::load_final_pages(&store, &sealed.manifest_hash)
+        .await
+        .unwrap_err();
     assert_eq!(code(&err), Some(DefiniteCode::EvidenceCorrupt), "{err}");
-    assert!(!check::window(&store, &registered, &e, &expect).1.is_empty());
+    assert!(!check::window(&store, &registered, &e, &expect)
+        .await
+        .1
+        .is_empty());
     assert_eq!(dml_count(s, &tdb), n);
 }
 

@@ -483,7 +483,9 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
         .chain(w.scope().job, w.scope().generation)
         .await
         .unwrap();
-    let (m1, _) = ledger::seal::load_final_pages(store, &chain[1].0.manifest_hash).unwrap();
+    let (m1, _) = ledger::seal::load_final_pages(store, &chain[1].0.manifest_hash)
+        .await
+        .unwrap();
     let page = m1.final_pages[0].digest;
     let manifest = chain[0].0.manifest_hash;
     let flip = |d: &kernel::ids::Digest| {

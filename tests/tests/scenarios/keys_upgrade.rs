@@ -12,7 +12,7 @@ use backfill_tests::bf::table::faults::window;
 use backfill_tests::case::{wait, writer, Case};
 use backfill_tests::keyed;
 use kernel::schema::{SealedSchema, SealedSchemaV1};
-use ledger::material::{LocalDirStore, MaterialStore};
+use ledger::material::LocalDirStore;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -27,6 +27,8 @@ pub fn job_json(s: &JobStatus, serves: &[ServeRow]) -> Value {
         "page_rows": j.page_rows,
         "fingerprint": j.fingerprint.to_hex(),
         "plan_digest": j.plan_digest.to_hex(),
+        "owner": s.owner.as_ref().map(|h| json!({ "owner": h.owner, "token": h.token, "live": h.live(), "expires_in_ms": h.expires_in_ms })),
+        "reader": s.reader.as_ref().map(|h| json!({ "owner": h.owner, "token": h.token, "live": h.live(), "expires_in_ms": h.expires_in_ms })),
         "capture": s.capture.as_ref().map(|(d, tail)| json!({ "stream": s.stream, "restart": d, "l_tail_seq": tail })),
         "replay": s.replay.as_ref().map(|r| json!({
             "cursor": r.end.to_string(),

@@ -83,6 +83,9 @@ pub struct JobStatus {
     pub schema: Option<crate::store::schema_versions::SchemaVersion>,
     /// Material bytes held and released by retention (DESIGN §17).
     pub materials: Materials,
+    /// The process holding the job's lease (DESIGN §18), and the one reading its stream.
+    pub owner: Option<crate::store::owners::Holder>,
+    pub reader: Option<crate::store::owners::Holder>,
 }
 
 /// A table's materials: bytes the registry accounts now, and its release (retention).
@@ -268,6 +271,11 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         None => None,
     };
     let replay = replay::replay_progress(pool, job.job_id, job.generation).await?;
+    let owner = crate::store::owners::job_owner(pool, job.job_id).await?;
+    let reader = match &stream {
+        Some(s) => crate::store::owners::stream_reader(pool, s).await?,
+        None => None,
+    };
     let pending = pending(pool, &job, head.is_some()).await?;
     let field_checks = crate::store::field_checks::read(pool, job.job_id, job.generation).await?;
     let verifies = crate::store::verifies::read(pool, job.job_id, job.generation).await?;
@@ -305,6 +313,8 @@ pub async fn gather(pool: &MySqlPool, job: JobRecord) -> Result<JobStatus> {
         verifies,
         schema,
         materials,
+        owner,
+        reader,
     })
 }
 

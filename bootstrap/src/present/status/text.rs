@@ -149,6 +149,15 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
     }
     rows.push(("materials", s.materials.text()));
     rows.push((
+        "owner",
+        s.owner
+            .as_ref()
+            .map_or_else(|| "none (no serve has run the job)".into(), |h| h.text()),
+    ));
+    if let Some(r) = &s.reader {
+        rows.push(("reader", r.text()));
+    }
+    rows.push((
         "capture D",
         match &s.capture {
             Some((d, tail)) => format!("{d} (L tail seq {tail})"),

@@ -35,8 +35,8 @@ fn err_text<T>(r: Result<T>) -> std::result::Result<T, String> {
 
 /// One material read, verified and reduced to what the checks need; its page bytes are
 /// dropped before the next one is read.
-fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
-    match store.get(d) {
+async fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
+    match store.get(d).await {
         Ok(Some(b)) if kind == Kind::Manifest => Stored::Manifest(b),
         Ok(Some(b)) => Stored::Facts(Facts::of(kind, &b)),
         Ok(None) => Stored::Missing,
@@ -152,17 +152,17 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
     let mut materials = Snapshot::default();
     if let Ok((entries, _, _)) = &registry {
         for e in entries {
-            materials
-                .answers
-                .insert(e.digest, snap(s.store, &e.digest, e.kind));
+            let stored = snap(s.store, &e.digest, e.kind).await;
+            materials.answers.insert(e.digest, stored);
         }
     }
     if let Ok(c) = &chain {
         for (e, _) in c {
-            materials
-                .answers
-                .entry(e.manifest_hash)
-                .or_insert_with(|| snap(s.store, &e.manifest_hash, Kind::Manifest));
+            if let std::collections::btree_map::Entry::Vacant(v) =
+                materials.answers.entry(e.manifest_hash)
+            {
+                v.insert(snap(s.store, &e.manifest_hash, Kind::Manifest).await);
+            }
         }
     }
     let credentials = err_text(target::page_credentials(s.target, s.ctx).await);

@@ -13,7 +13,7 @@ use crate::table::replay::{self, Scope};
 use kernel::ids::JobId;
 use kernel::Result;
 use ledger::journal::Journal;
-use ledger::material::LocalDirStore;
+use ledger::material::Placement;
 use ledger::record::{JournalRecord, Phase};
 use ledger::target::{self, TargetCtx};
 use std::path::Path;
@@ -22,7 +22,7 @@ use std::path::Path;
 pub async fn audit_job(
     pool: &sqlx::MySqlPool,
     job: JobId,
-    data_dir: &Path,
+    (data_dir, materials): (&Path, Placement),
     targets: &[String],
 ) -> Result<AuditReport> {
     let rec = jobs::load_job(pool, job).await?;
@@ -48,7 +48,7 @@ pub async fn audit_job(
         schema: tschema,
         token: 0,
     };
-    let store = LocalDirStore::open(data_dir)?;
+    let store = ledger::material::open(materials, pool, data_dir)?;
     let whose = format!("job {job}'s target");
     let opts = target::target_opts(&resolve_url(&rec.target_url, targets, "--target", &whose)?)?;
     let chain =
@@ -57,7 +57,7 @@ pub async fn audit_job(
     let ev = gather(&mut Sources {
         pool,
         scope: &scope,
-        store: &store,
+        store: store.as_ref(),
         target: &mut conn,
         ctx: &ctx,
         plan: &plan,

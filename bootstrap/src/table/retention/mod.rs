@@ -152,7 +152,7 @@ pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
             .map_err(|e| kernel::error::from_sqlx("GC", &e))?;
         let keep = ledger::release::shared_digests(&mut c, job, g).await?;
         drop(c);
-        bytes::remove_all(env.store, &digests, &keep)?;
+        bytes::remove_all(env.store, &digests, &keep).await?;
         kernel::failpoint::hit(fp::AFTER_BYTES_REMOVED);
         let (n, b) = rows::mark_done(env.pool, job, g).await?;
         tracing::info!(%job, materials = n, bytes = b, "retention: materials released");

@@ -26,7 +26,7 @@ pub async fn release(ctx: &JobCtx, w: WindowId, sealed: Attempt) -> Result<(usiz
         ctx.registry
             .unregister(ctx.id(), ctx.generation(), e.digest)
             .await?;
-        ctx.store.remove(&e.digest)?;
+        ctx.store.remove(&e.digest).await?;
         bytes += e.bytes;
     }
     if !garbage.is_empty() {

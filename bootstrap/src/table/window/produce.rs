@@ -149,7 +149,7 @@ async fn gather(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<(Evidence,
         ));
     };
     let creds = apply::credentials(ctx, w).await?;
-    let loaded = match ledger::seal::load_final_pages(ctx.store.as_ref(), &hash) {
+    let loaded = match ledger::seal::load_final_pages(ctx.store.as_ref(), &hash).await {
         Ok((m, pages)) if manifest_ok(ctx, w, &m) => Some((m, pages)),
         Ok(_) => None,
         Err(Error::Definite(d)) if d.code == DefiniteCode::EvidenceCorrupt => {

@@ -60,6 +60,9 @@ pub struct ReaderConfig {
     pub max_failures: u32,
     /// Record a progress record at most this often while other tables are written.
     pub progress_interval: Duration,
+    /// The stream's capture lease token (`crate::capture::owner`): every L append checks
+    /// it. None: unfenced (a reader that is alone by construction, e.g. tests).
+    pub fence: Option<u64>,
 }
 
 impl ReaderConfig {
@@ -79,6 +82,7 @@ impl ReaderConfig {
             connect_timeout: Duration::from_secs(10),
             max_failures: 40,
             progress_interval: Duration::from_secs(1),
+            fence: None,
         }
     }
 }
@@ -367,7 +371,7 @@ async fn session(
         progressed,
     };
     let mut stream = open_stream(conn, cfg, d.lineage.flavor, &d).await?;
-    let mut writer = Writer::start(pool.clone(), d.clone(), progressed.clone());
+    let mut writer = Writer::start(pool.clone(), d.clone(), progressed.clone(), cfg.fence);
     let mut batch = Pending::default();
     let mut last_commit = Instant::now();
     loop {

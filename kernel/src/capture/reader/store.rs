@@ -58,23 +58,29 @@ impl Replay {
 /// commits. It stops at its first failure; the session then ends and the next one starts
 /// from the stored D, so nothing read after a write of unknown outcome is ever stored.
 pub(super) struct Writer {
+    fence: Option<u64>,
     tx: tokio::sync::mpsc::Sender<Vec<Entry>>,
     handle: tokio::task::JoinHandle<Result<Position>>,
 }
 
 impl Writer {
-    pub(super) fn start(pool: MySqlPool, mut d: Position, progressed: Arc<AtomicBool>) -> Writer {
+    pub(super) fn start(
+        pool: MySqlPool,
+        mut d: Position,
+        progressed: Arc<AtomicBool>,
+        fence: Option<u64>,
+    ) -> Writer {
         // Two batches in flight at most: memory stays bounded by the batch size.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Entry>>(2);
         let handle = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
-                d = log::append(&pool, &d, &batch).await?;
+                d = log::append_fenced(&pool, &d, &batch, fence).await?;
                 progressed.store(true, Ordering::Relaxed);
                 failpoint::hit("capture.after_store");
             }
             Ok(d)
         });
-        Writer { tx, handle }
+        Writer { fence, tx, handle }
     }
 
     /// Queues a batch; on a dead writer returns its error.
@@ -99,8 +105,9 @@ impl Writer {
         pool: &MySqlPool,
         progressed: &Arc<AtomicBool>,
     ) -> Result<Writer> {
+        let fence = self.fence;
         let d = self.finish().await?;
-        Ok(Writer::start(pool.clone(), d, progressed.clone()))
+        Ok(Writer::start(pool.clone(), d, progressed.clone(), fence))
     }
 
     /// Ends the session on `e`: waits for the batches already queued (so no writer outlives

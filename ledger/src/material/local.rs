@@ -1,29 +1,18 @@
-//! The material store (DESIGN §2): page and manifest bytes, content-addressed by blake3.
-//!
-//! [`MaterialStore`] is the small trait the protocol writes through; [`LocalDirStore`] is
-//! the default, a local data directory: `DIR/materials/ab/<64 hex>`, written to a
+//! Materials in a local data directory (`serve --materials local`, and the read-through
+//! cache of [`super::state::StateStore`]): `DIR/materials/ab/<64 hex>`, written to a
 //! temporary name, fsynced, renamed into place and the directory fsynced (STYLE §5), so a
 //! crash leaves either no file or the complete one. A stored material's digest is its
-//! name, so [`MaterialStore::get`] verifies the bytes on every read.
+//! name, so [`LocalDirStore::get`] verifies the bytes on every read.
+//!
+//! The inherent methods are synchronous (plain file I/O, as before the trait became
+//! async); the [`MaterialStore`] impl delegates to them.
+use super::{Fut, MaterialStore};
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::{Error, Result};
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-
-/// Where material bytes live. Implementations must be durable when `put` returns.
-pub trait MaterialStore: Send + Sync {
-    /// Stores `bytes` durably under their blake3 digest (idempotent) and returns it.
-    fn put(&self, bytes: &[u8]) -> Result<Digest>;
-    /// The bytes stored under `digest`, verified against it; None if absent. Bytes that do
-    /// not hash to `digest` are a definite `evidence_corrupt` error.
-    fn get(&self, digest: &Digest) -> Result<Option<Vec<u8>>>;
-    /// True if something is stored under `digest` (not verified).
-    fn contains(&self, digest: &Digest) -> Result<bool>;
-    /// Removes a material (garbage of an abandoned attempt). Absent is fine.
-    fn remove(&self, digest: &Digest) -> Result<()>;
-}
 
 /// The default store: a local directory.
 #[derive(Clone, Debug)]
@@ -56,8 +45,9 @@ fn fsync_dir(dir: &Path) -> Result<()> {
         .map_err(io(format!("fsync of directory {}", dir.display())))
 }
 
-impl MaterialStore for LocalDirStore {
-    fn put(&self, bytes: &[u8]) -> Result<Digest> {
+impl LocalDirStore {
+    /// Stores `bytes` durably under their blake3 digest (idempotent) and returns it.
+    pub fn put(&self, bytes: &[u8]) -> Result<Digest> {
         let digest = Digest::of(bytes);
         let path = self.path_of(&digest);
         if let Ok(Some(_)) = self.get(&digest) {
@@ -89,7 +79,9 @@ impl MaterialStore for LocalDirStore {
         Ok(digest)
     }
 
-    fn get(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
+    /// The bytes stored under `digest`, verified; None if absent; `evidence_corrupt` if
+    /// the file's bytes do not hash to its name.
+    pub fn get(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
         let path = self.path_of(digest);
         match fs::read(&path) {
             Ok(b) if Digest::of(&b) == *digest => Ok(Some(b)),
@@ -106,16 +98,33 @@ impl MaterialStore for LocalDirStore {
         }
     }
 
-    fn contains(&self, digest: &Digest) -> Result<bool> {
+    /// True if a file is stored under `digest` (not verified).
+    pub fn contains(&self, digest: &Digest) -> Result<bool> {
         Ok(self.path_of(digest).exists())
     }
 
-    fn remove(&self, digest: &Digest) -> Result<()> {
+    /// Removes a material; absent is fine.
+    pub fn remove(&self, digest: &Digest) -> Result<()> {
         match fs::remove_file(self.path_of(digest)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::transient(format!("removing material {digest}: {e}"))),
         }
+    }
+}
+
+impl MaterialStore for LocalDirStore {
+    fn put<'a>(&'a self, bytes: &'a [u8]) -> Fut<'a, Digest> {
+        Box::pin(async move { LocalDirStore::put(self, bytes) })
+    }
+    fn get<'a>(&'a self, digest: &'a Digest) -> Fut<'a, Option<Vec<u8>>> {
+        Box::pin(async move { LocalDirStore::get(self, digest) })
+    }
+    fn contains<'a>(&'a self, digest: &'a Digest) -> Fut<'a, bool> {
+        Box::pin(async move { LocalDirStore::contains(self, digest) })
+    }
+    fn remove<'a>(&'a self, digest: &'a Digest) -> Fut<'a, ()> {
+        Box::pin(async move { LocalDirStore::remove(self, digest) })
     }
 }
 

@@ -1,0 +1,191 @@
+//! Materials in the state store (DESIGN §18): `material_blobs(digest, chunk_no, bytes)`
+//! holds the chunks of [`super::chunks`] layout 1 and `material_blob_heads(digest, layout,
+//! size, chunks)` says that a material is complete. Migration 0100.
+//!
+//! Why a partial write is never taken as present: the chunks are written first, a few per
+//! transaction ([`CHUNKS_PER_TX`]), and the head row is inserted in the same transaction
+//! as the last of them. Presence ([`StateStore::contains`], [`StateStore::get`]) is
+//! decided by the head row alone, so a crash between chunks leaves headless chunks that
+//! no reader sees (a later `put` of the same bytes overwrites them). `put` returns once
+//! the head is committed: the bytes are durable before the caller registers them and
+//! before a manifest names them (DESIGN §5 step 7). `remove` deletes the head first, so a
+//! crash inside it also leaves only headless chunks.
+//!
+//! Every read is verified: the chunks must match the head exactly and hash to the digest
+//! ([`super::chunks::assemble`]). The local data directory is a read-through cache: a
+//! material read from the state store is copied there, and a cached copy is used only
+//! while the head row exists (the state store decides presence) and is verified like
+//! `--materials local` (a cached file whose bytes differ is `evidence_corrupt`, naming the
+//! file: delete it and the next read fetches it again). No transaction takes a gap lock or
+//! a table lock: every statement names a full primary key (Galera-safe).
+use super::chunks::{self, Head, CHUNKS_PER_TX};
+use super::{Fut, LocalDirStore, MaterialStore};
+use crate::util::sq;
+use kernel::ids::Digest;
+use kernel::Result;
+use sqlx::{MySqlPool, Row as _};
+
+/// The state-store material store, with an optional local cache.
+#[derive(Clone, Debug)]
+pub struct StateStore {
+    pool: MySqlPool,
+    cache: Option<LocalDirStore>,
+}
+
+impl StateStore {
+    /// The store of an opened state store (migrated), caching in `cache` if given.
+    pub fn new(pool: MySqlPool, cache: Option<LocalDirStore>) -> StateStore {
+        StateStore { pool, cache }
+    }
+
+    /// The head row of `digest`, if the material is complete.
+    pub async fn head(&self, digest: &Digest) -> Result<Option<Head>> {
+        let what = format!("reading the head of material {digest}");
+        let row =
+            sqlx::query("SELECT layout, size, chunks FROM material_blob_heads WHERE digest = ?")
+                .bind(&digest.0[..])
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(sq(&what))?;
+        row.map(|r| {
+            Ok(Head {
+                layout: r.try_get("layout").map_err(sq(&what))?,
+                size: r.try_get("size").map_err(sq(&what))?,
+                chunks: r.try_get("chunks").map_err(sq(&what))?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Writes every chunk of `bytes`, then the head in the transaction of the last ones.
+    async fn write(&self, digest: &Digest, bytes: &[u8]) -> Result<()> {
+        let what = format!("storing material {digest} in the state store");
+        let all: Vec<&[u8]> = chunks::split(bytes).collect();
+        let head = chunks::head_of(bytes);
+        let mut batches: Vec<&[&[u8]]> = all.chunks(CHUNKS_PER_TX).collect();
+        if batches.is_empty() {
+            batches.push(&[]);
+        }
+        let last = batches.len() - 1;
+        for (b, batch) in batches.into_iter().enumerate() {
+            let mut tx = self.pool.begin().await.map_err(sq(&what))?;
+            for (i, chunk) in batch.iter().enumerate() {
+                let no = (b * CHUNKS_PER_TX + i) as u32;
+                sqlx::query(
+                    "INSERT INTO material_blobs (digest, chunk_no, bytes) VALUES (?, ?, ?) \
+                     ON DUPLICATE KEY UPDATE bytes = VALUES(bytes)",
+                )
+                .bind(&digest.0[..])
+                .bind(no)
+                .bind(*chunk)
+                .execute(&mut *tx)
+                .await
+                .map_err(sq(&what))?;
+            }
+            if b == last {
+                sqlx::query(
+                    "INSERT IGNORE INTO material_blob_heads (digest, layout, size, chunks) \
+                     VALUES (?, ?, ?, ?)",
+                )
+                .bind(&digest.0[..])
+                .bind(head.layout)
+                .bind(head.size)
+                .bind(head.chunks)
+                .execute(&mut *tx)
+                .await
+                .map_err(sq(&what))?;
+            }
+            tx.commit().await.map_err(sq(&what))?;
+            if b != last {
+                // Some chunks committed, the head not yet (the partial-write crash test).
+                kernel::failpoint::hit("ledger.material.after_chunks");
+            }
+        }
+        Ok(())
+    }
+
+    /// The chunks of `digest` as stored, in chunk order.
+    async fn read_chunks(&self, digest: &Digest) -> Result<Vec<(u32, Vec<u8>)>> {
+        let what = format!("reading material {digest} from the state store");
+        let rows = sqlx::query(
+            "SELECT chunk_no, bytes FROM material_blobs WHERE digest = ? ORDER BY chunk_no",
+        )
+        .bind(&digest.0[..])
+        .fetch_all(&self.pool)
+        .await
+        .map_err(sq(&what))?;
+        rows.into_iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<u32, _>("chunk_no").map_err(sq(&what))?,
+                    r.try_get::<Vec<u8>, _>("bytes").map_err(sq(&what))?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Copies verified bytes into the cache; a failure only costs a later re-read.
+    fn cache_put(&self, digest: &Digest, bytes: &[u8]) {
+        if let Some(c) = &self.cache {
+            if let Err(e) = c.put(bytes) {
+                tracing::warn!(material = %digest, error = %e, "cannot cache a material locally (it stays in the state store)");
+            }
+        }
+    }
+
+    async fn put_inner(&self, bytes: &[u8]) -> Result<Digest> {
+        let digest = Digest::of(bytes);
+        if self.head(&digest).await?.is_none() {
+            self.write(&digest, bytes).await?;
+        }
+        self.cache_put(&digest, bytes);
+        Ok(digest)
+    }
+
+    async fn get_inner(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
+        let Some(head) = self.head(digest).await? else {
+            return Ok(None);
+        };
+        if let Some(c) = &self.cache {
+            if let Some(b) = c.get(digest)? {
+                return Ok(Some(b));
+            }
+        }
+        let bytes = chunks::assemble(digest, head, self.read_chunks(digest).await?)?;
+        self.cache_put(digest, &bytes);
+        Ok(Some(bytes))
+    }
+
+    async fn remove_inner(&self, digest: &Digest) -> Result<()> {
+        let what = format!("removing material {digest} from the state store");
+        sqlx::query("DELETE FROM material_blob_heads WHERE digest = ?")
+            .bind(&digest.0[..])
+            .execute(&self.pool)
+            .await
+            .map_err(sq(&what))?;
+        sqlx::query("DELETE FROM material_blobs WHERE digest = ?")
+            .bind(&digest.0[..])
+            .execute(&self.pool)
+            .await
+            .map_err(sq(&what))?;
+        if let Some(c) = &self.cache {
+            c.remove(digest)?;
+        }
+        Ok(())
+    }
+}
+
+impl MaterialStore for StateStore {
+    fn put<'a>(&'a self, bytes: &'a [u8]) -> Fut<'a, Digest> {
+        Box::pin(self.put_inner(bytes))
+    }
+    fn get<'a>(&'a self, digest: &'a Digest) -> Fut<'a, Option<Vec<u8>>> {
+        Box::pin(self.get_inner(digest))
+    }
+    fn contains<'a>(&'a self, digest: &'a Digest) -> Fut<'a, bool> {
+        Box::pin(async move { Ok(self.head(digest).await?.is_some()) })
+    }
+    fn remove<'a>(&'a self, digest: &'a Digest) -> Fut<'a, ()> {
+        Box::pin(self.remove_inner(digest))
+    }
+}

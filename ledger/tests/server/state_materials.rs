@@ -1,0 +1,140 @@
+//! Materials in the state store (`ledger::material::StateStore`, DESIGN §18) against a
+//! real server: put, get, contains and remove of empty, small and multi-transaction
+//! materials; a second store with its own (empty) cache reads what the first wrote (the
+//! host-loss case); a corrupt, lost or extra chunk is `evidence_corrupt`; headless chunks
+//! (what a crash between chunk transactions leaves, see the crash binary) are absent.
+use crate::common::*;
+use kernel::error::DefiniteCode;
+use kernel::ids::Digest;
+use ledger::material::chunks::{CHUNKS_PER_TX, CHUNK_BYTES};
+use ledger::material::{LocalDirStore, MaterialStore, StateStore};
+
+fn bytes(len: usize, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
+}
+
+fn hex(d: &Digest) -> String {
+    d.to_hex()
+}
+
+#[tokio::test]
+async fn put_get_contains_remove_across_two_caches() {
+    let (pool, db) = state_db("mat_state").await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = StateStore::new(pool.clone(), Some(LocalDirStore::open(dir.path()).unwrap()));
+    let big = bytes((CHUNKS_PER_TX + 1) * CHUNK_BYTES + 17, 1);
+    for m in [Vec::new(), b"RAWP small".to_vec(), big.clone()] {
+        let d = a.put(&m).await.unwrap();
+        assert_eq!(d, Digest::of(&m));
+        assert_eq!(a.put(&m).await.unwrap(), d, "put is idempotent");
+        assert!(a.contains(&d).await.unwrap());
+        assert_eq!(a.get(&d).await.unwrap().unwrap(), m);
+    }
+    let d = Digest::of(&big);
+    let chunks = shared_target().sql_in(
+        &db,
+        &format!(
+            "SELECT COUNT(*) FROM material_blobs WHERE digest = UNHEX('{}')",
+            hex(&d)
+        ),
+    );
+    assert_eq!(chunks, (CHUNKS_PER_TX + 2).to_string());
+    // Another host: an empty cache of its own reads every material from the state store.
+    let other = tempfile::tempdir().unwrap();
+    let b = StateStore::new(
+        pool.clone(),
+        Some(LocalDirStore::open(other.path()).unwrap()),
+    );
+    assert_eq!(b.get(&d).await.unwrap().unwrap(), big);
+    assert!(
+        LocalDirStore::open(other.path())
+            .unwrap()
+            .contains(&d)
+            .unwrap(),
+        "read through into the cache"
+    );
+    // A cached copy is used only while the state store holds the material.
+    b.remove(&d).await.unwrap();
+    assert!(!a.contains(&d).await.unwrap());
+    assert_eq!(
+        a.get(&d).await.unwrap(),
+        None,
+        "a's cache does not resurrect it"
+    );
+    assert!(!LocalDirStore::open(other.path())
+        .unwrap()
+        .contains(&d)
+        .unwrap());
+    b.remove(&d).await.unwrap();
+    let left = shared_target().sql_in(
+        &db,
+        &format!(
+            "SELECT COUNT(*) FROM material_blobs WHERE digest = UNHEX('{}')",
+            hex(&d)
+        ),
+    );
+    assert_eq!(left, "0");
+}
+
+fn corrupt_code(r: kernel::Result<Option<Vec<u8>>>) -> Option<DefiniteCode> {
+    code(&r.unwrap_err())
+}
+
+#[tokio::test]
+async fn corrupt_lost_and_extra_chunks_are_evidence_corrupt() {
+    let (pool, db) = state_db("mat_corrupt").await;
+    let s = StateStore::new(pool.clone(), None);
+    let m = bytes(2 * CHUNK_BYTES + 5, 7);
+    let d = s.put(&m).await.unwrap();
+    let h = hex(&d);
+    let sql = |q: String| shared_target().sql_in(&db, &q);
+    sql(format!(
+        "UPDATE material_blobs SET bytes = CONCAT(LEFT(bytes, 10), 'X', SUBSTRING(bytes, 12)) \
+         WHERE digest = UNHEX('{h}') AND chunk_no = 1"
+    ));
+    let e = s.get(&d).await;
+    assert_eq!(corrupt_code(e), Some(DefiniteCode::EvidenceCorrupt));
+    // Repaired by a put of the same bytes (the chunks are rewritten only when absent).
+    sql(format!(
+        "DELETE FROM material_blob_heads WHERE digest = UNHEX('{h}')"
+    ));
+    s.put(&m).await.unwrap();
+    assert_eq!(s.get(&d).await.unwrap().unwrap(), m);
+    sql(format!(
+        "DELETE FROM material_blobs WHERE digest = UNHEX('{h}') AND chunk_no = 2"
+    ));
+    let e = s.get(&d).await.unwrap_err();
+    assert_eq!(code(&e), Some(DefiniteCode::EvidenceCorrupt));
+    assert!(
+        e.to_string().contains(&h),
+        "the error names the material: {e}"
+    );
+    sql(format!(
+        "INSERT INTO material_blobs (digest, chunk_no, bytes) VALUES (UNHEX('{h}'), 2, 'x'), (UNHEX('{h}'), 3, 'y')"
+    ));
+    assert_eq!(
+        corrupt_code(s.get(&d).await),
+        Some(DefiniteCode::EvidenceCorrupt)
+    );
+}
+
+#[tokio::test]
+async fn headless_chunks_are_never_present() {
+    let (pool, db) = state_db("mat_headless").await;
+    let s = StateStore::new(pool.clone(), None);
+    let m = bytes(CHUNK_BYTES + 1, 3);
+    let d = Digest::of(&m);
+    // What a crash after the first chunk transaction leaves: chunks, no head.
+    shared_target().sql_in(
+        &db,
+        &format!(
+            "INSERT INTO material_blobs (digest, chunk_no, bytes) VALUES (UNHEX('{}'), 0, REPEAT('a', {CHUNK_BYTES}))",
+            hex(&d)
+        ),
+    );
+    assert!(!s.contains(&d).await.unwrap());
+    assert_eq!(s.get(&d).await.unwrap(), None);
+    // A later put completes it with the right bytes (the stale chunk is overwritten).
+    s.put(&m).await.unwrap();
+    assert_eq!(s.get(&d).await.unwrap().unwrap(), m);
+}

@@ -1,0 +1,249 @@
+//! Losing a serve host (DESIGN §18, issue 18 item 2) with real `backfill serve`
+//! processes: two serves with their own `--owner` and data directory share one state
+//! store (materials in the state store, the default); one table copies under a writer.
+//! The host owning the job is killed (SIGKILL) and its data directory deleted, mid
+//! windows or while STREAMING. The survivor takes the job and the capture stream over
+//! within the lease TTL plus a few seconds, continues from the evidence (a window sealed
+//! before the loss keeps its attempt and manifest: it is not read again), reaches
+//! STREAMING, and source and target agree by CHECKSUM TABLE and by `backfill verify`;
+//! `backfill audit` passes with the survivor's data directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use backfill_tests::case::*;
+use backfill_tests::*;
+use ledger::record::Phase;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TTL_SECS: u64 = 6;
+
+/// `backfill serve` as host `owner` with its own data directory.
+fn serve_as(c: &Case, owner: &str, data: &std::path::Path, extra: &[&str]) -> Child {
+    backfill_tests::bin::command()
+        .arg("serve")
+        .arg("--state")
+        .arg(c.state_url())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["--owner", owner, "--lease-ttl-secs", &TTL_SECS.to_string()])
+        .args(extra)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn backfill serve")
+}
+
+/// A writer on the source until stopped: inserts, updates, deletes, key changes.
+fn writer(c: &Case, n: i64) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s, src, db) = (stop.clone(), c.source, c.sdb.clone());
+    let h = std::thread::spawn(move || {
+        let mut i: i64 = 0;
+        while !s.load(Ordering::Relaxed) {
+            let k = |m: i64| (i * m) % n + 1;
+            let q = match i % 4 {
+                0 => format!("INSERT INTO t VALUES ({}, {i}, 'ins')", n + 1 + i),
+                1 => format!("UPDATE t SET k = k + 1, v = 'upd' WHERE id = {}", k(7)),
+                2 => format!("DELETE FROM t WHERE id = {}", k(13)),
+                _ => format!(
+                    "UPDATE t SET id = {} WHERE id = {}",
+                    n + 1_000_000 + i,
+                    k(17)
+                ),
+            };
+            // Duplicate keys are possible by construction; the source refuses them.
+            let _ = src.try_sql(&format!("USE `{db}`; {q}"));
+            i += 1;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        i as u64
+    });
+    (stop, h)
+}
+
+/// The owner of the job's lease, by the state store.
+async fn lease_owner(c: &Case) -> Option<String> {
+    sqlx::query_scalar("SELECT owner FROM ledger_lease WHERE job_id = ?")
+        .bind(c.job.0)
+        .fetch_optional(&c.pool)
+        .await
+        .unwrap()
+}
+
+async fn stream_owner(c: &Case) -> Option<String> {
+    sqlx::query_scalar("SELECT owner FROM capture_streams LIMIT 1")
+        .fetch_optional(&c.pool)
+        .await
+        .unwrap()
+}
+
+/// Waits until `ok` holds for J, failing on a pause.
+async fn wait_journal(c: &Case, what: &str, ok: impl Fn(&ledger::record::JournalRecord) -> bool) {
+    let until = Instant::now() + Duration::from_secs(240);
+    loop {
+        if let Some(h) = c.head_opt().await {
+            assert!(h.paused.is_none(), "{what}: job paused: {:?}", h.paused);
+            if ok(&h) {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "timed out waiting for {what}: {:?}",
+            c.head_opt().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Kills host A hard, deletes its data directory and returns how long host B took to
+/// own the job's lease and the capture stream.
+async fn lose_host_a(c: &Case, a: &mut Child, a_dir: tempfile::TempDir) -> Duration {
+    a.kill().unwrap(); // SIGKILL
+    a.wait().unwrap();
+    let killed = Instant::now();
+    let path = a_dir.path().to_path_buf();
+    drop(a_dir);
+    assert!(!path.exists(), "host A's data directory is gone");
+    let until = killed + Duration::from_secs(TTL_SECS + 20);
+    loop {
+        let (job, stream) = (lease_owner(c).await, stream_owner(c).await);
+        if job.as_deref() == Some("host-b") && stream.as_deref() == Some("host-b") {
+            return killed.elapsed();
+        }
+        assert!(
+            Instant::now() < until,
+            "no takeover: job {job:?}, stream {stream:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The writer stopped: a last `serve --exit-when-idle` of host B catches up, then source
+/// and target are compared independently and the audit runs on B's data directory.
+fn converge_and_compare(c: &Case, b_dir: &std::path::Path) {
+    let last = serve_as(c, "host-b", b_dir, &["--exit-when-idle"]);
+    assert_eq!(wait(last, None), Some(0), "the catch-up serve");
+    assert_eq!(
+        checksum(c.source, &c.sdb, "t"),
+        checksum(c.target, &c.tdb, "t")
+    );
+    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let (code, out, err) =
+        backfill(&["verify", "--state", &state, &job, "--format", "json"]).parts();
+    assert_eq!(code, 0, "verify: {out} {err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for k in ["missing", "extra", "differing_fields"] {
+        assert_eq!(v["cursor"]["tally"][k]["count"], 0, "{k}: {out}");
+    }
+    let data = b_dir.to_str().unwrap();
+    let (code, out, err) =
+        backfill(&["audit", "--state", &state, "--data-dir", data, &job]).parts();
+    assert_eq!(code, 0, "audit: {out} {err}");
+}
+
+/// Host B runs until STREAMING and caught up (`--exit-when-idle`), then the writer stops.
+async fn survivor_streams(
+    c: &Case,
+    b: Child,
+    stop: Arc<AtomicBool>,
+    w: std::thread::JoinHandle<u64>,
+) -> u64 {
+    let b_exit = tokio::task::spawn_blocking(move || wait_long(b))
+        .await
+        .unwrap();
+    assert_eq!(b_exit, Some(0), "host B's serve");
+    assert_eq!(c.head().await.phase, Phase::Streaming);
+    stop.store(true, Ordering::Relaxed);
+    w.join().unwrap()
+}
+
+/// [`wait`] without its 90 s bound (the survivor copies the rest of the table).
+fn wait_long(mut child: Child) -> Option<i32> {
+    let until = Instant::now() + Duration::from_secs(300);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        if Instant::now() > until {
+            child.kill().unwrap();
+            panic!("serve did not become idle");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_lost_mid_windows_is_taken_over_from_evidence() {
+    let n = 20_000;
+    let c = Case::new("hloss_w", n, 2_000, 500).await;
+    let (stop, w) = writer(&c, n);
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Host A reads slowly so that the loss comes mid windows.
+    let mut a = serve_as(&c, "host-a", a_dir.path(), &["--read-rows-per-sec", "3000"]);
+    wait_journal(&c, "host A sealing windows", |h| {
+        h.phase == Phase::Windows && h.completed >= 3
+    })
+    .await;
+    assert_eq!(lease_owner(&c).await.as_deref(), Some("host-a"));
+    let b = serve_as(&c, "host-b", b_dir.path(), &["--exit-when-idle"]);
+    let sealed_before = c.seals().await;
+    let attempts_before = c.last_attempts().await;
+    assert!(sealed_before.len() >= 3, "{sealed_before:?}");
+    let took = lose_host_a(&c, &mut a, a_dir).await;
+    eprintln!("host loss mid windows: takeover after {took:?} at lease TTL {TTL_SECS} s");
+    assert!(
+        took <= Duration::from_secs(TTL_SECS + 5),
+        "takeover took {took:?}"
+    );
+    let writes = survivor_streams(&c, b, stop, w).await;
+    let sealed_after = c.seals().await;
+    let attempts_after: std::collections::BTreeMap<u32, u32> =
+        c.last_attempts().await.into_iter().collect();
+    for (win, attempt, hash) in &sealed_before {
+        assert!(
+            sealed_after.contains(&(*win, *attempt, hash.clone())),
+            "w{win} attempt {attempt}: its seal is kept"
+        );
+        assert_eq!(
+            attempts_after.get(win),
+            Some(attempt),
+            "w{win} was not read again"
+        );
+    }
+    let reopened = attempts_before
+        .iter()
+        .filter(|(wi, a)| attempts_after.get(wi) != Some(a))
+        .count();
+    eprintln!("host loss mid windows: {} windows sealed before the loss, {reopened} windows of A's unsealed attempts read again, writer {writes} statements", sealed_before.len());
+    converge_and_compare(&c, b_dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_lost_while_streaming_is_taken_over() {
+    let n = 5_000;
+    let c = Case::new("hloss_s", n, 1_000, 500).await;
+    let (stop, w) = writer(&c, n);
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = serve_as(&c, "host-a", a_dir.path(), &[]);
+    wait_journal(&c, "host A STREAMING", |h| h.phase == Phase::Streaming).await;
+    let attempts_before = c.last_attempts().await;
+    let b = serve_as(&c, "host-b", b_dir.path(), &["--exit-when-idle"]);
+    // Changes while A streams, then A is lost.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let took = lose_host_a(&c, &mut a, a_dir).await;
+    eprintln!("host loss while STREAMING: takeover after {took:?} at lease TTL {TTL_SECS} s");
+    assert!(
+        took <= Duration::from_secs(TTL_SECS + 5),
+        "takeover took {took:?}"
+    );
+    survivor_streams(&c, b, stop, w).await;
+    assert_eq!(
+        c.last_attempts().await,
+        attempts_before,
+        "no window read again"
+    );
+    converge_and_compare(&c, b_dir.path());
+}
