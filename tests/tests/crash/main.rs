@@ -8,6 +8,7 @@ mod keys_crash;
 mod lost_commit;
 mod replay_parts_crash;
 mod serve_finish;
+mod state_outage;
 mod stream_kill;
 mod types_crash;
 mod window_ahead;
