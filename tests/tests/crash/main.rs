@@ -11,6 +11,7 @@ mod materials_bench;
 mod replay_parts_crash;
 mod retention;
 mod serve_finish;
+mod state_outage;
 mod stream_kill;
 mod types_crash;
 mod window_ahead;
