@@ -3,6 +3,8 @@
 //! and decided from J, T and L as they stand, so the sequence is re-entered from the top
 //! after a crash at any instant (DESIGN §11 I4); see [`crate::table::fence`], [`crate::table::replay`]
 //! and [`crate::table::audit`] for the argument of each step.
+mod follow;
+
 use crate::table::audit::{
     self, Activated, FieldComparer, FieldConfig, FieldRequest, FieldSample, Sources,
 };
@@ -390,7 +392,7 @@ pub async fn after_windows(
             replayed = a.replayed.groups_applied,
             "activation audit passed: STREAMING"
         );
-        stream_versions(ctx, &scope, &mut chain, cfg, a.b.seq, exit_when_idle)
+        follow::stream_versions(ctx, &scope, &mut chain, cfg, a.b.seq, exit_when_idle)
             .await
             .map(Some)
     }
@@ -547,75 +549,6 @@ fn finish<'a>(
             cancel: &ctx.cancel,
         }),
     }
-}
-
-/// Continuous replay after activation, version after version: a run that applied a DDL
-/// ends, and the next one writes with the new version's context; a run stopped by a DDL
-/// without a sealed version seals it when the proof holds (`schema::seal`), else the
-/// table pauses with the DDL and the reason.
-async fn stream_versions(
-    ctx: &JobCtx,
-    scope: &Scope,
-    chain: &mut Chain,
-    cfg: &ReplayConfig,
-    b_seq: LSeq,
-    exit_when_idle: bool,
-) -> Result<Outcome> {
-    loop {
-        let tctx = ctx_at(ctx, chain).await?;
-        let f = finish(ctx, scope, &tctx, chain, cfg);
-        let r = stream_once(ctx, &f, cfg, b_seq, exit_when_idle).await;
-        match r {
-            Ok(o) if o.schema_applied.is_some() => continue,
-            Ok(o) => return Ok(o),
-            Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
-                seal_after_stop(ctx, chain, b_seq, d).await?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// One replay run after activation: a catch-up (`exit_when_idle`) or following L.
-async fn stream_once(
-    ctx: &JobCtx,
-    f: &Finish<'_>,
-    cfg: &ReplayConfig,
-    b_seq: LSeq,
-    exit_when_idle: bool,
-) -> Result<Outcome> {
-    if exit_when_idle {
-        let what = "replay catch-up";
-        let n = cfg.apply_streams;
-        let o = under_write_permits(ctx, what, n, &ctx.cancel, f.catch_up(b_seq)).await?;
-        if let Some(p) = ctx.cfg.retention {
-            crate::table::retention::pass(&f.gc_env(p)).await;
-        }
-        return Ok(o);
-    }
-    let permits = WritePermits {
-        admission: &ctx.admission,
-        owner: format!(
-            "job {} {} streaming replay batch",
-            ctx.id(),
-            ctx.generation()
-        ),
-        deadline: ctx.cfg.permit_timeout,
-        cancel: &ctx.cancel,
-        write_deadline: ctx.deadlines.target_write,
-    };
-    let n = cfg.apply_streams;
-    let verify = || {
-        let work = crate::table::periodic::compare(ctx, f.replayer(), b_seq);
-        under_write_permits(ctx, "periodic verify", n, &ctx.cancel, work)
-    };
-    let follow = |stop| f.stream_admitted(b_seq, stop, &permits);
-    let streaming = crate::table::periodic::stream(ctx, follow, verify);
-    let Some(p) = ctx.cfg.retention else {
-        return streaming.await;
-    };
-    let env = f.gc_env(p);
-    Box::pin(crate::table::retention::beside(&env, streaming)).await
 }
 
 /// Runs `work`, a bounded stretch of target write transactions of the job (replay of
