@@ -176,6 +176,9 @@ struct Serve {
     cancel_runs: std::collections::HashSet<JobId>,
     /// Started jobs already added to their source's capture set (whoever runs them).
     known: std::collections::HashSet<(JobId, kernel::ids::Generation)>,
+    /// Tables of started jobs whose source no job here could register yet (its URL does
+    /// not resolve in this serve), by source identity, with their control schema.
+    unplaced: HashMap<String, Vec<(kernel::capture::CaptureTable, String)>>,
 }
 
 /// Runs until `cancel` fires (or, with `exit_when_idle`, until every started job is done
@@ -199,6 +202,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         outcomes: BTreeMap::new(),
         cancel_runs: Default::default(),
         known: Default::default(),
+        unplaced: HashMap::new(),
     };
     let telemetry = s.cfg.telemetry.clone();
     let conns: crate::store::processes::Connections = Arc::new(move || {

@@ -12,8 +12,10 @@
 //!   running reader's set, and a job writes B only once its table is listed there with
 //!   the current token (`crate::table::capture`): a B that the reader would read without
 //!   capturing the table's rows is never written.
-//! * A serve that cannot resolve the URL of one of a source's jobs never takes that
-//!   stream's lease (its set would be incomplete).
+//! * A started job whose URL does not resolve here is still added to its source's set
+//!   (the reader needs its sealed schema only); a job whose control schema differs from
+//!   its source's makes the set incomplete, and this serve then never takes that
+//!   stream's lease.
 use super::{restarts, Serve};
 use crate::io::connect::resolve_url;
 use crate::store::jobs::{stream_name, JobRecord};
@@ -68,12 +70,8 @@ impl Serve {
             .await;
             match r {
                 Ok((rec, schema)) if rec.generation == *g => {
-                    let identity = rec.source.identity.clone();
                     if let Err(e) = self.ensure_source(&rec, &schema) {
-                        tracing::warn!(job = %job, error = %e, "cannot add the job to its source's capture set here: this serve will not run that source's reader");
-                        if let Some(s) = self.sources.get_mut(&identity) {
-                            s.incomplete = true;
-                        }
+                        self.place_unreachable(&rec, schema, &e);
                     }
                     self.known.insert((*job, *g));
                 }
@@ -81,6 +79,35 @@ impl Serve {
                 Err(e) => {
                     tracing::warn!(job = %job, error = %e, "cannot read the started job; retrying")
                 }
+            }
+        }
+    }
+
+    /// A started job whose source URL does not resolve here still belongs in its source's
+    /// capture set (the reader needs its sealed schema, not its URL): added to the source
+    /// if known, else kept until the source is registered by another job. A job whose
+    /// control schema differs from its source's makes the set incomplete: this serve then
+    /// never runs that source's reader.
+    fn place_unreachable(
+        &mut self,
+        rec: &JobRecord,
+        sealed: kernel::schema::SealedSchema,
+        e: &Error,
+    ) {
+        let table = CaptureTable {
+            job: rec.job_id,
+            generation: rec.generation,
+            sealed,
+        };
+        let entry = (table, rec.control_schema.clone());
+        match self.sources.get_mut(&rec.source.identity) {
+            Some(s) => add_or_incomplete(s, entry, e),
+            None => {
+                tracing::info!(job = %rec.job_id, error = %e, "the job's source is not reachable from this serve yet; its table joins the source's capture set once another job registers the source");
+                self.unplaced
+                    .entry(rec.source.identity.clone())
+                    .or_default()
+                    .push(entry);
             }
         }
     }
@@ -124,21 +151,27 @@ impl Serve {
         set.add(table);
         let throttle = Arc::new(Throttle::new(self.cfg.rate));
         self.cfg.telemetry.add_throttle(throttle.clone());
-        self.sources.insert(
-            rec.source.identity.clone(),
-            Source {
-                reader: None,
-                throttle: throttle.clone(),
-                set: set.shared(),
-                cfg,
-                restart_at: Some(Instant::now()),
-                started: Instant::now(),
-                ended: 0,
-                lease: None,
-                members: HashSet::new(),
-                incomplete: false,
-            },
-        );
+        let waiting = self
+            .unplaced
+            .remove(&rec.source.identity)
+            .unwrap_or_default();
+        let mut src = Source {
+            reader: None,
+            throttle: throttle.clone(),
+            set: set.shared(),
+            cfg,
+            restart_at: Some(Instant::now()),
+            started: Instant::now(),
+            ended: 0,
+            lease: None,
+            members: HashSet::new(),
+            incomplete: false,
+        };
+        let e = Error::transient("its source URL does not resolve in this serve");
+        for entry in waiting {
+            add_or_incomplete(&mut src, entry, &e);
+        }
+        self.sources.insert(rec.source.identity.clone(), src);
         Ok((stream, throttle))
     }
 
@@ -182,6 +215,20 @@ impl Serve {
                 }
             }
         }
+    }
+}
+
+/// Adds a table to a source's set when its control schema is the source's, else marks the
+/// set incomplete (its intents would be missed by this reader).
+fn add_or_incomplete(src: &mut Source, (table, control): (CaptureTable, String), e: &Error) {
+    if control == src.cfg.control_schema {
+        src.set
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(table);
+    } else {
+        tracing::warn!(job = %table.job, error = %e, "the job's control schema differs from its source's: this serve will not run that source's reader");
+        src.incomplete = true;
     }
 }
 

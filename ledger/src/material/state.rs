@@ -13,10 +13,11 @@
 //!
 //! Every read is verified: the chunks must match the head exactly and hash to the digest
 //! ([`super::chunks::assemble`]). The local data directory is a read-through cache: a
-//! material read from the state store is copied there, and a cached copy is used only
-//! while the head row exists (the state store decides presence) and is verified like
+//! material read from the state store is copied there, and a cached copy is verified like
 //! `--materials local` (a cached file whose bytes differ is `evidence_corrupt`, naming the
-//! file: delete it and the next read fetches it again). No transaction takes a gap lock or
+//! file: delete it and the next read fetches it again). A material found only in the
+//! cache (sealed by an older build or under `--materials local`) is verified and copied
+//! into the state store on its first read, so an upgrade keeps its evidence. No transaction takes a gap lock or
 //! a table lock: every statement names a full primary key (Galera-safe).
 use super::chunks::{self, Head, CHUNKS_PER_TX};
 use super::{Fut, LocalDirStore, MaterialStore};
@@ -144,7 +145,7 @@ impl StateStore {
 
     async fn get_inner(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
         let Some(head) = self.head(digest).await? else {
-            return Ok(None);
+            return self.adopt_local(digest).await;
         };
         if let Some(c) = &self.cache {
             if let Some(b) = c.get(digest)? {
@@ -153,6 +154,22 @@ impl StateStore {
         }
         let bytes = chunks::assemble(digest, head, self.read_chunks(digest).await?)?;
         self.cache_put(digest, &bytes);
+        Ok(Some(bytes))
+    }
+
+    /// A material found only in the local data directory (sealed by an older build, or
+    /// under `--materials local`): verified, copied into the state store (chunks, then
+    /// head) and returned, so an upgraded deployment keeps its evidence and another host
+    /// can read it from then on.
+    async fn adopt_local(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
+        let Some(c) = &self.cache else {
+            return Ok(None);
+        };
+        let Some(bytes) = c.get(digest)? else {
+            return Ok(None);
+        };
+        tracing::info!(material = %digest, "material found only in the local data directory: copying it into the state store");
+        self.write(digest, &bytes).await?;
         Ok(Some(bytes))
     }
 
@@ -183,7 +200,14 @@ impl MaterialStore for StateStore {
         Box::pin(self.get_inner(digest))
     }
     fn contains<'a>(&'a self, digest: &'a Digest) -> Fut<'a, bool> {
-        Box::pin(async move { Ok(self.head(digest).await?.is_some()) })
+        Box::pin(async move {
+            let local = || {
+                self.cache
+                    .as_ref()
+                    .map_or(Ok(false), |c| c.contains(digest))
+            };
+            Ok(self.head(digest).await?.is_some() || local()?)
+        })
     }
     fn remove<'a>(&'a self, digest: &'a Digest) -> Fut<'a, ()> {
         Box::pin(self.remove_inner(digest))

@@ -53,19 +53,31 @@ async fn put_get_contains_remove_across_two_caches() {
             .unwrap(),
         "read through into the cache"
     );
-    // A cached copy is used only while the state store holds the material.
+    // remove takes it from the state store and from the remover's cache.
     b.remove(&d).await.unwrap();
-    assert!(!a.contains(&d).await.unwrap());
-    assert_eq!(
-        a.get(&d).await.unwrap(),
-        None,
-        "a's cache does not resurrect it"
-    );
+    assert!(!b.contains(&d).await.unwrap());
+    assert_eq!(b.get(&d).await.unwrap(), None);
     assert!(!LocalDirStore::open(other.path())
         .unwrap()
         .contains(&d)
         .unwrap());
-    b.remove(&d).await.unwrap();
+    let no_cache = StateStore::new(pool.clone(), None);
+    assert_eq!(no_cache.get(&d).await.unwrap(), None);
+    a.remove(&d).await.unwrap();
+    // A material only in a data directory (an older build, --materials local) is read
+    // from there, verified, and copied into the state store for every other host.
+    let legacy = b"WMAN sealed by an older build".to_vec();
+    let ld = LocalDirStore::open(dir.path())
+        .unwrap()
+        .put(&legacy)
+        .unwrap();
+    assert!(no_cache.get(&ld).await.unwrap().is_none());
+    assert_eq!(a.get(&ld).await.unwrap().unwrap(), legacy);
+    assert_eq!(
+        no_cache.get(&ld).await.unwrap().unwrap(),
+        legacy,
+        "adopted into the state store"
+    );
     let left = shared_target().sql_in(
         &db,
         &format!(
