@@ -244,54 +244,55 @@ async fn serve_survives_a_state_store_node_kill_mid_bootstrap_and_another_while_
     tokio::task::block_in_place(|| cluster.restart(1));
     w.wait("more L after the rejoin", LIMIT, |_| true).await;
 
-    writer.stop.store(true, Ordering::Relaxed);
-    writer.thread.join().unwrap();
-    let writes = writer.done.load(Ordering::Relaxed);
-    let until = Instant::now() + LIMIT;
-    let diff = loop {
-        let d = compare(source, &sdb, target, &tdb, "t", &["id"]);
-        if d.is_clean() || Instant::now() > until {
-            break d;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert!(diff.is_clean(), "target differs from source: {diff}");
-    assert!(serve.try_wait().unwrap().is_none(), "serve ended");
-    serve.kill().unwrap();
-    serve.wait().unwrap();
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(
-        text.contains("state store node lost: new connections go to the next node"),
-        "serve did not fail over through its host list:\n{text}"
-    );
-    assert!(
-        !text.contains(SECRET),
-        "the state store password is in serve's log"
-    );
+    let writes = stop_and_compare(writer, (&sdb, &tdb), &mut serve, &log).await;
 
     let p = w.wait("the final state", LIMIT, |_| true).await;
     assert_eq!(p.phase, Phase::Streaming);
-    let l = kernel::log::verify_chain(&pool, &w.stream).await.unwrap();
-    assert_eq!(
-        l, p.tail,
-        "L's chain runs from 1 to D's tail without a hole"
+    let l = evidence_holds(
+        &w,
+        &pool,
+        p.tail,
+        &check_url,
+        data.to_str().unwrap(),
+        done.job_id.0,
+    )
+    .await;
+    pool.close().await;
+    eprintln!(
+        "galera: cluster formed in {formed:?}; {ROWS} rows + {writes} writer statements; \
+         serve continued {first:?} after the kill mid-bootstrap and {second:?} after the \
+         kill while STREAMING; {l} L records; total {:?}",
+        t0.elapsed()
     );
+}
+
+/// After the run: L's chain is whole up to D's tail with no group stored twice, the offline
+/// audit passes and `verify` finds 0/0/0. Returns L's length.
+async fn evidence_holds(
+    w: &World,
+    pool: &MySqlPool,
+    tail: u64,
+    check_url: &str,
+    data_s: &str,
+    job: u64,
+) -> u64 {
+    let l = kernel::log::verify_chain(pool, &w.stream).await.unwrap();
+    assert_eq!(l, tail, "L's chain runs from 1 to D's tail without a hole");
     let (groups, distinct): (i64, i64) = sqlx::query_as(
         "SELECT COUNT(*), COUNT(DISTINCT end_file, end_pos) FROM capture_log \
          WHERE stream = ? AND end_pos IS NOT NULL",
     )
     .bind(&w.stream)
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await
     .unwrap();
     assert_eq!(groups, distinct, "no group end stored twice in L");
 
-    let job = done.job_id.0.to_string();
-    let data_s = data.to_str().unwrap();
+    let job = job.to_string();
     let (code, out, err) = backfill(&[
         "audit",
         "--state",
-        &check_url,
+        check_url,
         "--data-dir",
         data_s,
         &job,
@@ -303,17 +304,49 @@ async fn serve_survives_a_state_store_node_kill_mid_bootstrap_and_another_while_
     let a: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(a["passed"], true, "{out}");
     let (code, out, err) =
-        backfill(&["verify", "--state", &check_url, &job, "--format", "json"]).parts();
+        backfill(&["verify", "--state", check_url, &job, "--format", "json"]).parts();
     assert_eq!(code, 0, "verify: {out} {err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     for k in ["missing", "extra", "differing_fields"] {
         assert_eq!(v["cursor"]["tally"][k]["count"], 0, "{k}: {out}");
     }
-    pool.close().await;
-    eprintln!(
-        "galera: cluster formed in {formed:?}; {ROWS} rows + {writes} writer statements; \
-         serve continued {first:?} after the kill mid-bootstrap and {second:?} after the \
-         kill while STREAMING; {l} L records; total {:?}",
-        t0.elapsed()
+    l
+}
+
+/// Stops the writer, waits until the target equals the source (compared by the servers
+/// alone), checks serve still ran, stops it and reads its log: it failed over through its
+/// host list and never printed the password. Returns the writer's statement count.
+async fn stop_and_compare(
+    writer: Writer,
+    (sdb, tdb): (&str, &str),
+    serve: &mut Child,
+    log: &std::path::Path,
+) -> u64 {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    writer.stop.store(true, Ordering::Relaxed);
+    writer.thread.join().unwrap();
+    let writes = writer.done.load(Ordering::Relaxed);
+    let until = Instant::now() + LIMIT;
+    let diff = loop {
+        let d = compare(source, sdb, target, tdb, "t", &["id"]);
+        if d.is_clean() || Instant::now() > until {
+            break d;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(diff.is_clean(), "target differs from source: {diff}");
+    assert!(serve.try_wait().unwrap().is_none(), "serve ended");
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(
+        text.contains("state store node lost: new connections go to the next node"),
+        "serve did not fail over through its host list:\n{text}"
     );
+    assert!(
+        !text.contains(SECRET),
+        "the state store password is in serve's log"
+    );
+
+    writes
 }

@@ -179,6 +179,22 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             ),
         ));
     }
+    rows.extend(checks_rows(s));
+    let mut out = format!(
+        "job {}  {}  generation {}\n",
+        j.job_id,
+        s.state(),
+        j.generation
+    );
+    for (k, v) in rows {
+        out.push_str(&format!("  {k:<16} {v}\n"));
+    }
+    out
+}
+
+/// The rows of what was checked, the schema version and the pause, in that order.
+fn checks_rows(s: &JobStatus) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
     for c in &s.field_checks {
         let label = match c.origin.as_str() {
             crate::store::field_checks::AUDIT => "audit fields",
@@ -210,16 +226,7 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
             ),
         ));
     }
-    let mut out = format!(
-        "job {}  {}  generation {}\n",
-        j.job_id,
-        s.state(),
-        j.generation
-    );
-    for (k, v) in rows {
-        out.push_str(&format!("  {k:<16} {v}\n"));
-    }
-    out
+    rows
 }
 
 /// The replay row: the stored progress, or why there is none yet. No progress row in
