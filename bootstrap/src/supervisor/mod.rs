@@ -176,6 +176,9 @@ struct Serve {
     cancel_runs: std::collections::HashSet<JobId>,
     /// Started jobs already added to their source's capture set (whoever runs them).
     known: std::collections::HashSet<(JobId, kernel::ids::Generation)>,
+    /// A started job could not be loaded in the last pass: its source is unknown, so no
+    /// stream lease is taken until every started job is placed (`sources::keep_lease`).
+    unplaced_jobs: bool,
     /// Tables of started jobs whose source no job here could register yet (its URL does
     /// not resolve in this serve), by source identity, with their control schema.
     unplaced: HashMap<String, Vec<(kernel::capture::CaptureTable, String)>>,
@@ -202,6 +205,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         outcomes: BTreeMap::new(),
         cancel_runs: Default::default(),
         known: Default::default(),
+        unplaced_jobs: false,
         unplaced: HashMap::new(),
     };
     let telemetry = s.cfg.telemetry.clone();

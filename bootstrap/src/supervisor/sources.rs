@@ -57,7 +57,13 @@ pub(super) fn replica_id(stream: &str, state_url: &str) -> u32 {
 impl Serve {
     /// Adds every started job to its source's capture set (loaded once per job), so a
     /// reader started here captures every table of its source, whoever runs the job.
+    ///
+    /// A job that cannot be loaded (a transient state-store error, a schema this build
+    /// cannot decode) may be of any source and may already have its B in L: until a pass
+    /// places every started job, no stream lease is taken here (a reader started with an
+    /// incomplete set would drop that table's rows without a trace).
     pub(super) async fn know_started(&mut self, started: &[(JobId, Generation)]) {
+        self.unplaced_jobs = false;
         for (job, g) in started {
             if self.known.contains(&(*job, *g)) {
                 continue;
@@ -77,7 +83,8 @@ impl Serve {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(job = %job, error = %e, "cannot read the started job; retrying")
+                    self.unplaced_jobs = true;
+                    tracing::warn!(job = %job, error = %e, "cannot read the started job; retrying (no capture lease is taken meanwhile)")
                 }
             }
         }
@@ -184,8 +191,9 @@ impl Serve {
             self.cfg.owner.clone(),
             self.cfg.lease_ttl,
         );
+        let may_take = !self.unplaced_jobs;
         for src in self.sources.values_mut() {
-            keep_lease(&pool, &owner, ttl, src).await;
+            keep_lease(&pool, &owner, ttl, src, may_take).await;
             reap_reader(src, &self.cfg.telemetry).await;
             let Some((lease, _)) = src.lease.clone() else {
                 continue;
@@ -234,12 +242,14 @@ fn add_or_incomplete(src: &mut Source, (table, control): (CaptureTable, String),
 
 /// Renews a held lease every third of the TTL (dropping it and stopping the reader when
 /// it was taken over, or could not be renewed for two thirds of the TTL), or takes a free
-/// or expired one when this process's set for the stream is complete.
+/// or expired one when this process's set for the stream is complete and `may_take`
+/// (every started job was placed in its source's set).
 async fn keep_lease(
     pool: &sqlx::MySqlPool,
     owner: &str,
     ttl: std::time::Duration,
     src: &mut Source,
+    may_take: bool,
 ) {
     let stream = src.cfg.stream.clone();
     match src.lease.clone() {
@@ -255,7 +265,7 @@ async fn keep_lease(
             }
         },
         Some(_) => {}
-        None if src.incomplete => {}
+        None if src.incomplete || !may_take => {}
         None => match owner::acquire(pool, &stream, owner, ttl).await {
             Ok(Some(lease)) => {
                 tracing::info!(%stream, token = lease.token, "took the capture lease: this serve runs the stream's reader");

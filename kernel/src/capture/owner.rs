@@ -154,24 +154,33 @@ pub async fn check_in(tx: &mut sqlx::MySqlConnection, stream: &str, token: u64) 
 }
 
 /// Lists `(job, g)` as captured by the reader of `lease` (call after adding it to the
-/// reader's set).
+/// reader's set). Written only while `lease` is current (the row is taken from the lease
+/// row with its token, and a listing is never moved back to an older token): a process
+/// that lost the lease while it stalled cannot overwrite the new holder's listing, which
+/// would leave the job waiting before its B. Zero rows: `fenced`.
 pub async fn list_member(
     pool: &MySqlPool,
     lease: &StreamLease,
     job: JobId,
     g: Generation,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO capture_members (stream, job_id, generation, token) VALUES (?, ?, ?, ?) \
-         ON DUPLICATE KEY UPDATE token = VALUES(token)",
+    let n = sqlx::query(
+        "INSERT INTO capture_members (stream, job_id, generation, token) \
+         SELECT stream, ?, ?, token FROM capture_streams WHERE stream = ? AND token = ? \
+         ON DUPLICATE KEY UPDATE token = GREATEST(capture_members.token, VALUES(token))",
     )
-    .bind(&lease.stream)
     .bind(job.0)
     .bind(g.0)
+    .bind(&lease.stream)
     .bind(lease.token)
     .execute(pool)
     .await
     .map_err(st("listing a captured table"))?;
+    // Zero rows: not written because the lease moved on, or already listed as it is
+    // (an earlier try that committed without its answer).
+    if n.rows_affected() == 0 && !is_member(pool, &lease.stream, job, g).await? {
+        return Err(fenced(&lease.stream, lease.token));
+    }
     Ok(())
 }
 

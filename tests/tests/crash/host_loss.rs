@@ -2,7 +2,7 @@
 //! processes: two serves with their own `--owner` and data directory share one state
 //! store (materials in the state store, the default); one table copies under a writer.
 //! The host owning the job is killed (SIGKILL) and its data directory deleted, mid
-//! windows or while STREAMING. The survivor takes the job and the capture stream over
+//! windows, in the replay of (B, F] or while STREAMING. The survivor takes the job and the capture stream over
 //! within the lease TTL plus a few seconds, continues from the evidence (a window sealed
 //! before the loss keeps its attempt and manifest: it is not read again), reaches
 //! STREAMING, and source and target agree by CHECKSUM TABLE and by `backfill verify`;
@@ -20,7 +20,20 @@ const TTL_SECS: u64 = 6;
 
 /// `backfill serve` as host `owner` with its own data directory.
 fn serve_as(c: &Case, owner: &str, data: &std::path::Path, extra: &[&str]) -> Child {
+    serve_at(c, owner, data, extra, "")
+}
+
+/// [`serve_as`] with fault points armed (`name@n`): the process dies there, holding its
+/// leases until they expire, as a lost host does.
+fn serve_at(
+    c: &Case,
+    owner: &str,
+    data: &std::path::Path,
+    extra: &[&str],
+    failpoints: &str,
+) -> Child {
     backfill_tests::bin::command()
+        .env(kernel::failpoint::ENV, failpoints)
         .arg("serve")
         .arg("--state")
         .arg(c.state_url())
@@ -103,7 +116,12 @@ async fn wait_journal(c: &Case, what: &str, ok: impl Fn(&ledger::record::Journal
 async fn lose_host_a(c: &Case, a: &mut Child, a_dir: tempfile::TempDir) -> Duration {
     a.kill().unwrap(); // SIGKILL
     a.wait().unwrap();
-    let killed = Instant::now();
+    host_a_gone(c, Instant::now(), a_dir).await
+}
+
+/// Host A died at `killed`: deletes its data directory and returns how long host B took
+/// to own the job's lease and the capture stream.
+async fn host_a_gone(c: &Case, killed: Instant, a_dir: tempfile::TempDir) -> Duration {
     let path = a_dir.path().to_path_buf();
     drop(a_dir);
     assert!(!path.exists(), "host A's data directory is gone");
@@ -235,6 +253,52 @@ async fn host_lost_while_streaming_is_taken_over() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let took = lose_host_a(&c, &mut a, a_dir).await;
     eprintln!("host loss while STREAMING: takeover after {took:?} at lease TTL {TTL_SECS} s");
+    assert!(
+        took <= Duration::from_secs(TTL_SECS + 5),
+        "takeover took {took:?}"
+    );
+    survivor_streams(&c, b, stop, w).await;
+    assert_eq!(
+        c.last_attempts().await,
+        attempts_before,
+        "no window read again"
+    );
+    converge_and_compare(&c, b_dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_lost_in_the_replay_of_b_f_is_taken_over() {
+    use backfill_tests::bf::table::faults;
+    let n = 5_000;
+    let c = Case::new("hloss_r", n, 1_000, 500).await;
+    let (stop, w) = writer(&c, n);
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Host A dies right after its first replay batch of (B, F] committed in T (before
+    // activation): the writer keeps (B, F] non-empty.
+    let at = format!("{}@1", faults::REPLAY_AFTER_BATCH_T);
+    let a = serve_at(&c, "host-a", a_dir.path(), &[], &at);
+    let a_exit = tokio::task::spawn_blocking(move || wait_long(a))
+        .await
+        .unwrap();
+    let died = Instant::now();
+    assert_eq!(
+        a_exit,
+        Some(kernel::failpoint::EXIT_CODE),
+        "host A died at {at}"
+    );
+    let head = c.head().await;
+    assert!(
+        matches!(head.phase, Phase::Fenced | Phase::Replaying),
+        "host A died in the replay of (B, F], not at {:?}",
+        head.phase
+    );
+    assert_eq!(lease_owner(&c).await.as_deref(), Some("host-a"));
+    let attempts_before = c.last_attempts().await;
+    let b = serve_as(&c, "host-b", b_dir.path(), &["--exit-when-idle"]);
+    let took = host_a_gone(&c, died, a_dir).await;
+    eprintln!(
+        "host loss in the replay of (B, F]: takeover after {took:?} at lease TTL {TTL_SECS} s"
+    );
     assert!(
         took <= Duration::from_secs(TTL_SECS + 5),
         "takeover took {took:?}"

@@ -19,7 +19,8 @@ fn env(name: &str, default: u64) -> u64 {
 
 /// One bootstrap (windows only) of a fresh `rows`-row table with `--materials at`.
 async fn bootstrap(prefix: &str, rows: i64, at: &str) -> Duration {
-    let c = Case::new(prefix, rows, (rows as u64 / 10).max(1), 1_000).await;
+    let window = (rows as u64 / 10).max(1);
+    let c = Case::new(prefix, rows, window, window.min(1_000)).await;
     let t0 = Instant::now();
     let code = backfill_tests::bin::command()
         .arg("serve")

@@ -130,6 +130,32 @@ fn track_group(
     }
 }
 
+/// The registry's entries, usage and registered sum of one job as of one instant: every
+/// registration and release changes the job's usage row in its own transaction, so the
+/// three reads are taken again while the usage read before them differs from the one
+/// after (a release committing in between would otherwise look like a usage mismatch).
+async fn registry_view(
+    reg: &Registry,
+    job: kernel::ids::JobId,
+    g: kernel::ids::Generation,
+) -> Result<(
+    Vec<ledger::registry::Entry>,
+    Option<ledger::registry::Usage>,
+    u64,
+)> {
+    let mut tries = 0;
+    loop {
+        let before = reg.usage(job).await?;
+        let entries = reg.entries(job, g).await?;
+        let sum = reg.registered_bytes(job).await?;
+        let usage = reg.usage(job).await?;
+        tries += 1;
+        if usage == before || tries == 5 {
+            return Ok((entries, usage, sum));
+        }
+    }
+}
+
 /// Gathers every piece of evidence the audit checks.
 pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
     let (job, g) = (s.scope.job, s.scope.generation);
@@ -140,15 +166,7 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
         .and_then(|r| JournalRecord::decode(&r.bytes).ok());
     let chain = err_text(journal.chain(job, g).await);
     let reg = Registry::new(s.pool.clone());
-    let registry = err_text(
-        async {
-            let entries = reg.entries(job, g).await?;
-            let usage = reg.usage(job).await?;
-            let sum = reg.registered_bytes(job).await?;
-            Ok((entries, usage, sum))
-        }
-        .await,
-    );
+    let registry = err_text(registry_view(&reg, job, g).await);
     let mut materials = Snapshot::default();
     if let Ok((entries, _, _)) = &registry {
         for e in entries {

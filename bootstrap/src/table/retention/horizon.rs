@@ -8,8 +8,11 @@
 //! * a STREAMING job whose release is done: its replay restarts after the replay hint's
 //!   record (`replay_progress.l_seq`, confirmed by reading that record, never ahead of T's
 //!   cursor); without a hint it reads from B;
-//! * a table paused by the reader: from the pause's record (its raw rows are kept for the
-//!   resume);
+//! * a table paused by the reader: its pause comes after its B, and its replay stops at
+//!   the pause until the pause is resolved (a sealed schema version, refresh-schema), so
+//!   the job's own need (B, or a hint never ahead of T's cursor) already keeps the pause's
+//!   record and its raw rows; the pause counts only for a job with no other need (a
+//!   pause never pins L for good: `capture_pause` rows are kept forever);
 //! * the reader itself: from D's record on (enforced again by `kernel::log::prune_batch`,
 //!   with the XA holds, in its own transaction).
 //!
@@ -52,10 +55,7 @@ pub fn need_of(j: &JobNeed) -> Option<LSeq> {
             (_, b) => b,
         },
     };
-    match (from, j.paused_at) {
-        (Some(a), Some(p)) => Some(a.min(p)),
-        (a, p) => a.or(p),
-    }
+    from.or(j.paused_at)
 }
 
 /// The horizon: records with seq below it may be deleted. `d` is D's record (the reader
@@ -119,10 +119,15 @@ mod tests {
     }
 
     #[test]
-    fn a_pause_holds_l_from_its_record_and_a_job_without_b_needs_nothing() {
+    fn a_resolved_pause_does_not_pin_l_and_a_job_without_b_needs_nothing() {
+        // Replay got past the pause (its hint is after it): the pause holds nothing more.
         let mut j = job(1, Stage::Released, 10, Some(500));
         j.paused_at = Some(LSeq(300));
-        assert_eq!(need_of(&j), Some(LSeq(300)));
+        assert_eq!(need_of(&j), Some(LSeq(500)));
+        // An unresolved pause: replay (and so the hint) stopped before it.
+        let mut stuck = job(3, Stage::Released, 10, Some(200));
+        stuck.paused_at = Some(LSeq(300));
+        assert_eq!(need_of(&stuck), Some(LSeq(200)));
         let none = JobNeed {
             job: JobId(2),
             stage: Stage::NeedsFromB,

@@ -304,6 +304,25 @@ async fn restore(pool: &MySqlPool, d: &Position) -> Result<Restored> {
     Ok(r)
 }
 
+/// Every table-generation with its B in L and no K must be in the set: the capturer keeps
+/// only the rows of tables in its set, so a session started without one of them would
+/// drop that table's changes without a trace (its L chain still whole). Such a session
+/// does not start (transient: the owner of the set adds the table once it can load it).
+fn check_set_covers(set: &SharedCaptureSet, r: &Restored, stream: &str) -> Result<()> {
+    let set = set.read().unwrap_or_else(|p| p.into_inner());
+    let missing = r.active.iter().find(|(job, g)| {
+        !set.tables
+            .iter()
+            .any(|t| t.job == *job && t.generation == *g)
+    });
+    match missing {
+        None => Ok(()),
+        Some((job, g)) => Err(Error::transient(format!(
+            "stream `{stream}`: job {job} {g} has its B in L and no K but is not in this reader's capture set; the reader does not start until it is (its rows would be lost)"
+        ))),
+    }
+}
+
 /// Turns `conn` (the session's own connection, which checked D's lineage) into the
 /// binlog stream: one connection per session, never a second one opened while the first
 /// is still closing (a server counts a closing connection against max_connections).
@@ -352,6 +371,7 @@ async fn session(
     lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await?;
     log::check_tail(pool, &d).await?;
     let restored = restore(pool, &d).await?;
+    check_set_covers(set, &restored, &d.stream)?;
     let mut cap = Capturer::new(
         d.lineage.digest(),
         &cfg.control_schema,
