@@ -178,10 +178,20 @@ pub async fn list_member(
     .map_err(st("listing a captured table"))?;
     // Zero rows: not written because the lease moved on, or already listed as it is
     // (an earlier try that committed without its answer).
-    if n.rows_affected() == 0 && !is_member(pool, &lease.stream, job, g).await? {
-        return Err(fenced(&lease.stream, lease.token));
+    if n.rows_affected() > 0 {
+        return Ok(());
     }
-    Ok(())
+    let current: Option<u64> =
+        sqlx::query_scalar("SELECT token FROM capture_streams WHERE stream = ?")
+            .bind(&lease.stream)
+            .fetch_optional(pool)
+            .await
+            .map_err(st("listing a captured table"))?;
+    if current == Some(lease.token) && is_member(pool, &lease.stream, job, g).await? {
+        Ok(())
+    } else {
+        Err(fenced(&lease.stream, lease.token))
+    }
 }
 
 /// True when `(job, g)` is listed under the stream's current lease token.

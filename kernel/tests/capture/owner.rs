@@ -1,7 +1,7 @@
 //! One reader per stream across processes (DESIGN §18, `kernel::capture::owner`) against
 //! real MariaDB: a reader whose capture lease was taken over appends nothing to L (its
 //! append is `fenced` and it ends), the new holder's reader goes on from D; leases refuse
-//! a second live owner; members count only under the current token.
+//! a second live owner; members are listed only under the current token.
 use crate::support::*;
 use kernel::capture::owner;
 use kernel::capture::Reader;
@@ -29,9 +29,14 @@ async fn leases_refuse_a_live_owner_and_members_follow_the_token() {
     assert!(a2.token > a.token, "every acquire takes a new token");
     let code = owner::renew(&e.pool, &a, ttl).await.unwrap_err();
     assert_eq!(code.as_definite().unwrap().code, DefiniteCode::Fenced);
-    owner::list_member(&e.pool, &a, JobId(7), Generation(1))
+    let stale = owner::list_member(&e.pool, &a, JobId(7), Generation(1))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(
+        stale.as_definite().unwrap().code,
+        DefiniteCode::Fenced,
+        "a stale token lists nothing"
+    );
     assert!(
         !owner::is_member(&e.pool, "s1", JobId(7), Generation(1))
             .await
@@ -41,6 +46,14 @@ async fn leases_refuse_a_live_owner_and_members_follow_the_token() {
     owner::list_member(&e.pool, &a2, JobId(7), Generation(1))
         .await
         .unwrap();
+    // Listing again (an answer lost on the wire) is fine; the stale holder still cannot
+    // move the listing back to its token.
+    owner::list_member(&e.pool, &a2, JobId(7), Generation(1))
+        .await
+        .unwrap();
+    assert!(owner::list_member(&e.pool, &a, JobId(7), Generation(1))
+        .await
+        .is_err());
     assert!(owner::is_member(&e.pool, "s1", JobId(7), Generation(1))
         .await
         .unwrap());
