@@ -193,6 +193,31 @@ fn wait_long(mut child: Child) -> Option<i32> {
     }
 }
 
+/// After a loss `what` that host B took over in `took`: B streams and catches up, no
+/// window was read again (every window's last attempt is as before the loss), and the
+/// copy compares clean.
+async fn no_window_read_again(
+    c: &Case,
+    what: &str,
+    took: Duration,
+    (b, b_dir): (Child, &std::path::Path),
+    (stop, w): (Arc<AtomicBool>, std::thread::JoinHandle<u64>),
+    attempts_before: Vec<(u32, u32)>,
+) {
+    eprintln!("host loss {what}: takeover after {took:?} at lease TTL {TTL_SECS} s");
+    assert!(
+        took <= Duration::from_secs(TTL_SECS + 5),
+        "takeover took {took:?}"
+    );
+    survivor_streams(c, b, stop, w).await;
+    assert_eq!(
+        c.last_attempts().await,
+        attempts_before,
+        "no window read again"
+    );
+    converge_and_compare(c, b_dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_lost_mid_windows_is_taken_over_from_evidence() {
     let n = 20_000;
@@ -252,18 +277,16 @@ async fn host_lost_while_streaming_is_taken_over() {
     // Changes while A streams, then A is lost.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let took = lose_host_a(&c, &mut a, a_dir).await;
-    eprintln!("host loss while STREAMING: takeover after {took:?} at lease TTL {TTL_SECS} s");
-    assert!(
-        took <= Duration::from_secs(TTL_SECS + 5),
-        "takeover took {took:?}"
-    );
-    survivor_streams(&c, b, stop, w).await;
-    assert_eq!(
-        c.last_attempts().await,
+    let b_run = (b, b_dir.path());
+    no_window_read_again(
+        &c,
+        "while STREAMING",
+        took,
+        b_run,
+        (stop, w),
         attempts_before,
-        "no window read again"
-    );
-    converge_and_compare(&c, b_dir.path());
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,18 +319,7 @@ async fn host_lost_in_the_replay_of_b_f_is_taken_over() {
     let attempts_before = c.last_attempts().await;
     let b = serve_as(&c, "host-b", b_dir.path(), &["--exit-when-idle"]);
     let took = host_a_gone(&c, died, a_dir).await;
-    eprintln!(
-        "host loss in the replay of (B, F]: takeover after {took:?} at lease TTL {TTL_SECS} s"
-    );
-    assert!(
-        took <= Duration::from_secs(TTL_SECS + 5),
-        "takeover took {took:?}"
-    );
-    survivor_streams(&c, b, stop, w).await;
-    assert_eq!(
-        c.last_attempts().await,
-        attempts_before,
-        "no window read again"
-    );
-    converge_and_compare(&c, b_dir.path());
+    let b_run = (b, b_dir.path());
+    let what = "in the replay of (B, F]";
+    no_window_read_again(&c, what, took, b_run, (stop, w), attempts_before).await;
 }
