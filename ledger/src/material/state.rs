@@ -16,8 +16,9 @@
 //! material read from the state store is copied there, and a cached copy is verified like
 //! `--materials local` (a cached file whose bytes differ is `evidence_corrupt`, naming the
 //! file: delete it and the next read fetches it again). A material found only in the
-//! cache (sealed by an older build or under `--materials local`) is verified and copied
-//! into the state store on its first read, so an upgrade keeps its evidence. No transaction takes a gap lock or
+//! cache (sealed by an older build or under `--materials local`) and still registered is
+//! verified and copied into the state store on its first read, so an upgrade keeps its
+//! evidence (a released one is not brought back). No transaction takes a gap lock or
 //! a table lock: every statement names a full primary key (Galera-safe).
 use super::chunks::{self, Head, CHUNKS_PER_TX};
 use super::{Fut, LocalDirStore, MaterialStore};
@@ -161,6 +162,11 @@ impl StateStore {
     /// under `--materials local`): verified, copied into the state store (chunks, then
     /// head) and returned, so an upgraded deployment keeps its evidence and another host
     /// can read it from then on.
+    ///
+    /// Only while the registry still names the digest: a material retention released is
+    /// absent, whatever a host still caches (copying it back would leave bytes in the
+    /// state store that nothing accounts or ever releases); the stale cached copy is
+    /// dropped.
     async fn adopt_local(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
         let Some(c) = &self.cache else {
             return Ok(None);
@@ -168,9 +174,26 @@ impl StateStore {
         let Some(bytes) = c.get(digest)? else {
             return Ok(None);
         };
+        if !self.registered(digest).await? {
+            c.remove(digest)?;
+            return Ok(None);
+        }
         tracing::info!(material = %digest, "material found only in the local data directory: copying it into the state store");
         self.write(digest, &bytes).await?;
         Ok(Some(bytes))
+    }
+
+    /// True when some table-generation's registry rows name `digest` (`ledger_material`,
+    /// the registry of DESIGN §2, in the same state store).
+    async fn registered(&self, digest: &Digest) -> Result<bool> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger_material WHERE digest = ?")
+            .bind(&digest.0[..])
+            .fetch_one(&self.pool)
+            .await
+            .map_err(sq(&format!(
+                "reading the registry rows of material {digest}"
+            )))?;
+        Ok(n > 0)
     }
 
     async fn remove_inner(&self, digest: &Digest) -> Result<()> {

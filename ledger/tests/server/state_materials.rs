@@ -64,14 +64,38 @@ async fn put_get_contains_remove_across_two_caches() {
     let no_cache = StateStore::new(pool.clone(), None);
     assert_eq!(no_cache.get(&d).await.unwrap(), None);
     a.remove(&d).await.unwrap();
-    // A material only in a data directory (an older build, --materials local) is read
-    // from there, verified, and copied into the state store for every other host.
+    // A registered material only in a data directory (an older build, --materials local)
+    // is read from there, verified, and copied into the state store for every other host.
     let legacy = b"WMAN sealed by an older build".to_vec();
     let ld = LocalDirStore::open(dir.path())
         .unwrap()
         .put(&legacy)
         .unwrap();
     assert!(no_cache.get(&ld).await.unwrap().is_none());
+    // Not registered (released by retention, or never accounted): absent, whatever the
+    // cache holds, and the stale cached copy goes.
+    assert_eq!(
+        a.get(&ld).await.unwrap(),
+        None,
+        "a released material is not brought back"
+    );
+    assert!(!LocalDirStore::open(dir.path())
+        .unwrap()
+        .contains(&ld)
+        .unwrap());
+    let ld = LocalDirStore::open(dir.path())
+        .unwrap()
+        .put(&legacy)
+        .unwrap();
+    shared_target().sql_in(
+        &db,
+        &format!(
+            "INSERT INTO ledger_material (job_id, generation, digest, kind, bytes) \
+             VALUES (1, 1, UNHEX('{}'), 'WMAN', {})",
+            hex(&ld),
+            legacy.len()
+        ),
+    );
     assert_eq!(a.get(&ld).await.unwrap().unwrap(), legacy);
     assert_eq!(
         no_cache.get(&ld).await.unwrap().unwrap(),
