@@ -202,3 +202,17 @@ pub async fn last_clean_verify(pool: &MySqlPool, job: JobId, g: Generation) -> R
     .map_err(sq("reading the last clean verify"))?;
     Ok(v.flatten())
 }
+
+/// The differing rows the last periodic verify of the table-generation found (0: none, or
+/// no verify yet).
+pub async fn last_verify_differing(pool: &MySqlPool, job: JobId, g: Generation) -> Result<u64> {
+    let v: Option<u64> = sqlx::query_scalar(
+        "SELECT last_differing FROM periodic_verifies WHERE job_id = ? AND generation = ?",
+    )
+    .bind(job.0)
+    .bind(g.0)
+    .fetch_optional(pool)
+    .await
+    .map_err(sq("reading the last periodic verify"))?;
+    Ok(v.unwrap_or(0))
+}

@@ -299,6 +299,42 @@ async fn a_material_still_needed_is_kept_and_so_is_the_l_it_may_read() {
     assert_eq!(audit_json(&c, c.job.0)["passed"], true);
 }
 
+/// A table whose last periodic verify found a difference keeps its materials (the
+/// evidence of its bootstrap) until a verify passes again; then GC releases them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_its_last_verify_found_different_keeps_its_materials() {
+    let c = streaming_case("gc_diff").await;
+    let held = registered(&c, c.job.0);
+    assert!(!held.is_empty());
+    let job = c.job.0;
+    state(
+        &c,
+        &format!(
+            "INSERT INTO periodic_verifies (job_id, generation, verifies, failures, last_differing) \
+             SELECT job_id, generation, 1, 1, 1 FROM jobs WHERE job_id = {job}"
+        ),
+    );
+    assert_eq!(serve_bin(&c, "", &GC_NOW), Some(0));
+    assert_eq!(
+        registered(&c, job),
+        held,
+        "kept while the last verify differs"
+    );
+    let releases =
+        format!("SELECT COUNT(*) FROM retention_releases WHERE job_id = {job} AND state > 0");
+    assert_eq!(num(&c, &releases), 0);
+    state(
+        &c,
+        &format!("UPDATE periodic_verifies SET last_differing = 0, last_clean_at = NOW(6) WHERE job_id = {job}"),
+    );
+    assert_eq!(serve_bin(&c, "", &GC_NOW), Some(0));
+    assert!(
+        registered(&c, job).is_empty(),
+        "released once a verify passed"
+    );
+    assert_eq!(audit_json(&c, job)["passed"], true);
+}
+
 /// The figures of GC on a bigger table (RETENTION_BENCH_ROWS, default 20 000; the issue's
 /// figure is for 100 000): time and bytes to release its materials, and L records deleted
 /// per second, from serve's own `retention pass` log line (JSON).

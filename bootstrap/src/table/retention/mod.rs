@@ -189,6 +189,14 @@ async fn decide(env: &GcEnv<'_>, row: &rows::ReleaseRow) -> Result<Decision> {
     if rows::verify_walks(env.pool, job, g).await? > 0 {
         needed_by.push(format!("an unfinished `backfill verify` walk of job {job}"));
     }
+    // A table its last periodic verify found different from its source keeps the
+    // evidence of its bootstrap until a verify passes again.
+    let differing = rows::last_verify_differing(env.pool, job, g).await?;
+    if differing > 0 {
+        needed_by.push(format!(
+            "the last periodic verify of job {job}, which found {differing} differing row(s)"
+        ));
+    }
     let facts = Facts {
         now: row.now,
         streaming_since: row.streaming_since,
