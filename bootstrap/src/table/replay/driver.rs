@@ -7,7 +7,7 @@ use super::connections::Conns;
 use super::group::{coverage, plan, Coverage};
 use super::policy::{self, Budget, Decision, Event, Tries};
 use super::progress::{behind_bytes, save_progress, start_point, Lag, Progress};
-use super::source::{next_groups, wait_for_tail, Batch};
+use super::source::{next_groups, Batch};
 use super::{ReplayConfig, Scope};
 use crate::table::schema::Chain;
 use kernel::change::GroupEnd;
@@ -195,6 +195,10 @@ struct Run<'r> {
     last_status: Option<Instant>,
     /// The next batch, read from L while the current one applies.
     ahead: Option<Result<Batch>>,
+    /// L's tail noted right before the last fresh read while following (None: the last
+    /// read was a read-ahead, or not following): an empty read waits for the tail to
+    /// move past it ([`super::tails`]).
+    mark: Option<LSeq>,
 }
 
 impl<'r> Run<'r> {
@@ -232,6 +236,7 @@ impl<'r> Run<'r> {
             caught_up_at,
             last_status: None,
             ahead: None,
+            mark: None,
         })
     }
 
@@ -350,8 +355,14 @@ impl<'r> Run<'r> {
     /// (after `idle_wait`).
     async fn read_next(&mut self) -> Result<Option<Batch>> {
         let read = match self.ahead.take() {
-            Some(s) => s,
-            None => self.r.read(self.after, self.upto).await,
+            Some(s) => {
+                self.mark = None;
+                s
+            }
+            None => {
+                self.mark = self.note_tail().await;
+                self.r.read(self.after, self.upto).await
+            }
         };
         let e = match read {
             Ok(batch) => return Ok(Some(batch)),
@@ -387,8 +398,34 @@ impl<'r> Run<'r> {
         };
         self.save_due(false).await?;
         let r = self.r;
-        wait_for_tail(r.pool, &r.scope.stream, self.after, r.cfg.idle_wait, cancel).await?;
+        match self.mark.take() {
+            Some(m) => {
+                let (tails, bound) = (&r.cfg.tails, super::tails::WATCH_BOUND);
+                tails
+                    .wait_past(r.pool, &r.scope.stream, m, bound, cancel)
+                    .await
+            }
+            // The empty read was a read-ahead (or the tail could not be noted): the next
+            // read is a fresh one, after a short pause.
+            None => tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep(kernel::log::WAIT_POLL) => {}
+            },
+        }
         Ok(ControlFlow::Continue(()))
+    }
+
+    /// The tail to wait past should the next read find nothing (following only).
+    async fn note_tail(&self) -> Option<LSeq> {
+        self.cancel?;
+        let r = self.r;
+        match r.cfg.tails.mark(r.pool, &r.scope.stream).await {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::debug!(job = %r.scope.job, error = %e, "cannot note L's tail");
+                None
+            }
+        }
     }
 
     /// Applies `batch` while the next one is read from L; None once it committed, else

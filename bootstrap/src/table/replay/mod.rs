@@ -70,6 +70,7 @@ mod group;
 mod policy;
 mod progress;
 mod source;
+pub mod tails;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
@@ -107,8 +108,11 @@ pub struct ReplayConfig {
     pub batch_groups: usize,
     /// L records read per query.
     pub read_page: u32,
-    /// Longest single wait for L's tail to move while following.
+    /// The wait before a retry (a failed read or apply, a permit not granted).
     pub idle_wait: Duration,
+    /// L's tail per stream, watched once for every table of the process that follows it
+    /// ([`tails`]; clones of one config share it).
+    pub tails: tails::Tails,
     /// Consecutive transient failures tolerated while following (reset by each commit).
     pub max_retries: u32,
     /// Target connections the replay applies on at once, keys split between them by
@@ -125,6 +129,7 @@ impl Default for ReplayConfig {
             batch_groups: 500,
             read_page: 500,
             idle_wait: Duration::from_millis(200),
+            tails: tails::Tails::default(),
             max_retries: 3,
             apply_streams: 1,
         }

@@ -1,5 +1,5 @@
-//! Reading L for one table: intent markers, the table's next complete groups, and
-//! waiting for L's tail to move. Only reads: L is append-only and hash chained, and
+//! Reading L for one table: intent markers and the table's next complete groups (waiting
+//! for L's tail is [`super::tails`]). Only reads: L is append-only and hash chained, and
 //! every read is bounded by a seq (F, K or the tail seen), a page and a change budget.
 //!
 //! What is read decides nothing on its own: the driver applies a group only when T's
@@ -17,9 +17,6 @@ use kernel::{Error, Result};
 use ledger::apply::ReplayGroup;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row as _;
-use std::time::Duration;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// An intent marker as L holds it: the record and the end of its group.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -223,29 +220,4 @@ pub async fn next_groups(
         }
     }
     Ok((out, next))
-}
-
-/// Waits (at most `bound`) until L's tail is past `after` or `cancel` fires.
-pub(super) async fn wait_for_tail(
-    pool: &MySqlPool,
-    stream: &str,
-    after: LSeq,
-    bound: Duration,
-    cancel: &CancellationToken,
-) -> Result<()> {
-    let deadline = Instant::now() + bound;
-    loop {
-        if let Some(d) = log::load_position(pool, stream).await? {
-            if d.tail.seq > after {
-                return Ok(());
-            }
-        }
-        if Instant::now() >= deadline {
-            return Ok(());
-        }
-        tokio::select! {
-            _ = cancel.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(log::WAIT_POLL.max(Duration::from_millis(20))) => {}
-        }
-    }
 }
