@@ -37,6 +37,12 @@ pub trait MaterialStore: Send + Sync {
     /// The bytes stored under `digest`, verified against it; None if absent. Bytes that do
     /// not hash to `digest` are a definite `evidence_corrupt` error.
     fn get<'a>(&'a self, digest: &'a Digest) -> Fut<'a, Option<Vec<u8>>>;
+    /// Like [`MaterialStore::get`], but from the copy every owner reads, never from a
+    /// host's cache: the audit checks the shared evidence, so a corrupt or missing shared
+    /// copy is not hidden by a good cached one. Same as `get` where there is no cache.
+    fn get_shared<'a>(&'a self, digest: &'a Digest) -> Fut<'a, Option<Vec<u8>>> {
+        self.get(digest)
+    }
     /// True if something complete is stored under `digest` (not verified).
     fn contains<'a>(&'a self, digest: &'a Digest) -> Fut<'a, bool>;
     /// Removes a material (garbage of an abandoned attempt, retention). Absent is fine.

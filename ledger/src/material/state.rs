@@ -12,7 +12,9 @@
 //! crash inside it also leaves only headless chunks.
 //!
 //! Every read is verified: the chunks must match the head exactly and hash to the digest
-//! ([`super::chunks::assemble`]). The local data directory is a read-through cache: a
+//! ([`super::chunks::assemble`]). The audit reads the state store's copy even when a
+//! cached one exists ([`MaterialStore::get_shared`]): that copy is what another owner
+//! would read after a takeover. The local data directory is a read-through cache: a
 //! material read from the state store is copied there, and a cached copy is verified like
 //! `--materials local` (a cached file whose bytes differ is `evidence_corrupt`, naming the
 //! file: delete it and the next read fetches it again). A material found only in the
@@ -158,6 +160,19 @@ impl StateStore {
         Ok(Some(bytes))
     }
 
+    /// The state store's copy, verified, whatever the cache holds (the audit's read). A
+    /// material present only in the cache is adopted as by `get` (the upgrade path).
+    async fn get_shared_inner(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
+        let Some(head) = self.head(digest).await? else {
+            return self.adopt_local(digest).await;
+        };
+        Ok(Some(chunks::assemble(
+            digest,
+            head,
+            self.read_chunks(digest).await?,
+        )?))
+    }
+
     /// A material found only in the local data directory (sealed by an older build, or
     /// under `--materials local`): verified, copied into the state store (chunks, then
     /// head) and returned, so an upgraded deployment keeps its evidence and another host
@@ -221,6 +236,9 @@ impl MaterialStore for StateStore {
     }
     fn get<'a>(&'a self, digest: &'a Digest) -> Fut<'a, Option<Vec<u8>>> {
         Box::pin(self.get_inner(digest))
+    }
+    fn get_shared<'a>(&'a self, digest: &'a Digest) -> Fut<'a, Option<Vec<u8>>> {
+        Box::pin(self.get_shared_inner(digest))
     }
     fn contains<'a>(&'a self, digest: &'a Digest) -> Fut<'a, bool> {
         Box::pin(async move {

@@ -174,3 +174,34 @@ async fn headless_chunks_are_never_present() {
     s.put(&m).await.unwrap();
     assert_eq!(s.get(&d).await.unwrap().unwrap(), m);
 }
+
+#[tokio::test]
+async fn the_audit_read_sees_a_corrupt_shared_copy_behind_a_good_cache() {
+    let (pool, db) = state_db("mat_shared").await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = StateStore::new(pool.clone(), Some(LocalDirStore::open(dir.path()).unwrap()));
+    let m = bytes(CHUNK_BYTES + 9, 5);
+    let d = s.put(&m).await.unwrap();
+    assert_eq!(s.get_shared(&d).await.unwrap().unwrap(), m);
+    shared_target().sql_in(
+        &db,
+        &format!(
+            "UPDATE material_blobs SET bytes = CONCAT('Z', SUBSTRING(bytes, 2)) \
+             WHERE digest = UNHEX('{}') AND chunk_no = 0",
+            hex(&d)
+        ),
+    );
+    // This host's cache still holds good bytes: `get` serves them...
+    assert_eq!(s.get(&d).await.unwrap().unwrap(), m);
+    // ...but what another owner would read is corrupt, and the audit's read says so.
+    assert_eq!(
+        corrupt_code(s.get_shared(&d).await),
+        Some(DefiniteCode::EvidenceCorrupt)
+    );
+    // A store without a cache: the same.
+    let bare = StateStore::new(pool.clone(), None);
+    assert_eq!(
+        corrupt_code(bare.get_shared(&d).await),
+        Some(DefiniteCode::EvidenceCorrupt)
+    );
+}

@@ -34,9 +34,9 @@ fn err_text<T>(r: Result<T>) -> std::result::Result<T, String> {
 }
 
 /// One material read, verified and reduced to what the checks need; its page bytes are
-/// dropped before the next one is read.
+/// dropped before the next one is read. The shared copy is read, not a host's cache.
 async fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
-    match store.get(d).await {
+    match store.get_shared(d).await {
         Ok(Some(b)) if kind == Kind::Manifest => Stored::Manifest(b),
         Ok(Some(b)) => Stored::Facts(Facts::of(kind, &b)),
         Ok(None) => Stored::Missing,
