@@ -486,3 +486,51 @@ async fn a_streaming_serve_releases_beside_the_replay() {
     assert!(out.lines().next().unwrap().contains("HELD"), "{out}");
     assert_eq!(audit_json(&c, job)["passed"], true);
 }
+
+/// A difference a `backfill verify` run by hand found (its `field_checks` row, origin
+/// `verify`) keeps the table's materials like a periodic one; a later clean whole
+/// `backfill verify` clears it, and GC then releases them. (The finding is written as
+/// `verify` writes it: a real difference on the target would also pause the table at
+/// serve's restart, whose re-audit compares the fields again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_difference_found_by_a_manual_verify_keeps_the_materials() {
+    let c = streaming_case("gc_hand").await;
+    assert_eq!(serve_bin(&c, "", &["--no-gc"]), Some(0));
+    let job = c.job.0;
+    let held = registered(&c, job);
+    assert!(!held.is_empty());
+    state(
+        &c,
+        &format!(
+            "INSERT INTO field_checks (job_id, generation, origin, checked_at, mode, seed, \
+             position, rows_checked, differing_rows, summary) SELECT job_id, generation, \
+             'verify', UTC_TIMESTAMP(6), 'quiescent verify', 0, NULL, 600, 1, \
+             'key id=590 column v' FROM jobs WHERE job_id = {job}"
+        ),
+    );
+    assert_eq!(serve_bin(&c, "", &GC_NOW), Some(0));
+    assert_eq!(
+        registered(&c, job),
+        held,
+        "kept while a verify finding stands"
+    );
+    let releases =
+        format!("SELECT COUNT(*) FROM retention_releases WHERE job_id = {job} AND state > 0");
+    assert_eq!(num(&c, &releases), 0);
+    let (state_url, j) = (c.state_url(), job.to_string());
+    let (s, t) = (c.source.url(), c.target.url());
+    let args = [
+        "verify", &j, "--state", &state_url, "--source", &s, "--target", &t,
+    ];
+    let (code, out, err) = backfill(&args).parts();
+    assert_eq!(code, 0, "a clean verify: {out} {err}");
+    let found =
+        format!("SELECT COUNT(*) FROM field_checks WHERE job_id = {job} AND differing_rows > 0");
+    assert_eq!(num(&c, &found), 0, "the clean verify cleared the finding");
+    assert_eq!(serve_bin(&c, "", &GC_NOW), Some(0));
+    assert!(
+        registered(&c, job).is_empty(),
+        "released after the clean verify"
+    );
+    c.assert_target_equals_source();
+}

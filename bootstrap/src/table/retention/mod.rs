@@ -4,12 +4,14 @@
 //!
 //! # Why it is safe (kill -9 at any instant)
 //!
-//! Materials, per table-generation, in the table's own task (never beside its own audit
-//! or periodic verify, which run in that task too), as a persisted protocol on
+//! Materials, per table-generation, in the table's own task (after its activation audit;
+//! beside its continuous replay and periodic verify, which read no material: a verify
+//! compares the source with the target), as a persisted protocol on
 //! `retention_releases`:
 //! 1. Retained: [`policy::decide`] keeps the materials while the retention runs, while a
-//!    cancel or an unfinished verify walk is recorded, or (`--retention-until-verify`)
-//!    until a periodic verify passed after activation.
+//!    cancel or an unfinished verify walk is recorded, while a recorded verify or field
+//!    check found differing rows, or (`--retention-until-verify`) until a periodic verify
+//!    passed after activation.
 //! 2. Intent: the activation audit runs on the evidence as it stands (credential
 //!    required); only if it passes is the [`ReleaseRecord`] written: every
 //!    registered material (digest, kind, bytes) and the facts the audit checked (windows,
@@ -189,13 +191,22 @@ async fn decide(env: &GcEnv<'_>, row: &rows::ReleaseRow) -> Result<Decision> {
     if rows::verify_walks(env.pool, job, g).await? > 0 {
         needed_by.push(format!("an unfinished `backfill verify` walk of job {job}"));
     }
-    // A table its last periodic verify found different from its source keeps the
-    // evidence of its bootstrap until a verify passes again.
+    // A table its last periodic verify, a `backfill verify` or a field check found
+    // different from its source keeps the evidence of its bootstrap until a verify
+    // passes again (a clean whole walk clears the finding).
     let differing = rows::last_verify_differing(env.pool, job, g).await?;
     if differing > 0 {
         needed_by.push(format!(
             "the last periodic verify of job {job}, which found {differing} differing row(s)"
         ));
+    }
+    for c in crate::store::field_checks::read(env.pool, job, g).await? {
+        if c.differing_rows > 0 {
+            needed_by.push(format!(
+                "job {job}'s recorded {} finding of {} differing row(s) ({})",
+                c.origin, c.differing_rows, c.checked_at
+            ));
+        }
     }
     let facts = Facts {
         now: row.now,
