@@ -266,6 +266,20 @@ pub fn check_streams(apply_streams: u32, target_writes: u32) -> Result<()> {
     ))
 }
 
+/// SIGINT (Ctrl-C) or SIGTERM (what systemd and Kubernetes send): both stop serve cleanly
+/// (permits released, the serve row marked stopped).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
 /// Runs `serve` until SIGINT/SIGTERM (or idle, with --exit-when-idle).
 pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
     check_streams(a.apply_streams, a.target_writes)?;
@@ -315,7 +329,7 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
     let cancel = CancellationToken::new();
     let c = cancel.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        stop_signal().await;
         c.cancel();
     });
     let metrics = match a.metrics_addr {

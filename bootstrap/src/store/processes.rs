@@ -298,6 +298,52 @@ async fn write(
     Ok(())
 }
 
+/// Records where this serve keeps materials and refuses to run beside a live serve of
+/// the same state store that keeps them elsewhere: a job one of them took over from the
+/// other would find its materials missing (`evidence_corrupt`). Our own row is written
+/// first, so of two serves starting at once at least one sees the other.
+pub async fn claim_materials(pool: &MySqlPool, owner: &str, materials: &str) -> Result<()> {
+    let empty = codec::encode(&Persisted {
+        pools: Vec::new(),
+        connections: Vec::new(),
+    });
+    sqlx::query(
+        "INSERT INTO serve_processes (owner, pid, admission, materials) VALUES (?, ?, ?, ?) \
+         ON DUPLICATE KEY UPDATE materials = VALUES(materials)",
+    )
+    .bind(owner)
+    .bind(std::process::id())
+    .bind(empty)
+    .bind(materials)
+    .execute(pool)
+    .await
+    .map_err(|e| from_sqlx("recording serve's --materials in serve_processes", &e))?;
+    let others: Vec<(String, String)> = sqlx::query_as(
+        "SELECT owner, materials FROM serve_processes WHERE owner <> ? \
+         AND stopped_at IS NULL AND materials IS NOT NULL AND materials <> ? \
+         AND heartbeat_at >= CURRENT_TIMESTAMP(6) - INTERVAL ? SECOND ORDER BY owner LIMIT 5",
+    )
+    .bind(owner)
+    .bind(materials)
+    .bind(STALE_AFTER.as_secs())
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading the other serves' --materials", &e))?;
+    let Some((other, theirs)) = others.first() else {
+        return Ok(());
+    };
+    Err(kernel::Error::definite(
+        kernel::error::DefiniteCode::Usage,
+        format!(
+            "serve {owner} was started with --materials {materials}, but serve {other} on \
+             the same state store keeps materials with --materials {theirs}: every serve \
+             sharing a state store must use the same placement (a job taken over from a \
+             local one would find its materials missing); start this one with \
+             --materials {theirs}, or stop {other} first"
+        ),
+    ))
+}
+
 /// The task that keeps one serve's row current.
 pub struct Publisher {
     stop: CancellationToken,

@@ -189,6 +189,7 @@ struct Serve {
 pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcomes> {
     let pool = kernel::state::open(&cfg.state_url, &Default::default()).await?;
     let store = ledger::material::open(cfg.materials, &pool, &cfg.data_dir)?;
+    crate::store::processes::claim_materials(&pool, &cfg.owner, cfg.materials.as_str()).await?;
     let admission = Admission::new(cfg.limits)
         .map_err(|e| Error::definite(DefiniteCode::Usage, e.to_string()))?;
     cfg.telemetry.observe_admission(&admission);
