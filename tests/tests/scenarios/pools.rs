@@ -12,6 +12,16 @@
 //! metrics do. At the end every table is STREAMING and compares clean with the
 //! independent comparator (`backfill_tests::compare`).
 //!
+//! A writer touches random rows of random tables (`POOLS_WRITER_RATE` statements/s,
+//! default 20) while serve bootstraps; then a second `serve --exit-when-idle` catches up
+//! and the tables are compared; then serve runs idle for `POOLS_IDLE_SECS` (default 3) to
+//! measure the idle cost (CPU, state-store queries/s) and stops on SIGTERM. The sizes are
+//! the CI's by default; the acceptance run of issue 17 is
+//! `POOLS_TABLES=1000 POOLS_ROWS=1000 POOLS_MAX_CONNECTIONS=151 POOLS_WRITER_RATE=200
+//! POOLS_PEER=1 cargo test --release -p backfill-tests --test scenarios a_hundred -- --nocapture`
+//! (`POOLS_PEER=1` also times `mariadb-dump --single-transaction | mariadb` of the same
+//! database between the same servers, and prints the ratio; serve's peak RSS is printed).
+//!
 //! And the reuse of control connections (`bootstrap/src/io/pool.rs`): what a user changed
 //! in its session is gone for the next one, and data connections are never reused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -29,8 +39,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TABLES: usize = 120;
-const ROWS: i64 = 200;
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn tables() -> usize {
+    env("POOLS_TABLES", 120) as usize
+}
+
+fn rows() -> i64 {
+    env("POOLS_ROWS", 200) as i64
+}
 const USER: &str = "bf_pool";
 /// serve's state-store account (on the target server), counted apart.
 const STATE_USER: &str = "bf_pool_state";
@@ -50,7 +72,8 @@ const STATE_BOUND: u64 = 8 + 2;
 const CLOSING: u64 = 1;
 
 fn server(opts: ServerOpts) -> Server {
-    let s = Server::start_private(opts.config("max_connections=40"));
+    let max = env("POOLS_MAX_CONNECTIONS", 40);
+    let s = Server::start_private(opts.config(format!("max_connections={max}")));
     for u in [USER, STATE_USER] {
         s.sql(&format!(
             "CREATE USER IF NOT EXISTS '{u}'@'%' IDENTIFIED BY '{PW}'; \
@@ -214,9 +237,11 @@ async fn world(
     let ctl = source.fresh_db("pools_c");
     let tdb = target.fresh_db("pools_t");
     let state = target.url_user(STATE_USER, PW, &format!("{tdb}_state"));
-    let values: Vec<String> = (1..=ROWS).map(|i| format!("({i}, {i}, 'v{i}')")).collect();
+    let values: Vec<String> = (1..=rows())
+        .map(|i| format!("({i}, {i}, 'v{i}')"))
+        .collect();
     let (mut src_sql, mut tgt_sql) = (String::new(), String::new());
-    for i in 1..=TABLES {
+    for i in 1..=tables() {
         let ddl = DDL.replace("TABLE t ", &format!("TABLE t{i} "));
         src_sql.push_str(&format!("{ddl};\n"));
         match i {
@@ -231,7 +256,7 @@ async fn world(
         .await
         .unwrap();
     let mut jobs = Vec::new();
-    for i in 1..=TABLES {
+    for i in 1..=tables() {
         let table = format!("t{i}");
         let mut req = InstallRequest::new(
             state.clone(),
@@ -246,13 +271,106 @@ async fn world(
         let done = install_with(&pool, &req)
             .await
             .unwrap_or_else(|e| panic!("install {table}: {e}"));
-        commands::start_within(&pool, done.job_id, TABLES as u32)
+        commands::start_within(&pool, done.job_id, tables() as u32)
             .await
             .unwrap();
         jobs.push((done.job_id, done.generation, table));
     }
     pool.close().await;
     (sdb, tdb, jobs, state)
+}
+
+/// What the first serve run showed besides the sampler.
+#[derive(Debug, Default)]
+struct Watched {
+    statuses: u32,
+    slowest: Duration,
+    pools_seen: bool,
+    status_pools: bool,
+    last_metrics: String,
+    peak_rss_mib: f64,
+}
+
+/// `VmHWM` of a process in MiB (0 once it is gone).
+fn peak_rss_mib(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Runs `backfill status` every second and scrapes the metrics until serve exits.
+async fn watch(child: &mut std::process::Child, root_state: &str, addr: &str) -> Watched {
+    let (t1, mut w) = (Instant::now(), Watched::default());
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return w;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(1800),
+            "serve did not become idle in 1800 s"
+        );
+        w.peak_rss_mib = w.peak_rss_mib.max(peak_rss_mib(child.id()));
+        let at = Instant::now();
+        let r = tokio::task::spawn_blocking({
+            let s = root_state.to_string();
+            move || {
+                backfill_tests::Run::of(backfill_tests::command().args(["status", "--state", &s]))
+            }
+        })
+        .await
+        .unwrap();
+        if child.try_wait().unwrap().is_none() {
+            assert_eq!(r.code, 0, "status while serve runs: {}", r.all());
+            w.statuses += 1;
+            w.slowest = w.slowest.max(at.elapsed());
+            w.status_pools |= r
+                .stdout
+                .contains(&format!("connections to the source {USER}@"))
+                && r.stdout
+                    .contains(&format!("connections to the target {USER}@"));
+        }
+        if let Some(m) = scrape(addr) {
+            w.pools_seen |= m.contains("backfill_connections_capacity{side=\"target\"")
+                && m.contains("backfill_connections_in_use{side=\"source\"");
+            if m.contains("backfill_connections_peak") {
+                w.last_metrics = m;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Updates a random row of a random table, `rate` statements a second (root, so the
+/// sampler does not count it), until `stop`; returns how many it ran.
+fn writer(source: &Server, sdb: &str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+    let (url, sdb) = (source.url_db(sdb), sdb.to_string());
+    let rate = env("POOLS_WRITER_RATE", 20).max(1);
+    let (n_tables, n_rows) = (tables() as u64, rows() as u64);
+    tokio::spawn(async move {
+        let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+            .await
+            .unwrap();
+        let every = Duration::from_secs_f64(1.0 / rate as f64);
+        let mut tick = tokio::time::interval(every);
+        let (mut n, mut x) = (0u64, 0x9e37_79b9_7f4a_7c15u64);
+        while !stop.load(Ordering::SeqCst) {
+            tick.tick().await;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (t, id) = (x % n_tables + 1, (x >> 20) % n_rows + 1);
+            c.query_drop(format!(
+                "UPDATE {sdb}.t{t} SET k = k + 1, v = 'w{n}' WHERE id = {id}"
+            ))
+            .await
+            .unwrap();
+            n += 1;
+        }
+        let _ = c.disconnect().await;
+        n
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -267,86 +385,157 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     none_of_the_account_left(&target).await;
     let root_state = target.url_db(&format!("{tdb}_state"));
     let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("serve");
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().to_string()
     };
     let stop = Arc::new(AtomicBool::new(false));
     let seen = sampler(source.url(), target.url(), addr.clone(), stop.clone());
+    let writes = writer(&source, &sdb, stop.clone());
     let t1 = Instant::now();
-    let mut child = spawn_serve(&state, data.path(), &source, &target, &addr);
-    let (mut statuses, mut slowest, mut pools_seen) = (0u32, Duration::ZERO, false);
-    let mut status_pools = false;
-    let mut last_metrics = String::new();
-    let exit = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t1.elapsed() < Duration::from_secs(900),
-            "serve did not become idle in 900 s"
-        );
-        let at = Instant::now();
-        let r = tokio::task::spawn_blocking({
-            let s = root_state.clone();
-            move || {
-                backfill_tests::Run::of(backfill_tests::command().args(["status", "--state", &s]))
-            }
-        })
-        .await
-        .unwrap();
-        if child.try_wait().unwrap().is_none() {
-            assert_eq!(r.code, 0, "status while serve runs: {}", r.all());
-            statuses += 1;
-            slowest = slowest.max(at.elapsed());
-            status_pools |= r
-                .stdout
-                .contains(&format!("connections to the source {USER}@"))
-                && r.stdout
-                    .contains(&format!("connections to the target {USER}@"));
-        }
-        if let Some(m) = scrape(&addr) {
-            pools_seen |= m.contains("backfill_connections_capacity{side=\"target\"")
-                && m.contains("backfill_connections_in_use{side=\"source\"");
-            if m.contains("backfill_connections_peak") {
-                last_metrics = m;
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
+    let serve =
+        |extra: &[&str]| spawn_serve(&state, data.path(), &log, &source, &target, &addr, extra);
+    let mut child = serve(&["--exit-when-idle"]);
+    let w = watch(&mut child, &root_state, &addr).await;
     let ran = t1.elapsed();
     stop.store(true, Ordering::SeqCst);
-    let seen = seen.await.unwrap();
-    let (out, err) = output(&mut child);
+    let (seen, writes) = (seen.await.unwrap(), writes.await.unwrap());
+    let exit = child.wait().unwrap();
+    let (out, err) = output(&log);
     assert!(
         exit.success(),
         "serve: {exit}\n{out}\n{}",
         err.replace(PW, "<PW>")
     );
     eprintln!(
-        "pools: {TABLES} tables installed in {installed:?}, serve to idle in {ran:?}; {seen:?}; \
-         {statuses} status runs answered, slowest {slowest:?}"
+        "pools: {} tables x {} rows installed in {installed:?}, serve to idle in {ran:?} \
+         under {writes} writes (peak RSS {:.0} MiB); {seen:?}; {} status runs answered, \
+         slowest {:?}",
+        tables(),
+        rows(),
+        w.peak_rss_mib,
+        w.statuses,
+        w.slowest
     );
     assert!(
         seen.samples >= 10 && seen.source_peak >= 2,
         "the sampler saw serve: {seen:?}"
     );
-    assert!(statuses >= 1, "status ran during serve");
-    assert!(pools_seen, "the metrics showed the connection pools");
-    pool_peaks_within_bounds(&last_metrics);
-    assert!(status_pools, "status showed the connection pools");
+    assert!(w.statuses >= 1, "status ran during serve");
+    assert!(w.pools_seen, "the metrics showed the connection pools");
+    pool_peaks_within_bounds(&w.last_metrics);
+    assert!(w.status_pools, "status showed the connection pools");
     assert!(!out.contains("paused") && !out.contains("refused"), "{out}");
-
+    // The writes after serve went idle are caught up by the next run, then compared.
+    let mut again = serve(&["--exit-when-idle"]);
+    assert!(again.wait().unwrap().success(), "{:?}", output(&log));
     every_job_streams_clean(&root_state, &source, &sdb, &target, &tdb, &jobs).await;
+    idle_cost(&serve, &target, &format!("{tdb}_state")).await;
+    if env("POOLS_PEER", 0) == 1 {
+        peer(&source, &sdb, &target, installed + ran);
+    }
+}
+
+/// serve running idle with every table STREAMING: CPU share and state-store queries per
+/// second over `POOLS_IDLE_SECS`; then SIGTERM stops it cleanly.
+async fn idle_cost(
+    serve: &dyn Fn(&[&str]) -> std::process::Child,
+    target: &Server,
+    state_db: &str,
+) {
+    let secs = env("POOLS_IDLE_SECS", 3).max(1);
+    let questions = || -> u64 {
+        let q = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                 WHERE VARIABLE_NAME = 'QUESTIONS'";
+        target.sql_in(state_db, q).trim().parse().unwrap()
+    };
+    let mut child = serve(&[]);
+    let pid = child.id();
+    let cpu = || -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let f: Vec<&str> = s
+            .rsplit_once(')')
+            .map_or("", |x| x.1)
+            .split_whitespace()
+            .collect();
+        f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+    };
+    // Its start (leases, the re-audit of every table) is not idle: each second is
+    // printed, and the figure is the last half of the run.
+    let (mut series, mut last) = (Vec::new(), (cpu(), questions(), Instant::now()));
+    for _ in 0..secs {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = (cpu(), questions(), Instant::now());
+        let took = now.2.duration_since(last.2).as_secs_f64();
+        // USER_HZ is 100 ticks a second.
+        let cpu_pct = (now.0 - last.0) as f64 / took;
+        series.push((cpu_pct, (now.1 - last.1) as f64 / took));
+        last = now;
+    }
+    let tail = &series[series.len() / 2..];
+    let avg = |f: fn(&(f64, f64)) -> f64| tail.iter().map(f).sum::<f64>() / tail.len() as f64;
+    let (cpu_pct, qps) = (avg(|x| x.0), avg(|x| x.1));
+    let shown: Vec<String> = series
+        .iter()
+        .map(|(c, q)| format!("{c:.0}%/{q:.0}q"))
+        .collect();
+    eprintln!(
+        "pools idle: {} STREAMING tables, last {} of {secs} s: CPU {cpu_pct:.1} % of a core, \
+         {qps:.0} queries/s on the target+state server ({:.3} per table per second); \
+         each second: {}",
+        tables(),
+        tail.len(),
+        qps / tables() as f64,
+        shown.join(" ")
+    );
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "SIGTERM stops serve cleanly: {exit}");
+}
+
+/// `mariadb-dump --single-transaction DB | mariadb` of the same database between the
+/// same servers, timed, and the ratio of install -> all STREAMING to it.
+fn peer(source: &Server, sdb: &str, target: &Server, ours: Duration) {
+    let pdb = target.fresh_db("pools_peer");
+    let dump = format!(
+        "mariadb-dump --no-defaults -h127.0.0.1 -uroot -P{} --single-transaction {sdb} \
+         | mariadb --no-defaults -h127.0.0.1 -uroot -P{} {pdb}",
+        source.port(),
+        target.port()
+    );
+    let t = Instant::now();
+    let ok = std::process::Command::new("bash")
+        .args(["-o", "pipefail", "-c", &dump])
+        .status()
+        .unwrap()
+        .success();
+    let peer = t.elapsed();
+    assert!(ok, "{dump}");
+    eprintln!(
+        "pools peer: mariadb-dump | mariadb {peer:?}; backfill install -> all STREAMING \
+         {ours:?}: ratio {:.2}",
+        ours.as_secs_f64() / peer.as_secs_f64()
+    );
 }
 
 fn spawn_serve(
     state: &str,
     data: &std::path::Path,
+    log: &std::path::Path,
     source: &Server,
     target: &Server,
     addr: &str,
+    extra: &[&str],
 ) -> std::process::Child {
+    // Files, not pipes: a thousand tables' output must never block serve on a full pipe.
+    let file = |ext: &str| std::fs::File::create(log.with_extension(ext)).unwrap();
     backfill_tests::command()
         .args([
             "serve",
@@ -359,34 +548,21 @@ fn spawn_serve(
             "--target",
             &target.url_user(USER, PW, ""),
             "--max-sessions",
-            &TABLES.to_string(),
-            "--exit-when-idle",
+            &tables().to_string(),
             "--metrics-addr",
             addr,
         ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .args(extra)
+        .stdout(file("out"))
+        .stderr(file("err"))
         .spawn()
         .unwrap()
 }
 
-/// serve's stdout and stderr, read to their end.
-fn output(child: &mut std::process::Child) -> (String, String) {
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (out, err)
+/// The last serve's stdout and stderr (it has exited).
+fn output(data: &std::path::Path) -> (String, String) {
+    let read = |ext: &str| std::fs::read_to_string(data.with_extension(ext)).unwrap_or_default();
+    (read("out"), read("err"))
 }
 
 async fn every_job_streams_clean(
@@ -409,7 +585,7 @@ async fn every_job_streams_clean(
             .map(|h| h.record.phase);
         assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job})");
         let d = compare(source, sdb, target, tdb, table, &["id"]);
-        assert!(d.is_clean() && d.rows == ROWS as usize, "{table}: {d}");
+        assert!(d.is_clean() && d.rows == rows() as usize, "{table}: {d}");
     }
     pool.close().await;
 }

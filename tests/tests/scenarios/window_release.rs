@@ -68,7 +68,9 @@ async fn an_unconfirmed_read_close_keeps_the_permit_and_pauses() {
         if let Some(p) = c.head_opt().await.and_then(|h| h.paused) {
             break p;
         }
-        assert!(t0.elapsed().as_secs() < 90, "the table did not pause");
+        // A deadline for the pause, not a measure: on a loaded 2-core machine the read's
+        // timeout, the failed close and the unconfirmed KILL took over 90 s once.
+        assert!(t0.elapsed().as_secs() < 240, "the table did not pause");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     // Checked while the source is still frozen: the read permit is held, not released.
