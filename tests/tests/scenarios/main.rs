@@ -20,6 +20,7 @@ mod pause_uncertain;
 mod pause_window_panic;
 mod periodic_verify;
 mod pools;
+mod pools_reuse;
 mod rate;
 mod replay_bench;
 mod replay_permits;
