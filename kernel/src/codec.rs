@@ -110,6 +110,24 @@ pub fn to_canonical<T: Serialize>(value: &T) -> Vec<u8> {
     postcard::to_stdvec(value).expect("postcard into a Vec cannot fail")
 }
 
+/// blake3 of `prefix` followed by the canonical bytes of `value` ([`to_canonical`]), hashed
+/// as they are serialized: the same digest as hashing the concatenated bytes, without ever
+/// holding them (a group of a large transaction encodes to as many bytes as its images).
+pub fn digest_canonical<T: Serialize>(prefix: &[u8], value: &T) -> crate::ids::Digest {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(prefix);
+    {
+        // postcard writes a field at a time: batch the hasher's updates.
+        let mut w = std::io::BufWriter::with_capacity(DIGEST_BUFFER, &mut hasher);
+        postcard::to_io(value, &mut w).expect("postcard into a hasher cannot fail");
+        std::io::Write::flush(&mut w).expect("flushing into a hasher cannot fail");
+    }
+    crate::ids::Digest(*hasher.finalize().as_bytes())
+}
+
+/// Bytes [`digest_canonical`] hands the hasher at a time.
+const DIGEST_BUFFER: usize = 64 << 10;
+
 fn kind_name(k: &[u8]) -> String {
     String::from_utf8_lossy(k).into_owned()
 }
@@ -164,5 +182,23 @@ mod tests {
             Err(DecodeError::Malformed { .. })
         ));
         assert_eq!(decode::<Probe>(b"PR"), Err(DecodeError::Short(2)));
+    }
+
+    #[test]
+    fn digest_canonical_is_the_digest_of_the_concatenated_bytes() {
+        // Values around and well past the hasher's buffer.
+        for len in [0, 1, DIGEST_BUFFER - 7, DIGEST_BUFFER, 3 * DIGEST_BUFFER + 5] {
+            let p = Probe {
+                a: len as u32,
+                b: "q".repeat(len),
+            };
+            let mut whole = b"prefix".to_vec();
+            whole.extend(to_canonical(&p));
+            assert_eq!(
+                digest_canonical(b"prefix", &p),
+                crate::ids::Digest::of(&whole),
+                "length {len}"
+            );
+        }
     }
 }

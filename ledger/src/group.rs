@@ -22,9 +22,8 @@ impl ReplayGroup {
     /// Digest of the group's identity and changes (stable under any regrouping: a group
     /// is a source transaction, never a reader batch).
     pub fn digest(&self) -> Digest {
-        let mut b = b"backfill-group-v1".to_vec();
-        b.extend(kernel::codec::to_canonical(&(&self.end, &self.changes)));
-        Digest::of(&b)
+        // Hashed as it is encoded: a group of a large transaction is never encoded whole.
+        kernel::codec::digest_canonical(b"backfill-group-v1", &(&self.end, &self.changes))
     }
 
     /// The planner's view of the group.

@@ -13,6 +13,7 @@ mod common;
 
 mod fold;
 mod golden;
+mod group_digest;
 mod parts_partition;
 mod parts_plan;
 mod pure_apply;
