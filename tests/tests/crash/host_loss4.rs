@@ -102,6 +102,34 @@ async fn wait_all(c: &Case, jobs: &[Job], what: &str, ok: impl Fn(&JournalRecord
     }
 }
 
+/// Waits until each of `jobs` is in its windows with at least `n` of them sealed.
+async fn sealing(c: &Case, jobs: &[Job], n: usize) {
+    let until = Instant::now() + Duration::from_secs(240);
+    'poll: loop {
+        assert!(
+            Instant::now() < until,
+            "timed out waiting for {n} windows sealed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for j in jobs {
+            let h = head_of(c, j).await;
+            assert!(
+                h.as_ref().is_none_or(|h| h.paused.is_none()),
+                "{j:?}: {h:?}"
+            );
+            let phase = h.map(|h| h.phase);
+            assert!(
+                !past_windows(phase),
+                "{j:?} past its windows before the loss"
+            );
+            if phase != Some(Phase::Windows) || c.seals_of(j.id, j.g).await.len() < n {
+                continue 'poll;
+            }
+        }
+        return;
+    }
+}
+
 /// The jobs whose lease `owner` took (it may have released it since), once there are `n`.
 async fn owned_by(c: &Case, jobs: &[Job], owner: &str, n: usize) -> Vec<Job> {
     let until = Instant::now() + Duration::from_secs(60);
@@ -319,10 +347,7 @@ async fn host_owning_two_of_four_lost_mid_windows() {
     let slow = ["--read-rows-per-sec", "2000"];
     let paths = (a_dir.path(), b_dir.path());
     let (mut a, b, a_jobs) = two_hosts(&c, &jobs, paths, &slow, "").await;
-    wait_all(&c, &a_jobs, "host A sealing windows", |h| {
-        h.phase == Phase::Windows && h.completed >= 2
-    })
-    .await;
+    sealing(&c, &a_jobs, 2).await;
     let before = before_loss(&c, &jobs).await;
     for (j, was) in jobs.iter().zip(&before) {
         if a_jobs.contains(j) {
