@@ -25,6 +25,12 @@ pub(super) fn is_fenced(e: &Error) -> bool {
         .is_some_and(|d| d.code == DefiniteCode::Fenced)
 }
 
+/// The job was refused because every execution session of this serve is in use.
+pub(super) fn is_session_limit(e: &Error) -> bool {
+    e.as_definite()
+        .is_some_and(|d| d.code == DefiniteCode::CapacityExhausted)
+}
+
 /// Keeps the task's lease alive ([`ledger::lease::keep`]): a lease that is taken over or
 /// cannot be renewed within its bounds cancels the task before another process may take
 /// the job.

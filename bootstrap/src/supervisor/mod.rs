@@ -182,6 +182,9 @@ struct Serve {
     /// Tables of started jobs whose source no job here could register yet (its URL does
     /// not resolve in this serve), by source identity, with their control schema.
     unplaced: HashMap<String, Vec<(kernel::capture::CaptureTable, String)>>,
+    /// Started jobs refused here for want of an execution session: a serve that keeps
+    /// running takes them once one of its sessions is free (`tasks`).
+    awaiting_session: std::collections::HashSet<JobId>,
 }
 
 /// Runs until `cancel` fires (or, with `exit_when_idle`, until every started job is done
@@ -208,6 +211,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
         known: Default::default(),
         unplaced_jobs: false,
         unplaced: HashMap::new(),
+        awaiting_session: Default::default(),
     };
     let telemetry = s.cfg.telemetry.clone();
     let conns: crate::store::processes::Connections = Arc::new(move || {

@@ -1,7 +1,9 @@
 //! The job tasks of one serve: starting each with its context and lease, collecting how
 //! it ended, restarting a transient failure after a backoff within the budget of
 //! [`super::restarts`], and pausing a table whose task panicked or kept failing.
-use super::leases::{exhausted, is_fenced, pause_outside_task, release_lease, spawn_renewal};
+use super::leases::{
+    exhausted, is_fenced, is_session_limit, pause_outside_task, release_lease, spawn_renewal,
+};
 use super::restarts::{self, Restart};
 use super::{Running, Serve};
 use crate::io::connect::{resolve_url, Account};
@@ -30,8 +32,13 @@ impl Serve {
         if self.retry_at.get(&job).is_some_and(|t| Instant::now() < *t) {
             return;
         }
+        if self.awaiting_session.contains(&job) && self.admission.snapshot().sessions.available == 0
+        {
+            return; // still no session free here: nothing to load or try
+        }
         match self.spawn(job, g).await {
             Ok(r) => {
+                self.awaiting_session.remove(&job);
                 self.running.insert(job, r);
             }
             // Fenced: another owner (another serve, or a pinned verify) holds the job's
@@ -42,6 +49,15 @@ impl Serve {
                 self.retry_at.insert(job, Instant::now() + delay);
                 self.cfg.telemetry.count_retry("job_start");
                 tracing::info!(%job, error = %e, retry = "job_start", ?delay, "cannot start the job yet: its lease is held by another owner; trying to take it over later");
+            }
+            // At the session limit: a serve that keeps running keeps the job and takes it
+            // once one of its sessions is free (a job of its own ended, was cancelled or
+            // paused; another serve's jobs are tried within the lease then). One that exits
+            // when idle reports it refused.
+            Err(e) if is_session_limit(&e) && !self.cfg.exit_when_idle => {
+                if self.awaiting_session.insert(job) {
+                    tracing::error!(%job, error = %e, "the job cannot run here now: this serve runs it once one of its sessions is free");
+                }
             }
             Err(e) if e.is_transient() => self.failed_transiently(job, g, "job_start", e).await,
             Err(e) => {

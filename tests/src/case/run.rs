@@ -2,6 +2,7 @@
 //! in-process serve until idle, permits left, the status command.
 use super::{Case, DDL};
 use crate::serving::{self as serve, ServeConfig};
+use kernel::ids::{Generation, JobId};
 use ledger::registry::Registry;
 use mysql_async::prelude::Queryable;
 use std::time::Duration;
@@ -63,12 +64,17 @@ pub fn wait(mut child: std::process::Child, kill_after: Option<Duration>) -> Opt
 impl Case {
     /// (window, attempt, manifest hash) of every seal row, in window then attempt order.
     pub async fn seals(&self) -> Vec<(u32, u32, Vec<u8>)> {
+        self.seals_of(self.job, self.generation).await
+    }
+
+    /// [`Case::seals`] of another job of this state store.
+    pub async fn seals_of(&self, job: JobId, generation: Generation) -> Vec<(u32, u32, Vec<u8>)> {
         sqlx::query_as(
             "SELECT window_id, attempt, manifest_hash FROM window_seals WHERE job_id = ? \
              AND generation = ? ORDER BY window_id, attempt",
         )
-        .bind(self.job.0)
-        .bind(self.generation.0)
+        .bind(job.0)
+        .bind(generation.0)
         .fetch_all(&self.pool)
         .await
         .unwrap()
@@ -76,12 +82,17 @@ impl Case {
 
     /// The last attempt recorded for each window, in window order.
     pub async fn last_attempts(&self) -> Vec<(u32, u32)> {
+        self.last_attempts_of(self.job, self.generation).await
+    }
+
+    /// [`Case::last_attempts`] of another job of this state store.
+    pub async fn last_attempts_of(&self, job: JobId, generation: Generation) -> Vec<(u32, u32)> {
         sqlx::query_as(
             "SELECT window_id, MAX(attempt) FROM window_attempts WHERE job_id = ? \
              AND generation = ? GROUP BY window_id ORDER BY window_id",
         )
-        .bind(self.job.0)
-        .bind(self.generation.0)
+        .bind(job.0)
+        .bind(generation.0)
         .fetch_all(&self.pool)
         .await
         .unwrap()

@@ -16,16 +16,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TTL_SECS: u64 = 6;
+pub(super) const TTL_SECS: u64 = 6;
 
 /// `backfill serve` as host `owner` with its own data directory.
-fn serve_as(c: &Case, owner: &str, data: &std::path::Path, extra: &[&str]) -> Child {
+pub(super) fn serve_as(c: &Case, owner: &str, data: &std::path::Path, extra: &[&str]) -> Child {
     serve_at(c, owner, data, extra, "")
 }
 
 /// [`serve_as`] with fault points armed (`name@n`): the process dies there, holding its
 /// leases until they expire, as a lost host does.
-fn serve_at(
+pub(super) fn serve_at(
     c: &Case,
     owner: &str,
     data: &std::path::Path,
@@ -50,18 +50,29 @@ fn serve_at(
 
 /// A writer on the source until stopped: inserts, updates, deletes, key changes.
 fn writer(c: &Case, n: i64) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
+    writer_on(c, &["t"], n)
+}
+
+/// [`writer`] on each of `tables` in turn (ids 1..=n of each at the start).
+pub(super) fn writer_on(
+    c: &Case,
+    tables: &[&'static str],
+    n: i64,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
     let stop = Arc::new(AtomicBool::new(false));
-    let (s, src, db) = (stop.clone(), c.source, c.sdb.clone());
+    let (s, src, db, tables) = (stop.clone(), c.source, c.sdb.clone(), tables.to_vec());
     let h = std::thread::spawn(move || {
         let mut i: i64 = 0;
         while !s.load(Ordering::Relaxed) {
             let k = |m: i64| (i * m) % n + 1;
-            let q = match i % 4 {
-                0 => format!("INSERT INTO t VALUES ({}, {i}, 'ins')", n + 1 + i),
-                1 => format!("UPDATE t SET k = k + 1, v = 'upd' WHERE id = {}", k(7)),
-                2 => format!("DELETE FROM t WHERE id = {}", k(13)),
+            let len = tables.len() as i64;
+            let t = tables[(i % len) as usize];
+            let q = match (i / len) % 4 {
+                0 => format!("INSERT INTO {t} VALUES ({}, {i}, 'ins')", n + 1 + i),
+                1 => format!("UPDATE {t} SET k = k + 1, v = 'upd' WHERE id = {}", k(7)),
+                2 => format!("DELETE FROM {t} WHERE id = {}", k(13)),
                 _ => format!(
-                    "UPDATE t SET id = {} WHERE id = {}",
+                    "UPDATE {t} SET id = {} WHERE id = {}",
                     n + 1_000_000 + i,
                     k(17)
                 ),
@@ -78,14 +89,19 @@ fn writer(c: &Case, n: i64) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
 
 /// The owner of the job's lease, by the state store.
 async fn lease_owner(c: &Case) -> Option<String> {
+    lease_owner_of(c, c.job).await
+}
+
+/// The owner of `job`'s lease (live or not), by the state store.
+pub(super) async fn lease_owner_of(c: &Case, job: kernel::ids::JobId) -> Option<String> {
     sqlx::query_scalar("SELECT owner FROM ledger_lease WHERE job_id = ?")
-        .bind(c.job.0)
+        .bind(job.0)
         .fetch_optional(&c.pool)
         .await
         .unwrap()
 }
 
-async fn stream_owner(c: &Case) -> Option<String> {
+pub(super) async fn stream_owner(c: &Case) -> Option<String> {
     sqlx::query_scalar("SELECT owner FROM capture_streams LIMIT 1")
         .fetch_optional(&c.pool)
         .await
@@ -122,18 +138,34 @@ async fn lose_host_a(c: &Case, a: &mut Child, a_dir: tempfile::TempDir) -> Durat
 /// Host A died at `killed`: deletes its data directory and returns how long host B took
 /// to own the job's lease and the capture stream.
 async fn host_a_gone(c: &Case, killed: Instant, a_dir: tempfile::TempDir) -> Duration {
+    taken_over(c, &[c.job], killed, a_dir).await
+}
+
+/// Host A, owner of `jobs`, died at `killed`: deletes its data directory and returns how
+/// long host B took to own the lease of every one of `jobs` and the capture stream.
+pub(super) async fn taken_over(
+    c: &Case,
+    jobs: &[kernel::ids::JobId],
+    killed: Instant,
+    a_dir: tempfile::TempDir,
+) -> Duration {
     let path = a_dir.path().to_path_buf();
     drop(a_dir);
     assert!(!path.exists(), "host A's data directory is gone");
     let until = killed + Duration::from_secs(TTL_SECS + 20);
     loop {
-        let (job, stream) = (lease_owner(c).await, stream_owner(c).await);
-        if job.as_deref() == Some("host-b") && stream.as_deref() == Some("host-b") {
+        let mut owners = Vec::new();
+        for job in jobs {
+            owners.push(lease_owner_of(c, *job).await);
+        }
+        let stream = stream_owner(c).await;
+        let b = |o: &Option<String>| o.as_deref() == Some("host-b");
+        if owners.iter().all(b) && b(&stream) {
             return killed.elapsed();
         }
         assert!(
             Instant::now() < until,
-            "no takeover: job {job:?}, stream {stream:?}"
+            "no takeover: jobs {jobs:?} owned by {owners:?}, stream {stream:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -142,24 +174,44 @@ async fn host_a_gone(c: &Case, killed: Instant, a_dir: tempfile::TempDir) -> Dur
 /// The writer stopped: a last `serve --exit-when-idle` of host B catches up, then source
 /// and target are compared independently and the audit runs on B's data directory.
 fn converge_and_compare(c: &Case, b_dir: &std::path::Path) {
+    catch_up(c, b_dir);
+    compare_job(c, "t", c.job, b_dir);
+}
+
+/// A last `serve --exit-when-idle` of host B (the writer stopped) catches every job up.
+pub(super) fn catch_up(c: &Case, b_dir: &std::path::Path) {
     let last = serve_as(c, "host-b", b_dir, &["--exit-when-idle"]);
     assert_eq!(wait(last, None), Some(0), "the catch-up serve");
+}
+
+/// `job` copies `table` (same name on both sides): source and target agree by CHECKSUM
+/// TABLE and by a row digest computed by each server, `backfill verify` finds 0 missing,
+/// 0 extra, 0 differing, and `backfill audit` passes with B's data directory.
+pub(super) fn compare_job(c: &Case, table: &str, job: kernel::ids::JobId, b_dir: &std::path::Path) {
     assert_eq!(
-        checksum(c.source, &c.sdb, "t"),
-        checksum(c.target, &c.tdb, "t")
+        checksum(c.source, &c.sdb, table),
+        checksum(c.target, &c.tdb, table),
+        "CHECKSUM TABLE {table}"
     );
-    let (state, job) = (c.state_url(), c.job.0.to_string());
+    let cols = ["id", "k", "v"];
+    assert_eq!(
+        table_digest(c.source, &c.sdb, table, "id", &cols),
+        table_digest(c.target, &c.tdb, table, "id", &cols),
+        "row digest of {table}"
+    );
+    let (state, job) = (c.state_url(), job.0.to_string());
     let (code, out, err) =
         backfill(&["verify", "--state", &state, &job, "--format", "json"]).parts();
-    assert_eq!(code, 0, "verify: {out} {err}");
+    assert_eq!(code, 0, "verify {table}: {out} {err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     for k in ["missing", "extra", "differing_fields"] {
-        assert_eq!(v["cursor"]["tally"][k]["count"], 0, "{k}: {out}");
+        assert_eq!(v["cursor"]["tally"][k]["count"], 0, "{table} {k}: {out}");
     }
     let data = b_dir.to_str().unwrap();
     let (code, out, err) =
         backfill(&["audit", "--state", &state, "--data-dir", data, &job]).parts();
-    assert_eq!(code, 0, "audit: {out} {err}");
+    assert_eq!(code, 0, "audit {table}: {out} {err}");
+    assert!(out.contains(": PASS ("), "audit {table}: {out}");
 }
 
 /// Host B runs until STREAMING and caught up (`--exit-when-idle`), then the writer stops.
@@ -179,7 +231,7 @@ async fn survivor_streams(
 }
 
 /// [`wait`] without its 90 s bound (the survivor copies the rest of the table).
-fn wait_long(mut child: Child) -> Option<i32> {
+pub(super) fn wait_long(mut child: Child) -> Option<i32> {
     let until = Instant::now() + Duration::from_secs(300);
     loop {
         if let Some(s) = child.try_wait().unwrap() {

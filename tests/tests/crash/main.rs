@@ -5,6 +5,7 @@ mod charsets_crash;
 mod finish;
 mod galera;
 mod host_loss;
+mod host_loss4;
 mod keys_crash;
 mod lost_commit;
 mod materials_bench;

@@ -69,3 +69,42 @@ async fn a_job_whose_lease_another_owner_holds_is_taken_over_once_released() {
     assert_eq!(out.get(&c.job).map(String::as_str), Some("windows_done"));
     assert_eq!(c.target_count(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_refused_at_the_session_limit_runs_once_a_session_is_free() {
+    let _serial = in_process().await;
+    let c = Case::new("sess_free", 200, 100, 50).await;
+    let done = install(&c.second_table(100)).await.unwrap();
+    let (second, g) = (done.job_id, done.generation);
+    bf::store::commands::start(&c.pool, second).await.unwrap();
+    // One session, a serve that keeps running: the first job takes the session, the
+    // second is refused; once the first is done with its windows (its task ends and
+    // gives the session back) the same serve runs the second, without a restart.
+    let mut cfg = c.serve_cfg();
+    cfg.limits.sessions = 1;
+    cfg.exit_when_idle = false;
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(serve::serve(cfg, cancel.clone()));
+    let windows = bf::store::jobs::load_plan(&c.pool, second)
+        .await
+        .unwrap()
+        .ranges
+        .len();
+    let j = c.journal();
+    wait_for_async("the second job's windows applied", async || {
+        let h = j.head(second, g).await.unwrap().map(|h| h.record);
+        h.is_some_and(|h| h.completed as usize == windows)
+    })
+    .await;
+    let refused = format!(" job={second} ");
+    assert!(
+        logs::count(|e| e.contains(&refused) && e.contains("once one of its sessions is free"))
+            == 1,
+        "the second job was refused once at the limit first"
+    );
+    cancel.cancel();
+    let out = task.await.unwrap().unwrap_or_else(|e| panic!("serve: {e}"));
+    assert_eq!(out.get(&c.job).map(String::as_str), Some("windows_done"));
+    let n: String = c.target.sql_in(&c.tdb, "SELECT COUNT(*) FROM t2");
+    assert_eq!(n, "100");
+}
