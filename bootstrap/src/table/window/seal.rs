@@ -45,7 +45,18 @@ pub async fn check_capture_pause(ctx: &JobCtx, upto: LSeq) -> Result<()> {
 }
 
 /// Checks LOW <= S < HIGH for the read view's binlog point S (when the server reports it).
+///
+/// A window whose LOW and HIGH lie in two lineage epochs (a repoint between them: its read
+/// view was on the old server) is not sealed: a transient failure, so the window is read
+/// again as a new attempt on the new server (sealed windows are kept as they are).
 pub fn check_snapshot(low: &MarkerSeen, high: &MarkerSeen, view: &ReadView) -> Result<()> {
+    if low.end.pos.epoch() != high.end.pos.epoch() {
+        return Err(Error::transient(format!(
+            "LOW {} and HIGH {} lie on two sides of a source repoint: the window is read \
+             again as a new attempt on the new source",
+            low.end.pos, high.end.pos
+        )));
+    }
     let Some(s) = &view.snapshot else {
         return Ok(());
     };
