@@ -216,3 +216,59 @@ pub async fn sealed_hash(ctx: &JobCtx, w: WindowId, a: Attempt) -> Result<Option
     })
     .transpose()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernel::change::GroupEnd;
+    use kernel::control::{Intent, IntentKind};
+    use kernel::ids::{Attempt, Generation, JobId, WindowId};
+    use kernel::position::BinlogPos;
+
+    fn seen(kind: IntentKind, pos: BinlogPos) -> MarkerSeen {
+        let intent = Intent::new(
+            JobId(1),
+            Generation(1),
+            kind,
+            Some(WindowId(1)),
+            Some(Attempt(1)),
+        );
+        MarkerSeen {
+            intent,
+            obsolete: false,
+            seq: LSeq(1),
+            end: GroupEnd { pos, gtid: None },
+        }
+    }
+
+    fn view(snapshot: Option<BinlogPos>) -> ReadView {
+        ReadView {
+            snapshot,
+            raw_pages: Vec::new(),
+            rows: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_window_across_a_repoint_is_read_again_not_sealed() {
+        let old = |p| BinlogPos::new("mysql-bin.000003", p);
+        let new = |p| BinlogPos::new("mysql-bin.000001", p).in_epoch(1);
+        let low = seen(IntentKind::Low, old(100));
+        let high = seen(IntentKind::High, old(300));
+        assert!(check_snapshot(&low, &high, &view(Some(old(200)))).is_ok());
+        let e = check_snapshot(&low, &high, &view(Some(old(400)))).expect_err("outside");
+        assert!(!e.is_transient());
+        // LOW on the old server, HIGH on the new one: transient (a new attempt), never sealed.
+        let straddling = seen(IntentKind::High, new(50));
+        let e = check_snapshot(&low, &straddling, &view(Some(old(200)))).expect_err("straddles");
+        assert!(e.is_transient(), "{e}");
+        assert!(check_snapshot(&low, &straddling, &view(None)).is_err());
+        // Both on the new server: the usual check, in the new epoch.
+        let (l2, h2) = (
+            seen(IntentKind::Low, new(50)),
+            seen(IntentKind::High, new(90)),
+        );
+        assert!(check_snapshot(&l2, &h2, &view(Some(new(60)))).is_ok());
+    }
+}
