@@ -30,6 +30,7 @@ pub mod names;
 pub mod position;
 pub mod range;
 pub mod redact;
+pub mod repoint;
 pub mod schema;
 pub mod schema_change;
 pub mod state;

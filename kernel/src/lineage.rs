@@ -220,14 +220,12 @@ pub async fn check_restart_position(
     let now = read_lineage(conn).await?;
     compare_lineage(recorded, &now)?;
     let files = binary_logs(conn).await?;
-    check_file_retained(&end.pos, &files)?;
+    let at = end.pos.server_pos();
+    check_file_retained(&at, &files)?;
     match recorded.flavor {
         Flavor::Mariadb => {
             let state: Option<Option<String>> = conn
-                .exec_first(
-                    "SELECT BINLOG_GTID_POS(?, ?)",
-                    (end.pos.file.as_str(), end.pos.pos),
-                )
+                .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (at.file.as_str(), at.pos))
                 .await
                 .map_err(|e| from_mysql("BINLOG_GTID_POS", &e))?;
             check_gtid_state(end, state.flatten().as_deref())

@@ -33,17 +33,52 @@ impl BinlogPos {
         }
     }
 
-    /// Splits `mysql-bin.000012` into (`mysql-bin`, 12).
+    /// Splits `mysql-bin.000012` into (`mysql-bin`, 12) (the server's file name, without
+    /// a lineage epoch).
     pub fn split_file(&self) -> Option<(&str, u64)> {
-        let (base, seq) = self.file.rsplit_once('.')?;
+        let (base, seq) = self.server_file().rsplit_once('.')?;
         if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         Some((base, seq.parse().ok()?))
     }
 
-    /// Orders two positions of the same binlog series; refuses across series.
+    /// The lineage epoch the position belongs to: 0 for the stream's first source, N
+    /// after the N-th lineage switch (`backfill repoint`, DESIGN §18). Stored as an
+    /// `N/` prefix of the file name (a binlog file name never holds a `/`), so positions
+    /// of epoch 0 keep every persisted byte they always had.
+    pub fn epoch(&self) -> u32 {
+        split_epoch(&self.file).0
+    }
+
+    /// The file name as the server names it (without the epoch prefix).
+    pub fn server_file(&self) -> &str {
+        split_epoch(&self.file).1
+    }
+
+    /// The position as the server names it (for a dump request or `BINLOG_GTID_POS`).
+    pub fn server_pos(&self) -> BinlogPos {
+        BinlogPos::new(self.server_file(), self.pos)
+    }
+
+    /// This server position placed in lineage epoch `epoch`.
+    pub fn in_epoch(&self, epoch: u32) -> BinlogPos {
+        let file = self.server_file();
+        match epoch {
+            0 => BinlogPos::new(file, self.pos),
+            n => BinlogPos::new(format!("{n}/{file}"), self.pos),
+        }
+    }
+
+    /// Orders two positions: within one lineage epoch only inside one binlog series
+    /// (refused across series); across epochs by the epoch, which is L's order (every
+    /// record of epoch N is in L after the switch record that opened N and before the one
+    /// that closed it). Raw file positions of two servers are never compared.
     pub fn try_cmp(&self, other: &BinlogPos) -> Result<Ordering, Incomparable> {
+        let (e1, e2) = (self.epoch(), other.epoch());
+        if e1 != e2 {
+            return Ok(e1.cmp(&e2));
+        }
         match (self.split_file(), other.split_file()) {
             (Some((b1, s1)), Some((b2, s2))) if b1 == b2 => {
                 Ok(s1.cmp(&s2).then(self.pos.cmp(&other.pos)))
@@ -53,6 +88,20 @@ impl BinlogPos {
                 b: other.to_string(),
             }),
         }
+    }
+}
+
+/// `3/mysql-bin.000002` -> (3, `mysql-bin.000002`); a name without a numeric prefix is
+/// epoch 0.
+fn split_epoch(file: &str) -> (u32, &str) {
+    match file.split_once('/') {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            match n.parse() {
+                Ok(e) => (e, rest),
+                Err(_) => (0, file),
+            }
+        }
+        _ => (0, file),
     }
 }
 
@@ -164,6 +213,29 @@ mod tests {
         let b = BinlogPos::new("other-bin.000009", 900);
         assert!(a.try_cmp(&b).is_err());
         assert!(BinlogPos::new("nofile", 4).try_cmp(&a).is_err());
+    }
+
+    #[test]
+    fn epochs_order_by_lineage_switch_and_keep_old_bytes() {
+        let old = BinlogPos::new("mysql-bin.000009", 900);
+        assert_eq!(old.epoch(), 0);
+        assert_eq!(old.in_epoch(0), old);
+        let new = BinlogPos::new("mysql-bin.000002", 4).in_epoch(1);
+        assert_eq!(new.file, "1/mysql-bin.000002");
+        assert_eq!(new.epoch(), 1);
+        assert_eq!(new.server_file(), "mysql-bin.000002");
+        assert_eq!(new.server_pos(), BinlogPos::new("mysql-bin.000002", 4));
+        assert_eq!(new.split_file(), Some(("mysql-bin", 2)));
+        // Epoch order wins over file numbers, whatever the names.
+        assert_eq!(old.try_cmp(&new), Ok(Ordering::Less));
+        assert_eq!(new.try_cmp(&old), Ok(Ordering::Greater));
+        let other = BinlogPos::new("other-bin.000001", 4).in_epoch(2);
+        assert_eq!(new.try_cmp(&other), Ok(Ordering::Less));
+        // Within an epoch series still must match.
+        let b = BinlogPos::new("other-bin.000009", 4).in_epoch(1);
+        assert!(new.try_cmp(&b).is_err());
+        assert_eq!(new.in_epoch(3).file, "3/mysql-bin.000002");
+        assert_eq!(BinlogPos::new("x/y.000001", 4).epoch(), 0);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod config;
 pub mod install;
 pub mod materials;
 pub mod refresh;
+pub mod repoint;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -81,6 +82,10 @@ pub enum Command {
     /// Resume a STREAMING table paused at a DDL without a re-copy, once its target matches:
     /// seal the live definition as its next schema version at the DDL and record a resume.
     RefreshSchema(crate::cli::refresh::RefreshArgs),
+    /// After a replica of a source was promoted: check that the new server's binlog holds
+    /// the stream's last captured GTID, record a lineage switch there in L and move the
+    /// source's jobs to the new server (runbooks/source-failover.md). Stop serve first.
+    Repoint(crate::cli::repoint::RepointArgs),
     /// Run every started job: one capture reader per source server, one task per job.
     Serve(crate::cli::serve::ServeArgs),
     /// The activation audit (DESIGN §7), read-only: J, range chain, materials, T

@@ -17,6 +17,7 @@ pub async fn run(cli: Cli, logs: LogCounts) -> Result<(String, i32)> {
         Command::Cancel(a) => crate::cli::commands::cancel(a).await,
         Command::Resume(a) => crate::cli::commands::resume(a).await,
         Command::RefreshSchema(a) => crate::cli::refresh::refresh(a).await,
+        Command::Repoint(a) => crate::cli::repoint::repoint(a).await,
         Command::Serve(a) => crate::cli::serve::serve(a, logs).await,
         Command::Audit(a) => crate::cli::check::audit(a).await,
         Command::Verify(a) => crate::cli::check::verify(a).await,

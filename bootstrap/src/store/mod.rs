@@ -8,6 +8,7 @@ pub mod owners;
 pub mod plan;
 pub mod processes;
 pub mod refusal;
+pub mod repoint;
 pub mod retention;
 pub mod schema_versions;
 pub mod verifies;

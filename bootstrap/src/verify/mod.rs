@@ -265,6 +265,16 @@ impl PinnedSource {
         self.snapshot.as_ref()
     }
 
+    /// Places the snapshot position in `stream`'s current lineage epoch
+    /// (`kernel::log::live_position`), so it orders against L after a repoint.
+    pub async fn place_in_stream(&mut self, pool: &sqlx::MySqlPool, stream: &str) -> Result<()> {
+        if let Some(p) = self.snapshot.take() {
+            let conn = self.session.conn();
+            self.snapshot = Some(kernel::log::live_position(pool, stream, conn, p).await?);
+        }
+        Ok(())
+    }
+
     /// Opens the target's snapshot and walks from `cursor`, which advances chunk by chunk
     /// (on error it still holds the last complete step).
     pub async fn compare(self, target: &Endpoint, cursor: &mut VerifyCursor) -> Result<Report> {

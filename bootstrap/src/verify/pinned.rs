@@ -186,18 +186,7 @@ fn replica_id(stream: &str) -> u32 {
 
 /// L's last record of the stream whose group ends at or before `p`.
 async fn l_seq_at(pool: &MySqlPool, stream: &str, p: &BinlogPos) -> Result<LSeq> {
-    let seq: Option<LSeq> = sqlx::query_scalar(
-        "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL \
-         AND (end_file < ? OR (end_file = ? AND end_pos <= ?))",
-    )
-    .bind(stream)
-    .bind(&p.file)
-    .bind(&p.file)
-    .bind(p.pos)
-    .fetch_one(pool)
-    .await
-    .map_err(|e| from_sqlx("finding L's record at a binlog position", &e))?;
-    Ok(seq.unwrap_or(LSeq::ZERO))
+    kernel::log::seq_at_or_before(pool, stream, p).await
 }
 
 /// Runs a pinned verify of `req.job`, continuing `cursor`.
@@ -395,7 +384,8 @@ pub async fn replay_and_compare(
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
     let (pool, scope) = (replayer.pool, replayer.scope);
-    let pinned = pin_source(src, key, options).await?;
+    let mut pinned = pin_source(src, key, options).await?;
+    pinned.place_in_stream(pool, &scope.stream).await?;
     let p = pinned.snapshot_position().cloned().ok_or_else(|| {
         Error::definite(
             DefiniteCode::Usage,

@@ -75,6 +75,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The session's connection (inside its snapshot).
+    pub fn conn(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+
     /// Connects and applies [`SESSION_SETUP`].
     pub async fn connect(
         side: &'static str,

@@ -8,7 +8,7 @@ use super::hold::{register_hold, release_hold};
 use super::{
     chain_next, gtid_text, st, Entry, LSeq, LogRecord, PauseSeen, Position, RecordBody, Tail,
 };
-use crate::codec::{self};
+
 use crate::error::{Error, Result};
 use crate::ids::Digest;
 use sqlx::mysql::MySqlPool;
@@ -27,6 +27,18 @@ pub async fn append_fenced(
     pos: &Position,
     entries: &[Entry],
     fence: Option<u64>,
+) -> Result<Position> {
+    append_tx(pool, pos, entries, fence, None).await
+}
+
+/// [`append_fenced`], also moving D to the lineage `switch_to` in the same transaction
+/// (the lineage switch record of `super::switch`).
+pub(super) async fn append_tx(
+    pool: &MySqlPool,
+    pos: &Position,
+    entries: &[Entry],
+    fence: Option<u64>,
+    switch_to: Option<&crate::position::Lineage>,
 ) -> Result<Position> {
     if entries.is_empty() {
         return Ok(pos.clone());
@@ -51,6 +63,15 @@ pub async fn append_fenced(
     move_d(&mut tx, pos, &next).await?;
     if let Some(token) = fence {
         crate::capture::owner::check_in(&mut tx, &pos.stream, token).await?;
+    }
+    if let Some(to) = switch_to {
+        sqlx::query("UPDATE capture_position SET lineage = ? WHERE stream = ?")
+            .bind(crate::codec::encode(to))
+            .bind(&pos.stream)
+            .execute(&mut *tx)
+            .await
+            .map_err(st("switching D's lineage"))?;
+        next.lineage = to.clone();
     }
     insert_records(&mut tx, &pos.stream, &rows).await?;
     insert_table_index(&mut tx, &pos.stream, &rows).await?;
@@ -84,7 +105,7 @@ fn encode_rows<'a>(pos: &Position, entries: &'a [Entry]) -> Vec<EncodedRow<'a>> 
         .iter()
         .map(|entry| {
             seq = seq.next();
-            let canonical = codec::encode(&entry.record);
+            let canonical = entry.record.encode();
             let body_digest = Digest::of(&canonical);
             let (codec, body) = store_body(canonical);
             let prev = chain;
@@ -233,7 +254,7 @@ async fn index_side_rows(
             return index_pauses(tx, stream, seq, &h.chunk.pauses).await;
         }
         RecordBody::Dropped { xid } => return release_hold(tx, stream, xid).await,
-        RecordBody::Progress => return Ok(()),
+        RecordBody::Progress | RecordBody::Switch(_) => return Ok(()),
     };
     // A marker's position is the end of its group; a marker in a non-final chunk is
     // recorded when the group ends (see capture), so `end` is known here.

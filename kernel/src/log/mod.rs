@@ -20,7 +20,8 @@
 //! `append` the one transaction that stores records and moves D, `hold` the XA holds
 //! that transaction keeps in step with D, `read` the verified reads, `markers` the
 //! intent markers and the bounded waits on them, `paused` the reader's pauses, `seq` the
-//! typed record number [`LSeq`], `prune` the deletion of records below a GC horizon.
+//! typed record number [`LSeq`], `prune` the deletion of records below a GC horizon,
+//! `switch` the lineage switch record of a repoint.
 mod append;
 mod body;
 mod chain;
@@ -33,6 +34,7 @@ mod read;
 mod record;
 mod restart;
 mod seq;
+mod switch;
 #[cfg(test)]
 mod tests;
 
@@ -44,9 +46,12 @@ pub use markers::{marker, markers_of, wait_for_marker, wait_for_position, Marker
 pub use paused::{ddls, pauses, DdlRow, PauseRow};
 pub use prune::{horizon, prune_batch, Horizon};
 pub use read::{read_range, seq_at_or_before, table_records};
-pub use record::{Entry, Hold, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld};
+pub use record::{
+    Entry, Hold, LineageSwitch, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld,
+};
 pub use restart::{init_position, load_position, Position};
 pub use seq::LSeq;
+pub use switch::{append_switch, live_position, switch_record};
 
 use crate::error::{from_sqlx, DefiniteCode, Error, Result};
 use crate::ids::Digest;

@@ -4,7 +4,7 @@
 use super::body::load_body;
 use super::chain::check_links;
 use super::{chain_next, corrupt, digest_col, load_position, st, LSeq, LogRecord, StoredRecord};
-use crate::codec;
+
 use crate::error::{DefiniteCode, Error, Result};
 use crate::ids::Digest;
 use crate::position::BinlogPos;
@@ -29,8 +29,7 @@ fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
             "L record {seq}: chain digest does not verify"
         )));
     }
-    let record =
-        codec::decode::<LogRecord>(&body).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
+    let record = LogRecord::decode(&body).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
     Ok(StoredRecord {
         seq,
         prev_chain,
@@ -116,18 +115,49 @@ pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -
         )));
     }
     // File names of one series have equal length (zero-padded sequence), so they order
-    // as strings; LENGTH keeps a 7-digit sequence after a 6-digit one.
-    let seq: Option<LSeq> = sqlx::query_scalar(
-        "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL AND          (LENGTH(end_file) < LENGTH(?) OR (LENGTH(end_file) = LENGTH(?) AND          (end_file < ? OR (end_file = ? AND end_pos <= ?))))",
-    )
-    .bind(stream)
-    .bind(&pos.file)
-    .bind(&pos.file)
-    .bind(&pos.file)
-    .bind(&pos.file)
-    .bind(pos.pos)
-    .fetch_one(pool)
-    .await
-    .map_err(st("locating a position in L"))?;
-    Ok(seq.unwrap_or(LSeq::ZERO))
+    // as strings; LENGTH keeps a 7-digit sequence after a 6-digit one. Only records of
+    // `pos`'s lineage epoch compare by name (they share its `N/` prefix); every record
+    // of an earlier epoch is before them in L.
+    let epoch = pos.epoch();
+    let same_epoch = epoch_predicate(epoch);
+    let sql = format!(
+        "SELECT MAX(seq) FROM capture_log WHERE stream = ? AND end_file IS NOT NULL AND \
+         {same_epoch} AND (LENGTH(end_file) < LENGTH(?) OR (LENGTH(end_file) = LENGTH(?) AND \
+         (end_file < ? OR (end_file = ? AND end_pos <= ?))))"
+    );
+    let seq: Option<LSeq> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(stream)
+        .bind(&pos.file)
+        .bind(&pos.file)
+        .bind(&pos.file)
+        .bind(&pos.file)
+        .bind(pos.pos)
+        .fetch_one(pool)
+        .await
+        .map_err(st("locating a position in L"))?;
+    if let Some(seq) = seq {
+        return Ok(seq);
+    }
+    if epoch == 0 {
+        return Ok(LSeq::ZERO);
+    }
+    // Before the first record of its epoch (the switch record that opened it).
+    let sql = format!("SELECT MIN(seq) FROM capture_log WHERE stream = ? AND {same_epoch}");
+    let first: Option<LSeq> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(stream)
+        .fetch_one(pool)
+        .await
+        .map_err(st("locating a position in L"))?;
+    Ok(first
+        .map(|s| LSeq(s.0.saturating_sub(1)))
+        .unwrap_or(LSeq::ZERO))
+}
+
+/// SQL over `end_file` selecting the records of lineage `epoch` (`N/` prefixed names; no
+/// prefix for epoch 0). Built from a number only.
+fn epoch_predicate(epoch: u32) -> String {
+    match epoch {
+        0 => "end_file NOT LIKE '%/%'".to_string(),
+        n => format!("end_file LIKE '{n}/%'"),
+    }
 }

@@ -29,9 +29,13 @@ pub struct LogRecord {
     pub body: RecordBody,
 }
 
+/// LREC versions: 1 holds every body but [`RecordBody::Switch`], 2 adds it. A record
+/// that fits v1 is still written as v1 ([`LogRecord::encode`]), so the bytes (and the
+/// digests an open group's re-read is checked against) of every other record are the
+/// ones earlier builds wrote.
 impl Versioned for LogRecord {
     const KIND: [u8; 4] = *b"LREC";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
 }
 
 /// What a record holds.
@@ -47,6 +51,24 @@ pub enum RecordBody {
     Held(XaHeld),
     /// The held group of `xid` was dropped at its `XA ROLLBACK` (this record's end).
     Dropped { xid: String },
+    /// The stream's source moved to another server (LREC v2, `backfill repoint`,
+    /// DESIGN §18). The record starts at D on the old lineage and ends at the position
+    /// the new server maps D's GTID to, in the next lineage epoch; it holds no change.
+    Switch(LineageSwitch),
+}
+
+/// A lineage switch: from here on the stream reads `to`'s binlog from `to_pos`, the end
+/// of the group `gtid` there, which is the group that ended at `from_pos` on `from`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineageSwitch {
+    pub from: Lineage,
+    pub to: Lineage,
+    /// D's GTID: the last group L holds, found in `to`'s binlog.
+    pub gtid: Gtid,
+    /// D on the old lineage (in its epoch).
+    pub from_pos: BinlogPos,
+    /// The end of `gtid`'s group in `to`'s binlog, in the new epoch.
+    pub to_pos: BinlogPos,
 }
 
 /// One chunk of a held (prepared) XA group. At the group's `XA COMMIT` each held chunk is
@@ -117,9 +139,31 @@ pub struct RawRows {
 }
 
 impl LogRecord {
+    /// The record's canonical versioned bytes: v1 unless the body needs v2.
+    pub fn encode(&self) -> Vec<u8> {
+        match self.body {
+            RecordBody::Switch(_) => codec::encode(self),
+            _ => codec::encode_version(Self::KIND, 1, self),
+        }
+    }
+
+    /// Decodes v1 or v2 bytes; a v1 record cannot hold a v2 body.
+    pub fn decode(bytes: &[u8]) -> Result<LogRecord, codec::DecodeError> {
+        let (version, body) = codec::split::<LogRecord>(bytes)?;
+        let rec: LogRecord = codec::decode_body(&Self::KIND, version, body)?;
+        if version < 2 && matches!(rec.body, RecordBody::Switch(_)) {
+            return Err(codec::DecodeError::Malformed {
+                kind: "LREC".into(),
+                version,
+                reason: "a lineage switch body in a v1 record".into(),
+            });
+        }
+        Ok(rec)
+    }
+
     /// blake3 of the record's canonical versioned bytes.
     pub fn digest(&self) -> Digest {
-        Digest::of(&codec::encode(self))
+        Digest::of(&self.encode())
     }
 
     /// Number of changes and raw rows events held (a measure of the record's size).
@@ -128,7 +172,7 @@ impl LogRecord {
             RecordBody::Chunk(c) | RecordBody::Held(XaHeld { chunk: c, .. }) => {
                 c.changes.len() + c.raw.len()
             }
-            RecordBody::Progress | RecordBody::Dropped { .. } => 0,
+            RecordBody::Progress | RecordBody::Dropped { .. } | RecordBody::Switch(_) => 0,
         }
     }
 
@@ -143,6 +187,7 @@ impl LogRecord {
             RecordBody::Progress => 2,
             RecordBody::Held(_) => 3,
             RecordBody::Dropped { .. } => 4,
+            RecordBody::Switch(_) => 5,
         }
     }
 

@@ -81,9 +81,9 @@ const LREC_V1: &str = "4c5245430100106d7973716c2d62696e2e30303030303284070101000
 
 #[test]
 fn record_format_is_pinned() {
-    let bytes = codec::encode(&sample());
+    let bytes = sample().encode();
     assert_eq!(hex::encode(&bytes), LREC_V1, "LREC v1 bytes changed");
-    let back: LogRecord = codec::decode(&hex::decode(LREC_V1).expect("hex")).expect("decodes");
+    let back = LogRecord::decode(&hex::decode(LREC_V1).expect("hex")).expect("decodes");
     assert_eq!(back, sample());
     let progress = LogRecord {
         start: BinlogPos::new("b.000001", 4),
@@ -96,7 +96,7 @@ fn record_format_is_pinned() {
         body: RecordBody::Progress,
     };
     assert_eq!(
-        hex::encode(codec::encode(&progress)),
+        hex::encode(progress.encode()),
         "4c524543010008622e3030303030310400000108622e303030303031ac020001"
     );
 }
@@ -126,9 +126,9 @@ fn xa_bodies_are_pinned() {
         ..sample()
     };
     for (rec, golden) in [(&held, LREC_V1_HELD), (&dropped, LREC_V1_DROPPED)] {
-        let bytes = codec::encode(rec);
+        let bytes = rec.encode();
         assert_eq!(hex::encode(&bytes), golden, "LREC v1 XA bytes changed");
-        let back: LogRecord = codec::decode(&bytes).expect("decodes");
+        let back = LogRecord::decode(&bytes).expect("decodes");
         assert_eq!(&back, rec);
     }
     assert_eq!(held.size(), 1);
@@ -149,7 +149,7 @@ const LREC_V1_ZSTD: &str = "28b52ffd6000006d040062871c26902b1db3af6d6cf572cfa6e7
 
 #[test]
 fn bodies_are_stored_compressed_and_decode_to_the_same_bytes() {
-    let canonical = codec::encode(&sample());
+    let canonical = sample().encode();
     let golden = hex::decode(LREC_V1_ZSTD).expect("hex");
     assert_eq!(load_body(CODEC_ZSTD, golden).expect("decodes"), canonical);
     let (c, stored) = store_body(canonical.clone());
@@ -212,4 +212,53 @@ fn rows_of_one_event_share_a_header_and_round_trip() {
 fn tables_counts_changes_raw_and_pauses() {
     assert_eq!(sample().tables(), vec![("db".into(), "t".into(), 3)]);
     assert!(sample().is_group_end());
+}
+
+fn switch_sample() -> LogRecord {
+    use crate::position::{Flavor, Lineage};
+    let lin = |id: u32, uid: &str| Lineage {
+        flavor: Flavor::Mariadb,
+        server_id: id,
+        server_uid: uid.into(),
+        binlog_base: "mysql-bin".into(),
+    };
+    let gtid = Gtid::parse("0-1-42").expect("gtid");
+    let from_pos = BinlogPos::new("mysql-bin.000002", 900);
+    let to_pos = BinlogPos::new("mysql-bin.000001", 1234).in_epoch(1);
+    LogRecord {
+        start: from_pos.clone(),
+        chunk: 0,
+        gtid: Some(gtid.clone()),
+        end: Some(GroupEnd {
+            pos: to_pos.clone(),
+            gtid: Some(gtid.clone()),
+        }),
+        body: RecordBody::Switch(crate::log::LineageSwitch {
+            from: lin(1, "old"),
+            to: lin(2, "new"),
+            gtid,
+            from_pos,
+            to_pos,
+        }),
+    }
+}
+
+/// Golden bytes of LREC v2 (the lineage switch, the only body v2 adds).
+const LREC_V2_SWITCH: &str = "4c5245430200106d7973716c2d62696e2e303030303032840700010000012a0112312f6d7973716c2d62696e2e303030303031d209010000012a040001036f6c64096d7973716c2d62696e0002036e6577096d7973716c2d62696e0000012a106d7973716c2d62696e2e303030303032840712312f6d7973716c2d62696e2e303030303031d209";
+
+#[test]
+fn switch_record_is_v2_and_pinned() {
+    let rec = switch_sample();
+    let bytes = rec.encode();
+    assert_eq!(&bytes[..6], b"LREC\x02\x00", "a switch is written as v2");
+    assert_eq!(hex::encode(&bytes), LREC_V2_SWITCH, "LREC v2 bytes changed");
+    assert_eq!(LogRecord::decode(&bytes).expect("decodes"), rec);
+    assert_eq!(rec.size(), 0);
+    assert!(rec.tables().is_empty());
+    // The same body under a v1 header is refused, not misread.
+    let mut v1 = bytes.clone();
+    v1[4] = 1;
+    assert!(LogRecord::decode(&v1).is_err());
+    // Every other body keeps being written as v1.
+    assert_eq!(&sample().encode()[..6], b"LREC\x01\x00");
 }

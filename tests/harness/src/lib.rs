@@ -29,6 +29,7 @@ mod bins;
 mod config;
 mod galera;
 mod proxy;
+mod replica;
 mod watchdog;
 
 pub use bins::{GALERA_INSTALL_HINT, INSTALL_HINT, MARIADBD_ENV};

@@ -10,6 +10,7 @@ mod keys_crash;
 mod lost_commit;
 mod materials_bench;
 mod replay_parts_crash;
+mod repoint;
 mod retention;
 mod serve_finish;
 mod state_outage;

@@ -330,7 +330,10 @@ impl Finish<'_> {
             .source
             .connect(crate::io::pool::Use::Control, "(job source)")
             .await?;
-        let end = kernel::lineage::binlog_end(&mut c).await;
+        let end = match kernel::lineage::binlog_end(&mut c).await {
+            Ok(raw) => kernel::log::live_position(self.pool, &self.scope.stream, &mut c, raw).await,
+            Err(e) => Err(e),
+        };
         c.close().await;
         let deadline = tokio::time::Instant::now() + self.marker_wait;
         kernel::log::wait_for_position(self.pool, &self.scope.stream, &end?, deadline).await?;

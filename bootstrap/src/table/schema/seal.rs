@@ -210,7 +210,10 @@ async fn caught_up(env: &SealEnv<'_>) -> Result<LSeq> {
         .source
         .connect(crate::io::pool::Use::Control, "(schema seal)")
         .await?;
-    let end = kernel::lineage::binlog_end(&mut c).await;
+    let end = match kernel::lineage::binlog_end(&mut c).await {
+        Ok(raw) => log::live_position(env.pool, env.scope.stream, &mut c, raw).await,
+        Err(e) => Err(e),
+    };
     c.close().await;
     let deadline = tokio::time::Instant::now() + env.wait;
     let d = log::wait_for_position(env.pool, env.scope.stream, &end?, deadline).await?;

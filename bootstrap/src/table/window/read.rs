@@ -109,7 +109,10 @@ async fn in_view(
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         .await
         .map_err(my("opening the read view"))?;
-    let snapshot = snapshot_position(conn).await?;
+    let snapshot = match snapshot_position(conn).await? {
+        Some(p) => Some(kernel::log::live_position(&ctx.pool, &ctx.stream, conn, p).await?),
+        None => None,
+    };
     let mut view = ReadView {
         snapshot,
         raw_pages: Vec::new(),

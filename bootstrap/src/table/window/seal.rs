@@ -45,7 +45,18 @@ pub async fn check_capture_pause(ctx: &JobCtx, upto: LSeq) -> Result<()> {
 }
 
 /// Checks LOW <= S < HIGH for the read view's binlog point S (when the server reports it).
+///
+/// A window whose LOW and HIGH lie in two lineage epochs (a repoint between them: its read
+/// view was on the old server) is not sealed: a transient failure, so the window is read
+/// again as a new attempt on the new server (sealed windows are kept as they are).
 pub fn check_snapshot(low: &MarkerSeen, high: &MarkerSeen, view: &ReadView) -> Result<()> {
+    if low.end.pos.epoch() != high.end.pos.epoch() {
+        return Err(Error::transient(format!(
+            "LOW {} and HIGH {} lie on two sides of a source repoint: the window is read \
+             again as a new attempt on the new source",
+            low.end.pos, high.end.pos
+        )));
+    }
     let Some(s) = &view.snapshot else {
         return Ok(());
     };
@@ -204,4 +215,60 @@ pub async fn sealed_hash(ctx: &JobCtx, w: WindowId, a: Attempt) -> Result<Option
         })
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernel::change::GroupEnd;
+    use kernel::control::{Intent, IntentKind};
+    use kernel::ids::{Attempt, Generation, JobId, WindowId};
+    use kernel::position::BinlogPos;
+
+    fn seen(kind: IntentKind, pos: BinlogPos) -> MarkerSeen {
+        let intent = Intent::new(
+            JobId(1),
+            Generation(1),
+            kind,
+            Some(WindowId(1)),
+            Some(Attempt(1)),
+        );
+        MarkerSeen {
+            intent,
+            obsolete: false,
+            seq: LSeq(1),
+            end: GroupEnd { pos, gtid: None },
+        }
+    }
+
+    fn view(snapshot: Option<BinlogPos>) -> ReadView {
+        ReadView {
+            snapshot,
+            raw_pages: Vec::new(),
+            rows: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_window_across_a_repoint_is_read_again_not_sealed() {
+        let old = |p| BinlogPos::new("mysql-bin.000003", p);
+        let new = |p| BinlogPos::new("mysql-bin.000001", p).in_epoch(1);
+        let low = seen(IntentKind::Low, old(100));
+        let high = seen(IntentKind::High, old(300));
+        assert!(check_snapshot(&low, &high, &view(Some(old(200)))).is_ok());
+        let e = check_snapshot(&low, &high, &view(Some(old(400)))).expect_err("outside");
+        assert!(!e.is_transient());
+        // LOW on the old server, HIGH on the new one: transient (a new attempt), never sealed.
+        let straddling = seen(IntentKind::High, new(50));
+        let e = check_snapshot(&low, &straddling, &view(Some(old(200)))).expect_err("straddles");
+        assert!(e.is_transient(), "{e}");
+        assert!(check_snapshot(&low, &straddling, &view(None)).is_err());
+        // Both on the new server: the usual check, in the new epoch.
+        let (l2, h2) = (
+            seen(IntentKind::Low, new(50)),
+            seen(IntentKind::High, new(90)),
+        );
+        assert!(check_snapshot(&l2, &h2, &view(Some(new(60)))).is_ok());
+    }
 }

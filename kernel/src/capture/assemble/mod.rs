@@ -148,6 +148,8 @@ pub struct Capturer {
     set: SharedCaptureSet,
     chunk_changes: usize,
     file: String,
+    /// The lineage epoch of D (`BinlogPos::epoch`): every position read is placed in it.
+    epoch: u32,
     checksum_pending: bool,
     last_end: GroupEnd,
     last_recorded_end: GroupEnd,
@@ -182,6 +184,7 @@ impl Capturer {
             set,
             chunk_changes: chunk_changes.max(1) as usize,
             file: restart.pos.file.clone(),
+            epoch: restart.pos.epoch(),
             checksum_pending: true,
             last_end: restart.clone(),
             last_recorded_end: restart,
@@ -328,11 +331,12 @@ impl Capturer {
         let at = BinlogPos::new(self.file.clone(), 0);
         let r: RotateEvent<'_> = ev.read_event().map_err(|e| io("ROTATE", &at, e))?;
         let fake = ev.header().log_pos() == 0 || ev.header().flags_raw() & 0x20 != 0;
-        self.file = if fake {
+        let name = if fake {
             events::fake_rotate_name(r.name_raw(), self.checksum_pending)
         } else {
             r.name().into_owned()
         };
+        self.file = BinlogPos::new(name, 0).in_epoch(self.epoch).file;
         // table ids are only valid within one file's table maps
         if !fake {
             self.maps.clear();

@@ -102,6 +102,7 @@ fn kind(b: &RecordBody) -> String {
         RecordBody::Held(h) => format!("held {}", h.xid),
         RecordBody::Dropped { xid } => format!("dropped {xid}"),
         RecordBody::Progress => "progress".into(),
+        RecordBody::Switch(s) => format!("switch {}", s.to_pos),
     }
 }
 

@@ -341,10 +341,12 @@ async fn open_stream(
     conn.query_drop(format!("SET @master_heartbeat_period={ns}"))
         .await
         .map_err(|e| from_mysql("SET @master_heartbeat_period", &e))?;
-    let file = d.restart.pos.file.clone().into_bytes();
+    // The server's own name: D's file carries the lineage epoch after a repoint.
+    let at = d.restart.pos.server_pos();
+    let file = at.file.into_bytes();
     let req = mysql_async::BinlogStreamRequest::new(cfg.replica_server_id)
         .with_filename(&file)
-        .with_pos(d.restart.pos.pos);
+        .with_pos(at.pos);
     tokio::time::timeout(cfg.connect_timeout, conn.get_binlog_stream(req))
         .await
         .map_err(|_| Error::transient("requesting the binlog stream: timed out"))?
