@@ -187,7 +187,13 @@ mod tests {
     #[test]
     fn digest_canonical_is_the_digest_of_the_concatenated_bytes() {
         // Values around and well past the hasher's buffer.
-        for len in [0, 1, DIGEST_BUFFER - 7, DIGEST_BUFFER, 3 * DIGEST_BUFFER + 5] {
+        for len in [
+            0,
+            1,
+            DIGEST_BUFFER - 7,
+            DIGEST_BUFFER,
+            3 * DIGEST_BUFFER + 5,
+        ] {
             let p = Probe {
                 a: len as u32,
                 b: "q".repeat(len),

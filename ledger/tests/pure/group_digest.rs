@@ -37,8 +37,16 @@ fn row() -> impl Strategy<Value = Option<Vec<SqlValue>>> {
 
 fn change() -> impl Strategy<Value = Change> {
     let op = prop_oneof![Just(Op::Insert), Just(Op::Update), Just(Op::Delete)];
-    (any::<[u8; 32]>(), "[a-z]{0,8}", any::<u64>(), any::<u32>(), op, row(), row()).prop_map(
-        |(lineage, name, event_pos, r, op, before, after)| Change {
+    (
+        any::<[u8; 32]>(),
+        "[a-z]{0,8}",
+        any::<u64>(),
+        any::<u32>(),
+        op,
+        row(),
+        row(),
+    )
+        .prop_map(|(lineage, name, event_pos, r, op, before, after)| Change {
             id: ChangeId {
                 lineage: Digest(lineage),
                 schema: name.clone(),
@@ -50,14 +58,18 @@ fn change() -> impl Strategy<Value = Change> {
             },
             before,
             after,
-        },
-    )
+        })
 }
 
 fn end() -> impl Strategy<Value = GroupEnd> {
     let gtid = proptest::option::of(prop_oneof![
-        (any::<u32>(), any::<u32>(), any::<u64>())
-            .prop_map(|(domain, server, seq)| Gtid::Mariadb { domain, server, seq }),
+        (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(domain, server, seq)| {
+            Gtid::Mariadb {
+                domain,
+                server,
+                seq,
+            }
+        }),
         ("[0-9a-f]{8}", any::<u64>()).prop_map(|(uuid, seq)| Gtid::Mysql { uuid, seq }),
     ]);
     ("mysql-bin\\.[0-9]{6}", any::<u64>(), gtid).prop_map(|(file, pos, gtid)| GroupEnd {
