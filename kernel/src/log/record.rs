@@ -54,7 +54,7 @@ pub enum RecordBody {
     /// The stream's source moved to another server (LREC v2, `backfill repoint`,
     /// DESIGN §18). The record starts at D on the old lineage and ends at the position
     /// the new server maps D's GTID to, in the next lineage epoch; it holds no change.
-    Switch(LineageSwitch),
+    Switch(Box<LineageSwitch>),
 }
 
 /// A lineage switch: from here on the stream reads `to`'s binlog from `to_pos`, the end

@@ -53,13 +53,13 @@ pub fn switch_record(
             pos: to_pos.clone(),
             gtid: Some(gtid.clone()),
         }),
-        body: RecordBody::Switch(LineageSwitch {
+        body: RecordBody::Switch(Box::new(LineageSwitch {
             from: d.lineage.clone(),
             to: to.clone(),
             gtid: gtid.clone(),
             from_pos: d.restart.pos.clone(),
             to_pos,
-        }),
+        })),
     })
 }
 

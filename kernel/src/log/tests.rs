@@ -233,13 +233,13 @@ fn switch_sample() -> LogRecord {
             pos: to_pos.clone(),
             gtid: Some(gtid.clone()),
         }),
-        body: RecordBody::Switch(crate::log::LineageSwitch {
+        body: RecordBody::Switch(Box::new(crate::log::LineageSwitch {
             from: lin(1, "old"),
             to: lin(2, "new"),
             gtid,
             from_pos,
             to_pos,
-        }),
+        })),
     }
 }
 
