@@ -211,6 +211,18 @@ pub fn check_gtid_state(end: &GroupEnd, state: Option<&str>) -> Result<()> {
     }
 }
 
+/// MySQL: true when `g` is in the server's `gtid_executed`.
+pub async fn in_gtid_executed(conn: &mut mysql_async::Conn, g: &Gtid) -> Result<bool> {
+    let inside: Option<Option<i64>> = conn
+        .exec_first(
+            "SELECT GTID_SUBSET(?, @@GLOBAL.gtid_executed)",
+            (g.to_string(),),
+        )
+        .await
+        .map_err(|e| from_mysql("GTID_SUBSET", &e))?;
+    Ok(inside.flatten() == Some(1))
+}
+
 /// Checks on a live server that `end` (D) is still a valid restart position of `recorded`.
 pub async fn check_restart_position(
     conn: &mut mysql_async::Conn,
@@ -234,14 +246,7 @@ pub async fn check_restart_position(
             let Some(g) = &end.gtid else {
                 return Ok(());
             };
-            let inside: Option<Option<i64>> = conn
-                .exec_first(
-                    "SELECT GTID_SUBSET(?, @@GLOBAL.gtid_executed)",
-                    (g.to_string(),),
-                )
-                .await
-                .map_err(|e| from_mysql("GTID_SUBSET", &e))?;
-            if inside.flatten() == Some(1) {
+            if in_gtid_executed(conn, g).await? {
                 Ok(())
             } else {
                 Err(Error::definite(

@@ -180,14 +180,7 @@ async fn locate_mariadb(conn: &mut mysql_async::Conn, g: &Gtid) -> Result<Binlog
 
 /// MySQL: `g` in `gtid_executed`, then every retained file scanned newest first.
 async fn locate_mysql(conn: &mut mysql_async::Conn, g: &Gtid) -> Result<BinlogPos> {
-    let inside: Option<Option<i64>> = conn
-        .exec_first(
-            "SELECT GTID_SUBSET(?, @@GLOBAL.gtid_executed)",
-            (g.to_string(),),
-        )
-        .await
-        .map_err(|e| from_mysql("GTID_SUBSET", &e))?;
-    if inside.flatten() != Some(1) {
+    if !lineage::in_gtid_executed(conn, g).await? {
         return Err(lacks(g, "it is not in the server's gtid_executed"));
     }
     for f in binary_logs(conn).await?.iter().rev() {

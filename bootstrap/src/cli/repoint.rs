@@ -173,10 +173,9 @@ async fn select_identity(pool: &MySqlPool, a: &RepointArgs) -> Result<String> {
 
 /// A running serve may hold jobs' connections and cached URLs: stop every serve first.
 async fn refuse_live_serves(pool: &MySqlPool) -> Result<()> {
-    let live: Vec<String> = crate::store::processes::read(pool)
+    let live: Vec<String> = crate::store::processes::live(pool)
         .await?
         .into_iter()
-        .filter(|s| s.live())
         .map(|s| format!("{} (pid {})", s.owner, s.pid))
         .collect();
     if live.is_empty() {

@@ -254,6 +254,11 @@ pub async fn read(pool: &MySqlPool) -> Result<Vec<ServeRow>> {
         .collect())
 }
 
+/// The serve rows that still describe a running process.
+pub async fn live(pool: &MySqlPool) -> Result<Vec<ServeRow>> {
+    Ok(read(pool).await?.into_iter().filter(|s| s.live()).collect())
+}
+
 /// Deletes the rows of other processes silent for [`FORGET_AFTER_SECS`] (hosts renamed,
 /// test owners): status keeps showing a stale row for a day, then forgets it.
 async fn forget_old(pool: &MySqlPool, owner: &str) -> Result<u64> {

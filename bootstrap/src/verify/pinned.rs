@@ -84,10 +84,9 @@ pub fn check_phase(job: JobId, phase: Option<Phase>, paused: bool) -> Result<()>
 
 /// Refuses while any serve is live.
 async fn check_no_serve(pool: &MySqlPool, job: JobId) -> Result<()> {
-    let live: Vec<String> = crate::store::processes::read(pool)
+    let live: Vec<String> = crate::store::processes::live(pool)
         .await?
         .into_iter()
-        .filter(|r| r.live())
         .map(|r| format!("`{}` (pid {})", r.owner, r.pid))
         .collect();
     if live.is_empty() {
