@@ -2,8 +2,9 @@
 //! `demo`: a tiny HTTP/1.1 handler on tokio, no framework.
 //!
 //! What is exposed is read at scrape time, from two sources:
-//! * per job, from the state store through [`crate::present::status::gather`] (the numbers
-//!   `status` prints): rows known/read/sealed/applied, windows planned/completed, replay
+//! * per job, from the state store through [`crate::present::status::fleet::gather`] (the
+//!   set-wise reads of `status` without a JOB: a scrape is the same few queries for any
+//!   number of jobs): rows known/read/sealed/applied, windows planned/completed, replay
 //!   groups and lag, phase and pause code;
 //! * the [`Telemetry`] of the serve this endpoint belongs to (handed to [`spawn`]; nothing
 //!   process-global): its admission pools (capacity, in use, held by unconfirmed releases,
@@ -17,7 +18,7 @@
 //!   `backfill_verify_differing_rows_total`).
 //!
 //! Labels are low-cardinality: job id, pool, phase, pause code, module; never error text.
-use crate::present::status::{self, JobStatus};
+use crate::present::status::fleet::{self, FleetRow};
 use crate::supervisor::telemetry::Telemetry;
 use kernel::Result;
 use sqlx::MySqlPool;
@@ -244,15 +245,13 @@ fn retries_family(t: &Telemetry) -> Family {
     f
 }
 
-async fn jobs_status(pool: &MySqlPool) -> Result<Vec<JobStatus>> {
-    let mut all = Vec::new();
-    for j in status::read(pool, None).await? {
-        all.push(status::gather(pool, j).await?);
-    }
-    Ok(all)
+/// Every job's numbers in a fixed number of set-wise reads (the fleet's, as `status`
+/// without a JOB): a scrape costs the same few queries with 10 or 1 000 jobs.
+async fn jobs_status(pool: &MySqlPool) -> Result<Vec<FleetRow>> {
+    fleet::gather(pool).await
 }
 
-fn job_families(all: &[JobStatus]) -> Vec<Family> {
+fn job_families(all: &[FleetRow]) -> Vec<Family> {
     let mut rows_read = Family::new(
         "backfill_rows_read_total",
         "counter",
@@ -303,18 +302,18 @@ fn job_families(all: &[JobStatus]) -> Vec<Family> {
     for s in all {
         let job = s.job.job_id.0.to_string();
         let j = [("job", job.as_str())];
-        rows_read.add(&j, s.rows_read as f64);
-        rows_final.add(&j, s.rows_final as f64);
-        rows_applied.add(&j, s.rows_applied as f64);
+        rows_read.add(&j, s.rows.read as f64);
+        rows_final.add(&j, s.rows.sealed as f64);
+        rows_applied.add(&j, s.rows.applied as f64);
         rows_known.add(&j, s.job.estimated_rows as f64);
         win_done.add(&j, f64::from(s.windows_done));
         win_plan.add(&j, f64::from(s.job.windows));
         if let Some(r) = &s.replay {
             groups.add(&j, r.groups_applied as f64);
-            if let Some(b) = r.lag.behind_bytes {
+            if let Some(b) = r.behind_bytes {
                 lag_b.add(&j, b as f64);
             }
-            lag_s.add(&j, r.lag.behind_ms as f64 / 1000.0);
+            lag_s.add(&j, r.lag_ms as f64 / 1000.0);
         }
         let p = s.phase.clone().unwrap_or_else(|| s.job.state.clone());
         phase.add(&[("job", &job), ("phase", &p)], 1.0);

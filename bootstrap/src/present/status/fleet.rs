@@ -118,6 +118,22 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
+/// A job's window counters summed over its windows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowSums {
+    pub read: u64,
+    pub sealed: u64,
+    pub applied: u64,
+}
+
+/// A job's replay counters as the replayer last recorded them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplaySums {
+    pub groups_applied: u64,
+    pub behind_bytes: Option<u64>,
+    pub lag_ms: u64,
+}
+
 /// One job of the fleet, from the set-wise reads.
 #[derive(Clone, Debug)]
 pub struct FleetRow {
@@ -126,10 +142,12 @@ pub struct FleetRow {
     pub phase: Option<String>,
     pub paused: Option<Definite>,
     pub windows_done: u32,
-    pub rows_applied: u64,
+    /// Rows over all windows: read under the read views, sealed in FINAL pages, applied.
+    pub rows: WindowSums,
     /// Milliseconds from the first window's start to the last counter update.
     pub window_ms: u64,
-    pub lag_ms: Option<u64>,
+    /// What the replayer last recorded (None before its first record).
+    pub replay: Option<ReplaySums>,
     pub verifies: Option<Verifies>,
     /// Material bytes the registry accounts for the job (0 once retention released them).
     pub held_bytes: u64,
@@ -147,19 +165,25 @@ impl FleetRow {
 
     /// Rows applied per second while the table is in its windows.
     pub fn rows_per_sec(&self) -> Option<f64> {
-        (self.in_windows() && self.rows_applied > 0 && self.window_ms > 0)
-            .then(|| self.rows_applied as f64 * 1000.0 / self.window_ms as f64)
+        let applied = self.rows.applied;
+        (self.in_windows() && applied > 0 && self.window_ms > 0)
+            .then(|| applied as f64 * 1000.0 / self.window_ms as f64)
     }
 
     /// Seconds left at that rate to the rows estimated at install.
     pub fn eta_secs(&self) -> Option<u64> {
         let rate = self.rows_per_sec().filter(|_| self.paused.is_none())?;
-        let left = self.job.estimated_rows.saturating_sub(self.rows_applied);
+        let left = self.job.estimated_rows.saturating_sub(self.rows.applied);
         Some((left as f64 / rate).ceil() as u64)
     }
 
     fn in_windows(&self) -> bool {
         matches!(self.phase.as_deref(), Some("CAPTURING" | "WINDOWS"))
+    }
+
+    /// The replay lag in ms, once the replayer recorded one.
+    pub fn lag_ms(&self) -> Option<u64> {
+        self.replay.map(|r| r.lag_ms)
     }
 
     /// The pause reason, `code: message` (redacted), or None.
@@ -188,7 +212,7 @@ impl FleetRow {
             self.rows_per_sec()
                 .map_or_else(|| "-".into(), |r| format!("{r:.0}")),
             self.eta_secs().map_or_else(|| "-".into(), human_secs),
-            self.lag_ms
+            self.lag_ms()
                 .map_or_else(|| "-".into(), |ms| human_secs(ms.div_ceil(1000))),
             human_bytes(self.held_bytes),
         );
@@ -206,10 +230,10 @@ impl FleetRow {
             "windows_done": self.windows_done,
             "windows": self.job.windows,
             "rows_known": self.job.estimated_rows,
-            "rows_applied": self.rows_applied,
+            "rows_applied": self.rows.applied,
             "rows_per_sec": self.rows_per_sec(),
             "eta_secs": self.eta_secs(),
-            "lag_ms": self.lag_ms,
+            "lag_ms": self.lag_ms(),
             "paused": self.paused.as_ref().map(|p| json!({
                 "code": p.code.as_str(),
                 "message": kernel::redact::redact_text(&p.message),
@@ -269,10 +293,11 @@ pub fn human_secs(s: u64) -> String {
     }
 }
 
-/// Per job: rows applied over all windows and the window span in ms.
-async fn window_sums(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), (u64, u64)>> {
-    let rows: Vec<(u64, u64, u64, i64)> = sqlx::query_as(
-        "SELECT job_id, generation, CAST(SUM(rows_applied) AS UNSIGNED), \
+/// Per job: rows read, sealed and applied over all windows, and the window span in ms.
+async fn window_sums(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), (WindowSums, u64)>> {
+    let rows: Vec<(u64, u64, u64, u64, u64, i64)> = sqlx::query_as(
+        "SELECT job_id, generation, CAST(SUM(rows_read) AS UNSIGNED), \
+         CAST(SUM(rows_final) AS UNSIGNED), CAST(SUM(rows_applied) AS UNSIGNED), \
          TIMESTAMPDIFF(MICROSECOND, MIN(started_at), MAX(updated_at)) \
          FROM window_progress GROUP BY job_id, generation",
     )
@@ -281,23 +306,36 @@ async fn window_sums(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), (u
     .map_err(|e| from_sqlx("summing window progress", &e))?;
     Ok(rows
         .into_iter()
-        .map(|(j, g, applied, us)| {
+        .map(|(j, g, read, sealed, applied, us)| {
             let ms = u64::try_from(us / 1000).unwrap_or(0);
-            ((JobId(j), Generation(g)), (applied, ms))
+            let sums = WindowSums {
+                read,
+                sealed,
+                applied,
+            };
+            ((JobId(j), Generation(g)), (sums, ms))
         })
         .collect())
 }
 
-/// Per job: the replay lag in ms, as the replayer last recorded it.
-async fn lags(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), u64>> {
-    let rows: Vec<(u64, u64, Option<u64>)> =
-        sqlx::query_as("SELECT job_id, generation, behind_ms FROM replay_progress")
-            .fetch_all(pool)
-            .await
-            .map_err(|e| from_sqlx("reading replay progress", &e))?;
+/// Per job: the replay counters as the replayer last recorded them.
+async fn replays(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), ReplaySums>> {
+    let rows: Vec<(u64, u64, u64, Option<u64>, Option<u64>)> = sqlx::query_as(
+        "SELECT job_id, generation, groups_applied, behind_bytes, behind_ms FROM replay_progress",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(|e| from_sqlx("reading replay progress", &e))?;
     Ok(rows
         .into_iter()
-        .map(|(j, g, ms)| ((JobId(j), Generation(g)), ms.unwrap_or(0)))
+        .map(|(j, g, groups_applied, behind_bytes, ms)| {
+            let r = ReplaySums {
+                groups_applied,
+                behind_bytes,
+                lag_ms: ms.unwrap_or(0),
+            };
+            ((JobId(j), Generation(g)), r)
+        })
         .collect())
 }
 
@@ -311,7 +349,7 @@ pub async fn gather(pool: &MySqlPool) -> Result<Vec<FleetRow>> {
         .map(|h| ((h.record.job, h.record.generation), h))
         .collect();
     let windows = window_sums(pool).await?;
-    let lags = lags(pool).await?;
+    let replays = replays(pool).await?;
     let mut verified = verifies::read_all(pool).await?;
     let held = held(pool).await?;
     Ok(all
@@ -319,14 +357,14 @@ pub async fn gather(pool: &MySqlPool) -> Result<Vec<FleetRow>> {
         .map(|job| {
             let k = (job.job_id, job.generation);
             let head = heads.get(&k);
-            let (rows_applied, window_ms) = windows.get(&k).copied().unwrap_or_default();
+            let (rows, window_ms) = windows.get(&k).copied().unwrap_or_default();
             FleetRow {
                 phase: head.map(|h| format!("{:?}", h.record.phase).to_uppercase()),
                 paused: head.and_then(|h| h.record.paused.clone()),
                 windows_done: head.map_or(0, |h| h.record.completed),
-                rows_applied,
+                rows,
                 window_ms,
-                lag_ms: lags.get(&k).copied(),
+                replay: replays.get(&k).copied(),
                 verifies: verified.remove(&k),
                 held_bytes: held.get(&job.job_id).copied().unwrap_or(0),
                 job,
@@ -356,7 +394,7 @@ pub fn summary(rows: &[FleetRow], of: usize) -> String {
         .iter()
         .map(|(s, n)| format!("{n} {s}"))
         .collect();
-    let lag: u64 = rows.iter().filter_map(|r| r.lag_ms).sum();
+    let lag: u64 = rows.iter().filter_map(FleetRow::lag_ms).sum();
     let shown = match rows.len() == of {
         true => format!("{} jobs", rows.len()),
         false => format!("{} of {of} jobs", rows.len()),
@@ -421,7 +459,7 @@ pub async fn render(pool: &MySqlPool, filter: &Filter, as_json: bool) -> Result<
                 "jobs": rows.len(),
                 "of": of,
                 "per_state": states,
-                "total_lag_ms": rows.iter().filter_map(|r| r.lag_ms).sum::<u64>(),
+                "total_lag_ms": rows.iter().filter_map(FleetRow::lag_ms).sum::<u64>(),
             },
             "serve": super::serves_json(&serves),
         });
@@ -475,9 +513,17 @@ mod tests {
                 message: format!("lost mysql://u:pw@h:1/x {}", "z".repeat(300)),
             }),
             windows_done: 4,
-            rows_applied: 400,
+            rows: WindowSums {
+                read: 400,
+                sealed: 400,
+                applied: 400,
+            },
             window_ms: 2000,
-            lag_ms: phase.filter(|p| *p == "STREAMING").map(|_| 1500),
+            replay: phase.filter(|p| *p == "STREAMING").map(|_| ReplaySums {
+                groups_applied: 3,
+                behind_bytes: Some(0),
+                lag_ms: 1500,
+            }),
             verifies: None,
             held_bytes: 40 << 10,
         }
