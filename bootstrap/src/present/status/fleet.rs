@@ -320,7 +320,8 @@ async fn window_sums(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), (W
 
 /// Per job: the replay counters as the replayer last recorded them.
 async fn replays(pool: &MySqlPool) -> Result<HashMap<(JobId, Generation), ReplaySums>> {
-    let rows: Vec<(u64, u64, u64, Option<u64>, Option<u64>)> = sqlx::query_as(
+    type Row = (u64, u64, u64, Option<u64>, Option<u64>);
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT job_id, generation, groups_applied, behind_bytes, behind_ms FROM replay_progress",
     )
     .fetch_all(pool)
