@@ -210,6 +210,27 @@ impl Pooled {
     }
 }
 
+impl Pooled {
+    /// Ends a use whose statement may still run on the server (its client deadline
+    /// passed): the connection is never reused; it is KILLed from a kill slot and
+    /// confirmed gone before its slot is given back, else the slot is lost (the count on
+    /// the server stays bounded, see [`Slot::lose`]).
+    pub async fn abandon(self, what: &str) {
+        let id = self.conn.id();
+        let Pooled {
+            conn, slot, pool, ..
+        } = self;
+        drop(conn);
+        match crate::io::bounded::kill_confirmed(&pool, what, id).await {
+            Ok(()) => drop(slot),
+            Err(e) => {
+                tracing::warn!(id, error = %e, "an abandoned {what} connection was not confirmed gone; its slot stays taken");
+                slot.lose();
+            }
+        }
+    }
+}
+
 /// How long the reset of a control connection given back may take before it is closed.
 const RESET_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -7,20 +7,37 @@ use kernel::failpoint;
 use kernel::Result;
 use tokio::time::Instant;
 
-/// Writes an intent and waits until L durably holds it.
+/// Writes an intent and waits until L durably holds it, both within `marker_timeout`: a
+/// source that stops answering (frozen, a dead network path) ends the wait with a
+/// transient error, and the connection of an unanswered write is never reused
+/// ([`crate::io::pool::Pooled::abandon`]). An intent written but never awaited is
+/// harmless: its nonce belongs to an attempt that no longer waits for it.
 pub async fn write_and_await(
     ctx: &JobCtx,
     intent: &Intent,
     written_fp: &str,
 ) -> Result<kernel::log::MarkerSeen> {
+    let limit = ctx.cfg.marker_timeout;
+    let deadline = Instant::now() + limit;
     let mut conn = ctx
         .source
         .connect(crate::io::pool::Use::Control, "(job source)")
         .await?;
-    let r = kernel::control::write_intent(&mut conn, &ctx.job.control_schema, intent).await;
-    conn.close().await;
-    r?;
+    let write = kernel::control::write_intent(&mut conn, &ctx.job.control_schema, intent);
+    match tokio::time::timeout_at(deadline, write).await {
+        Ok(r) => {
+            conn.close().await;
+            r?;
+        }
+        Err(_) => {
+            conn.abandon("source").await;
+            return Err(kernel::Error::transient(format!(
+                "writing the {:?} intent on the source: no answer within {limit:?} \
+                 (marker_timeout)",
+                intent.kind
+            )));
+        }
+    }
     failpoint::hit(written_fp);
-    let deadline = Instant::now() + ctx.cfg.marker_timeout;
     kernel::log::wait_for_marker(&ctx.pool, &ctx.stream, intent.nonce, deadline).await
 }

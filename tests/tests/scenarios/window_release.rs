@@ -1,8 +1,12 @@
 //! DESIGN §8: a read permit is released only when the read-view connection is confirmed
 //! closed. The source freezes (SIGSTOP) inside a read view: the read times out, neither
 //! the close nor a KILL can be confirmed, so the permit stays held (release unknown) and
-//! the table pauses with `release_unconfirmed`. Alone in its test binary: it reads the
-//! admission state of the process's last serve.
+//! the table pauses with `release_unconfirmed`. Window 1, read beside it, meets the frozen
+//! source after its LOW: its attempts fail (a write with no answer ends at
+//! `marker_timeout`) and stop once window 0's failure stops the pipeline, so the pause is
+//! recorded (it once never was: a LOW write on a reused control connection waited forever
+//! and the producer waited for it). Alone in its test binary: it reads the admission state
+//! of the process's last serve.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::hooks::HookFuture;
 use backfill_tests::bf::table::window::WindowHooks;
@@ -21,6 +25,20 @@ struct FreezeSource {
 }
 
 impl WindowHooks for FreezeSource {
+    /// Window 1 goes on only once the source is frozen: its next statements (the read
+    /// view's connect, then a new attempt's LOW write on a reused control connection)
+    /// meet a source that does not answer. Bounded: window 0 freezes it after one page.
+    fn after_low(&self, _: JobId, w: WindowId, a: Attempt) -> HookFuture<'_> {
+        Box::pin(async move {
+            if w == WindowId(1) && a == Attempt(1) {
+                let t0 = std::time::Instant::now();
+                while self.frozen.load(Ordering::SeqCst) == 0 && t0.elapsed().as_secs() < 60 {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+        })
+    }
+
     fn mid_read(&self, _: JobId, w: WindowId, a: Attempt, _: u32) -> HookFuture<'_> {
         Box::pin(async move {
             if w == WindowId(0)

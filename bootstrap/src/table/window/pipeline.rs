@@ -17,7 +17,8 @@
 //!   window before w is recorded (`Journal::complete_window` refuses anything else);
 //!   only this task writes J while the pipeline runs.
 //! * On any error nothing new starts; pages in flight finish (their write permits are
-//!   released only on a known outcome), the producer's current attempt ends, windows
+//!   released only on a known outcome), the producers' current attempts end (they run
+//!   under the pipeline's stop token: no new attempt, no further permit wait), windows
 //!   already complete in T are still recorded in J, then the error is returned.
 //! * A panic of a sub-task is a definite error naming the window ([`panics`]): the table
 //!   pauses at once instead of retrying a bug up to the attempt cap.
@@ -96,6 +97,13 @@ async fn produce_all(
     stop: CancellationToken,
 ) {
     let width = capacity(&ctx, PoolKind::ReadWindow);
+    // The producers stop with the pipeline, not only with the job: once a window failed,
+    // the others start no new attempt and stop waiting for permits (a source that stopped
+    // answering would otherwise keep them retrying, and the failure unreported).
+    let ctx = Arc::new(JobCtx {
+        cancel: stop.clone(),
+        ..(*ctx).clone()
+    });
     let mut inflight = VecDeque::new();
     let mut next = from;
     loop {
