@@ -13,7 +13,7 @@
 //! A close error after a success is reported, never masked ([`close_confirmed`]): the
 //! connection is KILLed and confirmed gone, and if that fails the error names both the
 //! earlier success and the close failure.
-use crate::io::pool::{ConnPool, Use};
+use crate::io::pool::{ConnPool, Pooled, Use};
 use kernel::error::{from_mysql, DefiniteCode};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
@@ -46,6 +46,21 @@ impl Default for Deadlines {
     fn default() -> Deadlines {
         Deadlines {
             target_write: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Ends a use whose statement may still run on the server (its client deadline passed):
+/// the connection is never reused; it is KILLed from a kill slot and confirmed gone
+/// before its slot is given back, else the slot is lost (the count on the server stays
+/// bounded, see [`crate::io::pool::Slot::lose`]).
+pub async fn abandon(conn: Pooled, what: &str) {
+    let (id, slot, pool) = conn.detach();
+    match kill_confirmed(&pool, what, id).await {
+        Ok(()) => drop(slot),
+        Err(e) => {
+            tracing::warn!(id, error = %e, "an abandoned {what} connection was not confirmed gone; its slot stays taken");
+            slot.lose();
         }
     }
 }

@@ -212,22 +212,16 @@ impl Pooled {
 
 impl Pooled {
     /// Ends a use whose statement may still run on the server (its client deadline
-    /// passed): the connection is never reused; it is KILLed from a kill slot and
-    /// confirmed gone before its slot is given back, else the slot is lost (the count on
-    /// the server stays bounded, see [`Slot::lose`]).
-    pub async fn abandon(self, what: &str) {
+    /// passed): the connection is dropped, never reused, and the caller gets its id, its
+    /// slot and its pool to KILL it and confirm it gone before the slot is given back
+    /// (`crate::io::bounded::abandon`), or else to [`Slot::lose`] the slot.
+    pub fn detach(self) -> (u32, Slot, ConnPool) {
         let id = self.conn.id();
         let Pooled {
             conn, slot, pool, ..
         } = self;
         drop(conn);
-        match crate::io::bounded::kill_confirmed(&pool, what, id).await {
-            Ok(()) => drop(slot),
-            Err(e) => {
-                tracing::warn!(id, error = %e, "an abandoned {what} connection was not confirmed gone; its slot stays taken");
-                slot.lose();
-            }
-        }
+        (id, slot, pool)
     }
 }
 

@@ -30,7 +30,7 @@ pub async fn write_and_await(
             r?;
         }
         Err(_) => {
-            conn.abandon("source").await;
+            crate::io::bounded::abandon(conn, "source").await;
             return Err(kernel::Error::transient(format!(
                 "writing the {:?} intent on the source: no answer within {limit:?} \
                  (marker_timeout)",
