@@ -119,7 +119,7 @@ fn track_group(
     let done = r.record.end.is_some();
     open.push(r);
     if done {
-        match replay::build_group(scope, chain, open) {
+        match replay::build_group(scope, chain, std::mem::take(open)) {
             Ok(replay::Built::Complete { group, .. }) if !group.changes.is_empty() => {
                 facts.last_group = Some((group.end.clone(), group.digest()));
             }

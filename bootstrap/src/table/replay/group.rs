@@ -41,10 +41,45 @@ pub fn table_part(
     chain: Option<&Chain>,
     rec: &StoredRecord,
 ) -> Result<Vec<Change>, Definite> {
+    take_part(scope, chain, rec, |c| {
+        c.iter()
+            .filter(|ch| scope.is_table(&ch.id.schema, &ch.id.table))
+            .cloned()
+            .collect()
+    })
+}
+
+/// [`table_part`] of a record that is not kept: its changes are moved, never copied (a
+/// group of a large transaction holds as many bytes as its images, once).
+pub fn table_part_owned(
+    scope: &Scope,
+    chain: Option<&Chain>,
+    mut rec: StoredRecord,
+) -> Result<Vec<Change>, Definite> {
+    let changes = match &mut rec.record.body {
+        RecordBody::Chunk(c) => std::mem::take(&mut c.changes),
+        _ => Vec::new(),
+    };
+    let mut changes = Some(changes);
+    take_part(scope, chain, &rec, |_| {
+        let mut all = changes.take().unwrap_or_default();
+        all.retain(|ch| scope.is_table(&ch.id.schema, &ch.id.table));
+        all
+    })
+}
+
+/// The checks of [`table_part`] on `rec`; `decoded` gives the table's decoded changes
+/// (from the record's changes, or from those moved out of it).
+fn take_part(
+    scope: &Scope,
+    chain: Option<&Chain>,
+    rec: &StoredRecord,
+    decoded: impl FnOnce(&[Change]) -> Vec<Change>,
+) -> Result<Vec<Change>, Definite> {
     let RecordBody::Chunk(c) = &rec.record.body else {
         return Ok(Vec::new());
     };
-    let mine = |s: &str, t: &str| s == scope.source_db && t == scope.source_table;
+    let mine = |s: &str, t: &str| scope.is_table(s, t);
     for p in c.pauses.iter().filter(|p| {
         (p.job == scope.job && p.generation == scope.generation) || mine(&p.schema, &p.table)
     }) {
@@ -60,12 +95,7 @@ pub fn table_part(
             ),
         ));
     }
-    let decoded: Vec<Change> = c
-        .changes
-        .iter()
-        .filter(|ch| mine(&ch.id.schema, &ch.id.table))
-        .cloned()
-        .collect();
+    let decoded = decoded(&c.changes);
     let raw: Vec<&RawRows> = c.raw.iter().filter(|r| mine(&r.schema, &r.table)).collect();
     let Some(first) = raw.first() else {
         return Ok(decoded);
@@ -151,12 +181,11 @@ pub enum Built {
 pub fn build_group(
     scope: &Scope,
     chain: Option<&Chain>,
-    chunks: &[StoredRecord],
+    chunks: Vec<StoredRecord>,
 ) -> Result<Built, Definite> {
     let Some(first) = chunks.first() else {
         return Ok(Built::Open);
     };
-    let mut changes = Vec::new();
     for (i, r) in chunks.iter().enumerate() {
         if i > 0 {
             let p = &chunks[i - 1];
@@ -174,18 +203,22 @@ pub fn build_group(
                 ));
             }
         }
-        changes.extend(table_part(scope, chain, r)?);
     }
     let last = &chunks[chunks.len() - 1];
-    Ok(match &last.record.end {
-        Some(end) => Built::Complete {
-            group: ReplayGroup {
-                end: end.clone(),
-                changes,
-            },
-            last_seq: last.seq,
-        },
-        None => Built::Open,
+    let (Some(end), last_seq) = (last.record.end.clone(), last.seq) else {
+        // Still checked: a pause or raw rows of the table stop replay before the group ends.
+        for r in &chunks {
+            take_part(scope, chain, r, |_| Vec::new())?;
+        }
+        return Ok(Built::Open);
+    };
+    let mut changes = Vec::new();
+    for r in chunks {
+        changes.extend(table_part_owned(scope, chain, r)?);
+    }
+    Ok(Built::Complete {
+        group: ReplayGroup { end, changes },
+        last_seq,
     })
 }
 

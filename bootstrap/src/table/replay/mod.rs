@@ -97,6 +97,13 @@ pub struct Scope {
     pub source_table: String,
 }
 
+impl Scope {
+    /// True for the table's own `schema`.`table` (a change, pause or raw rows of it).
+    pub fn is_table(&self, schema: &str, table: &str) -> bool {
+        schema == self.source_db && table == self.source_table
+    }
+}
+
 /// How replay batches (every bound is finite; changing any of them across a restart is
 /// safe, see the module doc).
 #[derive(Clone, Debug)]

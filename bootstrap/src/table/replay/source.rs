@@ -114,7 +114,7 @@ async fn finish_group(
             }
         }
     }
-    build_group(scope, chain, &chunks).map_err(Error::Definite)
+    build_group(scope, chain, chunks).map_err(Error::Definite)
 }
 
 /// The L seq (at most `upto`) up to which the table's next records after `after` hold

@@ -68,20 +68,20 @@ fn a_group_is_built_from_its_chunks_and_filtered_to_the_table() {
         rec(6, 100, 1, None, vec![ch("u", 130, 3)]),
         rec(7, 100, 2, Some(200), vec![ch("t", 140, 4)]),
     ];
-    let Built::Complete { group, last_seq } = build_group(&s, None, &chunks).unwrap() else {
+    let Built::Complete { group, last_seq } = build_group(&s, None, chunks.clone()).unwrap() else {
         panic!("complete expected")
     };
     assert_eq!(last_seq, LSeq(7));
     assert_eq!(group.changes.len(), 2);
     assert_eq!(group.end.pos.pos, 200);
-    assert_eq!(build_group(&s, None, &chunks[..2]).unwrap(), Built::Open);
+    assert_eq!(build_group(&s, None, chunks[..2].to_vec()).unwrap(), Built::Open);
     // A gap in seqs or another start is corrupt evidence, never a silently short group.
     let mut bad = chunks.clone();
     bad[1].seq = LSeq(9);
-    assert!(build_group(&s, None, &bad).is_err());
+    assert!(build_group(&s, None, bad).is_err());
     let mut bad = chunks;
     bad[2].record.start = BinlogPos::new("b.000001", 101);
-    assert!(build_group(&s, None, &bad).is_err());
+    assert!(build_group(&s, None, bad).is_err());
 }
 
 #[test]
