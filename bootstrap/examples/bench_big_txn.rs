@@ -106,14 +106,19 @@ async fn main() {
     let data = tempfile::tempdir().unwrap();
     let mut child = serve(&bin, &state, data.path());
     let pid = child.id();
+    // J's head, not replay progress: an idle STREAMING table saves no progress row.
+    let journal = ledger::journal::Journal::new(pool.clone());
     let phase = || {
-        tgt.try_sql(&format!(
-            "SELECT phase FROM bench_state.replay_progress WHERE job_id = {}",
-            done.job_id.0
-        ))
-        .unwrap_or_default()
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(journal.head(done.job_id, done.generation))
+        })
+        .ok()
+        .flatten()
+        .map(|h| h.record.phase)
     };
-    let boot_peak = wait(pid, 600, "STREAMING", || phase() == "STREAMING");
+    let boot_peak = wait(pid, 600, "STREAMING", || {
+        phase() == Some(ledger::record::Phase::Streaming)
+    });
     let before = mem_mib(pid, "VmRSS:");
     let t0 = Instant::now();
     src.sql_in(

@@ -5,7 +5,14 @@ use bootstrap::supervisor::telemetry::{EventCounter, LogCounts};
 use clap::Parser;
 use std::io::Write;
 
+/// jemalloc gives freed memory back to the system (glibc's per-thread arenas kept a
+/// bootstrap's page buffers and a large transaction's images resident: issue 17's bound).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
+    // Before any thread or connection: mysql_async reads these once.
+    bootstrap::io::connect::bound_client_buffers();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Err(e) = bootstrap::cli::config::apply(&args) {
         eprintln!("backfill: {}", kernel::redact::redact_text(&e));

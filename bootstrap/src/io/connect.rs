@@ -10,6 +10,27 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one statement of install may run on the server before the server stops it.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// mysql_async's process-wide read buffers: it keeps up to 128 buffers given back by
+/// connections, each up to 4 MiB, for reuse (up to 512 MiB resident: after a bootstrap's
+/// page reads serve held ~80 MiB of them for good). Capped here, before any connection,
+/// at [`CLIENT_BUFFERS`] buffers of at most [`CLIENT_BUFFER_BYTES`]; larger buffers are
+/// freed when their packet is read. An operator's own values of the variables win.
+pub fn bound_client_buffers() {
+    for (var, value) in [
+        ("MYSQL_ASYNC_BUFFER_POOL_CAP", CLIENT_BUFFERS),
+        ("MYSQL_ASYNC_BUFFER_SIZE_CAP", CLIENT_BUFFER_BYTES),
+    ] {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, value.to_string());
+        }
+    }
+}
+
+/// Buffers mysql_async keeps for reuse ([`bound_client_buffers`]).
+pub const CLIENT_BUFFERS: usize = 16;
+/// The largest buffer mysql_async keeps for reuse ([`bound_client_buffers`]).
+pub const CLIENT_BUFFER_BYTES: usize = 64 << 10;
+
 /// Parses a `mysql://` URL given by `flag`; its sessions run `SET NAMES binary`
 /// ([`kernel::names`]): read views, bound sampling, weighing and install's introspection
 /// see each string as its column's own bytes, the bytes the binlog carries.

@@ -74,7 +74,10 @@ fn a_group_is_built_from_its_chunks_and_filtered_to_the_table() {
     assert_eq!(last_seq, LSeq(7));
     assert_eq!(group.changes.len(), 2);
     assert_eq!(group.end.pos.pos, 200);
-    assert_eq!(build_group(&s, None, chunks[..2].to_vec()).unwrap(), Built::Open);
+    assert_eq!(
+        build_group(&s, None, chunks[..2].to_vec()).unwrap(),
+        Built::Open
+    );
     // A gap in seqs or another start is corrupt evidence, never a silently short group.
     let mut bad = chunks.clone();
     bad[1].seq = LSeq(9);
