@@ -54,6 +54,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("task_retries", "BACKFILL_TASK_RETRIES"),
     ("replay_batch_rows", "BACKFILL_REPLAY_BATCH_ROWS"),
     ("replay_batch_groups", "BACKFILL_REPLAY_BATCH_GROUPS"),
+    ("schema_lock_wait", "BACKFILL_SCHEMA_LOCK_WAIT"),
     ("apply_streams", "BACKFILL_APPLY_STREAMS"),
     ("windows_only", "BACKFILL_WINDOWS_ONLY"),
     ("metrics_addr", "BACKFILL_METRICS_ADDR"),

@@ -107,6 +107,11 @@ pub struct ServeArgs {
     /// Source transactions handed to one replay apply call at most.
     #[arg(long, env = "BACKFILL_REPLAY_BATCH_GROUPS", default_value_t = 500)]
     pub replay_batch_groups: usize,
+    /// How long a schema change applied to the target (DESIGN §16) waits for the target
+    /// table's metadata lock before it fails and is tried again (e.g. 30s; a bare number is
+    /// seconds): a session holding the table on the target never stalls the stream.
+    #[arg(long, env = "BACKFILL_SCHEMA_LOCK_WAIT", default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
+    pub schema_lock_wait: std::time::Duration,
     /// Target connections each table's replay applies on at once, keys split between
     /// them (1..=16; 1 = one connection). Each is a target write: at most
     /// --target-writes. Safe to change across restarts.
@@ -323,6 +328,7 @@ pub async fn serve(a: ServeArgs, logs: LogCounts) -> Result<String> {
             batch_rows: a.replay_batch_rows.max(1),
             batch_groups: a.replay_batch_groups.max(1),
             apply_streams: a.apply_streams as usize,
+            schema_lock_wait: a.schema_lock_wait,
             ..Default::default()
         });
     }

@@ -432,3 +432,63 @@ async fn refresh_schema_resumes_without_a_re_copy_once_the_target_matches() {
     assert!(err.contains("removed rows without row events"), "{err}");
     drop(s);
 }
+
+/// A DDL whose target table is held by another target session (an open transaction that
+/// read the table holds its metadata lock) waits `--schema-lock-wait`, fails naming the
+/// lock and is tried again; once the session ends it goes through: STREAMING, 0/0/0.
+/// Without the bound the target's ALTER waited for the server's lock_wait_timeout (a day)
+/// and every later reader of the table queued behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_ddl_held_by_a_metadata_lock_waits_its_bound_and_is_tried_again() {
+    use mysql_async::prelude::Queryable;
+    let c = Case::of_table("ddl_mdl", DDL, &fill(), 25, 10).await;
+    let log = c.data.path().join("serve.log");
+    let child = backfill_tests::bin::command()
+        .arg("serve")
+        .arg("--state")
+        .arg(c.state_url())
+        .arg("--data-dir")
+        .arg(c.data.path())
+        .args(["--owner", "mdl-test", "--schema-lock-wait", "2s"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn backfill serve");
+    let mut s = Serving(child);
+    keyed::wait_streaming(&c, &mut s.0).await;
+    let opts = mysql_async::Opts::from_url(&c.target.url_db(&c.tdb)).unwrap();
+    let mut holder = mysql_async::Conn::new(opts).await.unwrap();
+    holder.query_drop("START TRANSACTION").await.unwrap();
+    let n: Option<u64> = holder.query_first("SELECT COUNT(*) FROM t").await.unwrap();
+    assert!(n.unwrap() > 40);
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t ADD COLUMN e1 INT NULL");
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET e1 = id * 3 WHERE id <= 10");
+    let said = "waited 2 s for the target table's metadata lock";
+    let until = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains(said) {
+            assert!(
+                text.contains("--schema-lock-wait"),
+                "the fix is named: {text}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the held DDL never said it waited for the lock: {text}"
+        );
+        assert!(s.0.try_wait().unwrap().is_none(), "serve exited: {text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    holder.query_drop("COMMIT").await.unwrap();
+    drop(holder);
+    let d = keyed::wait_clean(&c, &["id"], Duration::from_secs(120)).await;
+    assert!(d.rows > 40, "{d}");
+    let head = c.head().await;
+    assert_eq!(head.paused, None);
+    assert_eq!(head.phase, ledger::record::Phase::Streaming);
+}

@@ -93,6 +93,8 @@ pub(super) struct BatchWriter<'a> {
     pub(super) source: &'a crate::io::pool::ConnPool,
     pub(super) ctx: &'a TargetCtx,
     pub(super) limits: Limits,
+    /// The metadata lock wait of a DDL's step ([`super::ReplayConfig::schema_lock_wait`]).
+    pub(super) schema_lock_wait: Duration,
 }
 
 impl BatchWriter<'_> {
@@ -282,8 +284,18 @@ impl BatchWriter<'_> {
         let r = match conns.get().await {
             Ok(c) => match c.first_mut() {
                 Some(c) => {
-                    crate::table::schema::step::apply(c, self.ctx, before, next, expect, group)
-                        .await
+                    crate::table::schema::step::apply(
+                        c,
+                        self.ctx,
+                        crate::table::schema::step::Ddl {
+                            before,
+                            next,
+                            lock_wait: self.schema_lock_wait,
+                        },
+                        expect,
+                        group,
+                    )
+                    .await
                 }
                 None => Err(Error::transient("no target connection for the schema step")),
             },

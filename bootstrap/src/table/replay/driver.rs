@@ -75,6 +75,7 @@ impl Replayer<'_> {
             source: self.source,
             ctx: self.ctx,
             limits: self.cfg.limits(),
+            schema_lock_wait: self.cfg.schema_lock_wait,
         }
     }
 

@@ -127,7 +127,16 @@ pub struct ReplayConfig {
     /// Each is a target write: per-batch permits are taken together, and a coarse run
     /// holds as many (`crate::table::activation::under_write_permits`).
     pub apply_streams: usize,
+    /// How long a DDL on the target waits for the table's metadata lock
+    /// (`lock_wait_timeout` of its session) before it fails as a transient error and is
+    /// tried again: a target session holding the table (a long transaction, a dump) never
+    /// stalls the stream, nor queues every later reader of the table behind the DDL, for
+    /// the server's default of a day.
+    pub schema_lock_wait: Duration,
 }
+
+/// [`ReplayConfig::schema_lock_wait`] unless `serve --schema-lock-wait` says otherwise.
+pub const DEFAULT_SCHEMA_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 impl Default for ReplayConfig {
     fn default() -> ReplayConfig {
@@ -139,6 +148,7 @@ impl Default for ReplayConfig {
             tails: tails::Tails::default(),
             max_retries: 3,
             apply_streams: 1,
+            schema_lock_wait: DEFAULT_SCHEMA_LOCK_WAIT,
         }
     }
 }

@@ -35,6 +35,46 @@ async fn target_definition(conn: &mut Conn, ctx: &TargetCtx) -> Result<SealedSch
     })
 }
 
+/// The DDL step of one schema version: the version before it, the next one, and how long
+/// the target's DDL waits for the table's metadata lock.
+pub struct Ddl<'a> {
+    pub before: &'a SealedSchema,
+    pub next: &'a SchemaVersion,
+    pub lock_wait: std::time::Duration,
+}
+
+/// Runs the target's DDL under a bounded metadata lock wait. A wait that ends is a
+/// transient error naming the cause: the step is tried again, and a table whose target
+/// stays held pauses after its retries with that reason, never hangs.
+async fn run_ddl(
+    conn: &mut Conn,
+    what: &str,
+    sql: &str,
+    lock_wait: std::time::Duration,
+) -> Result<()> {
+    let secs = lock_wait.as_secs().max(1);
+    conn.query_drop(format!("SET SESSION lock_wait_timeout = {secs}"))
+        .await
+        .map_err(|e| {
+            kernel::error::from_mysql(&format!("{what}: setting lock_wait_timeout"), &e)
+        })?;
+    match conn.query_drop(sql).await {
+        Ok(()) => Ok(()),
+        Err(mysql_async::Error::Server(s)) if s.code == LOCK_WAIT_TIMEOUT => {
+            Err(Error::transient(format!(
+            "{what}: waited {secs} s for the target table's metadata lock (server error 1205): \
+             another session on the target holds the table (an open transaction or a long \
+             query); it is tried again; fix: end that session (SHOW PROCESSLIST shows it \
+             `Waiting for table metadata lock` behind it), or raise `serve --schema-lock-wait`"
+        )))
+        }
+        Err(e) => Err(kernel::error::from_target_write(what, &e)),
+    }
+}
+
+/// ER_LOCK_WAIT_TIMEOUT.
+const LOCK_WAIT_TIMEOUT: u16 = 1205;
+
 fn differs(ctx: &TargetCtx, what: &str, want: &SealedSchema, have: &SealedSchema) -> Error {
     Error::definite(
         DefiniteCode::TargetRejected,
@@ -53,11 +93,15 @@ fn differs(ctx: &TargetCtx, what: &str, want: &SealedSchema, have: &SealedSchema
 pub async fn apply(
     conn: &mut Conn,
     ctx: &TargetCtx,
-    before: &SealedSchema,
-    next: &SchemaVersion,
+    ddl: Ddl<'_>,
     expect: Option<&ReplayCursor>,
     group: &ReplayGroup,
 ) -> Result<()> {
+    let Ddl {
+        before,
+        next,
+        lock_wait,
+    } = ddl;
     let want = next.schema.fingerprint();
     let have = target_definition(conn, ctx).await?;
     if have.fingerprint() != want {
@@ -81,9 +125,7 @@ pub async fn apply(
                 ctx.who(),
                 next.version
             );
-            conn.query_drop(&sql)
-                .await
-                .map_err(|e| kernel::error::from_target_write(&what, &e))?;
+            run_ddl(conn, &what, &sql, lock_wait).await?;
             tracing::info!(job = %ctx.job, version = next.version, ddl = %sql, "schema change applied to the target");
         }
         failpoint::hit(faults::SCHEMA_AFTER_TARGET_DDL);
