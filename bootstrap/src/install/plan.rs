@@ -39,7 +39,8 @@ pub async fn sample_bounds(
         .await
         .map_err(|e| from_mysql("setting the planning session time zone", &e))?;
     let weighed = weigh::inline(conn, &keyer).await?;
-    let mut list = cols.clone();
+    // INET4/INET6 keys are read as their binary form, as every other read of them.
+    let mut list: Vec<String> = schema.key_columns().map(|c| c.select_expr()).collect();
     list.extend(weighed.iter().map(|(_, e)| e.clone()));
     let (list, table) = (list.join(", "), schema.qualified());
     let order = key_sql::order_by(&cols);

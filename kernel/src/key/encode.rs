@@ -34,6 +34,7 @@ pub fn encode(enc: &Encoding, v: &SqlValue, out: &mut Vec<u8>) -> Result<(), Str
         Encoding::Signed => signed(as_i64(v)?, out),
         Encoding::Unsigned => unsigned(as_u64(v)?, out),
         Encoding::Binary { pad } => binary(v, *pad, out)?,
+        Encoding::Form(n) => form(v, *n, out)?,
         Encoding::Decimal { scale } => decimal(v, *scale, out)?,
         Encoding::Date => date(v, out)?,
         Encoding::Datetime => datetime(v, out)?,
@@ -93,6 +94,21 @@ fn binary(v: &SqlValue, pad: Option<usize>, out: &mut Vec<u8>) -> Result<(), Str
         out.resize(out.len() + n - b.len(), 0);
     }
     Ok(())
+}
+
+/// INET4/INET6: the binary form as it is, of exactly `n` bytes.
+fn form(v: &SqlValue, n: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    match v {
+        SqlValue::Bytes(b) if b.len() == n => {
+            out.extend_from_slice(b);
+            Ok(())
+        }
+        SqlValue::Bytes(b) => Err(format!(
+            "{} bytes where the binary form has {n} (its text form?)",
+            b.len()
+        )),
+        v => Err(format!("not a binary string: {v:?}")),
+    }
 }
 
 /// DECIMAL: a class byte (1 negative, 2 zero, 3 positive), the count of integer digits

@@ -189,6 +189,23 @@ fn year_enum_set_bytes_are_pinned() {
 }
 
 #[test]
+fn inet_forms_are_their_bytes_and_text_forms_are_refused() {
+    let v6 = Encoding::Form(16);
+    let mut one = vec![0u8; 16];
+    one[15] = 1;
+    assert_eq!(
+        enc(&v6, SqlValue::Bytes(one)),
+        "00000000000000000000000000000001"
+    );
+    // `8000::fc` as text is 8 bytes: never padded into a wrong address.
+    assert!(refused(&v6, b("8000::fc")).contains("text form"));
+    let v4 = Encoding::Form(4);
+    assert_eq!(enc(&v4, SqlValue::Bytes(vec![10, 0, 0, 1])), "0a000001");
+    assert!(refused(&v4, b("1.2.3.4")).contains("7 bytes"));
+    assert!(v4.fixed_width());
+}
+
+#[test]
 fn binary_and_integer_bytes_are_pinned() {
     let bin = Encoding::Binary { pad: Some(4) };
     assert_eq!(enc(&bin, SqlValue::Bytes(vec![0x61])), "61000000");

@@ -199,6 +199,48 @@ pub const BINARY16: Shape = Shape {
     case_col: None,
 };
 
+/// MariaDB INET6 keys: IPv6, IPv4-mapped and `::`, ordered by their 16-byte form.
+pub const INET6: Shape = Shape {
+    name: "inet6",
+    columns: "id INET6 NOT NULL",
+    key_clause: "PRIMARY KEY (id)",
+    key: &["id"],
+    space: SPACE,
+    lits: |i| {
+        vec![match i % 3 {
+            0 => format!("'{:x}::{:x}'", 0x8000 + i * 131 % 0x7fff, i),
+            1 => format!("'::ffff:10.{}.{}.1'", i / 250, i % 250),
+            _ if i == 2 => "'::'".to_string(),
+            _ => format!("'fe80::{:x}'", i),
+        }]
+    },
+    case_col: None,
+};
+
+/// MariaDB INET4 keys over the whole range, 0.0.0.0 and 255.255.255.255 included.
+pub const INET4: Shape = Shape {
+    name: "inet4",
+    columns: "id INET4 NOT NULL",
+    key_clause: "PRIMARY KEY (id)",
+    key: &["id"],
+    space: SPACE,
+    lits: |i| {
+        vec![if i == SPACE - 1 {
+            "'255.255.255.255'".to_string()
+        } else {
+            let n = u64::from(i) * 4_294_967_295 / u64::from(SPACE);
+            format!(
+                "'{}.{}.{}.{}'",
+                n >> 24,
+                (n >> 16) & 255,
+                (n >> 8) & 255,
+                n & 255
+            )
+        }]
+    },
+    case_col: None,
+};
+
 /// The benchmark's key, (BIGINT UNSIGNED, VARCHAR(36) utf8mb4_general_ci), over 8 000
 /// keys: pages, replay batches and weight look-ups of more than 500 values.
 pub const BIGINT_UNSIGNED_UUID: Shape = Shape {

@@ -103,6 +103,12 @@ async fn keys_int_varchar_date_serve_killed_in_windows_and_replay_converges() {
     killed_everywhere_converges("kcivd", shapes::INT_VARCHAR50_DATE).await;
 }
 
+/// MariaDB's INET6 key (its binary form, ordered by memcmp) under the same kills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_inet6_serve_killed_in_windows_and_replay_converges() {
+    killed_everywhere_converges("kcinet", shapes::INET6).await;
+}
+
 /// The same for a string key under `_ci` (no DATE column: runs before temporal keys land).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_int_char_serve_killed_in_windows_and_replay_converges() {

@@ -12,13 +12,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::keyed::{each_shape, end_to_end_sized, shapes::*};
 
-/// Integer keys (UNSIGNED up to 2^64-1, composite) and a binary key with a 15-byte value.
+/// Integer keys (UNSIGNED up to 2^64-1, composite), a binary key with a 15-byte value and
+/// MariaDB's INET6 and INET4 keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_of_integers_and_binary_converge_end_to_end() {
     let _serial = backfill_tests::in_process().await;
     each_shape(
         "int",
-        &[SMALLINT_UNSIGNED, BIGINT_UNSIGNED, INT_INT, BINARY16],
+        &[
+            SMALLINT_UNSIGNED,
+            BIGINT_UNSIGNED,
+            INT_INT,
+            BINARY16,
+            INET6,
+            INET4,
+        ],
     )
     .await;
 }

@@ -39,7 +39,9 @@ pub(super) fn kind_of(c: &Column) -> std::result::Result<KeyKind, String> {
                 collation,
             }
         }
-        "binary" | "varbinary" => KeyKind::Binary,
+        // INET4/INET6: read as CAST(.. AS BINARY), ordered by that form, compared with a
+        // binary literal of it (kernel::key, measured).
+        "binary" | "varbinary" | "inet4" | "inet6" => KeyKind::Binary,
         "enum" | "set" => KeyKind::Members {
             members: encode::members(&c.column_type, &c.data_type)?,
             set: c.data_type == "set",
