@@ -395,6 +395,7 @@ pub(in crate::install) mod tests {
             collation: None,
             extra: String::new(),
             generation: None,
+            invisible_default: None,
         }
     }
 

@@ -9,8 +9,9 @@
 //! prefix lengths. Never a foreign key, a trigger or a second unique key: replay upserts
 //! full images in the source's order into an exclusive table (§6), where a foreign key or
 //! trigger would run effects twice or block, and an extra unique key could reject a row that
-//! is valid at its point in the source's history. No defaults are copied: every written
-//! column is always written by backfill.
+//! is valid at its point in the source's history. No defaults are copied (every written
+//! column is always written by backfill), but for an INVISIBLE column, which stays
+//! INVISIBLE and keeps the source's default (MariaDB refuses a NOT NULL one without).
 //!
 //! Safe because it only ever creates a table that the probe found missing (`CREATE TABLE`
 //! without `IF NOT EXISTS`, so a table created meanwhile by someone else is an error, never
@@ -49,6 +50,18 @@ pub fn create_table_sql(target: &TableName, facts: &TableFacts, sealed: &SealedS
                     if g.stored { "STORED" } else { "VIRTUAL" }
                 )),
                 None => d.push_str(if col.nullable { " NULL" } else { " NOT NULL" }),
+            }
+            if raw.is_invisible() {
+                // MariaDB: a NOT NULL INVISIBLE column must have a default (4106); the
+                // source's keeps the target's own inserts as the source's would be.
+                if let Some(def) = raw
+                    .invisible_default
+                    .as_ref()
+                    .filter(|_| col.generated.is_none())
+                {
+                    d.push_str(&format!(" DEFAULT {def}"));
+                }
+                d.push_str(" INVISIBLE");
             }
             d
         })

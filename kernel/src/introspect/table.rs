@@ -22,9 +22,18 @@ pub struct RawColumn {
     pub extra: String,
     /// GENERATION_EXPRESSION of a generated column.
     pub generation: Option<String>,
+    /// COLUMN_DEFAULT of an INVISIBLE column, as the server prints it (an SQL expression:
+    /// `7`, `'x'`, `current_timestamp()`); read for those only (`--create-target` needs it:
+    /// a NOT NULL INVISIBLE column must have a default).
+    pub invisible_default: Option<String>,
 }
 
 impl RawColumn {
+    /// True for an INVISIBLE column (EXTRA names it, beside any other attribute).
+    pub fn is_invisible(&self) -> bool {
+        self.extra.to_ascii_uppercase().contains("INVISIBLE")
+    }
+
     /// True for a VIRTUAL or STORED generated column.
     pub fn is_generated(&self) -> bool {
         self.extra.to_ascii_uppercase().contains("GENERATED")
@@ -230,7 +239,7 @@ async fn read_columns(
             (db, table),
         )
         .await?;
-    Ok(rows
+    let mut cols = rows
         .into_iter()
         .map(|r| RawColumn {
             name: r.0,
@@ -245,8 +254,38 @@ async fn read_columns(
             collation: r.9,
             extra: r.10.unwrap_or_default(),
             generation: r.11,
+            invisible_default: None,
         })
-        .collect())
+        .collect::<Vec<_>>();
+    invisible_defaults(conn, db, table, &mut cols).await?;
+    Ok(cols)
+}
+
+/// Fills [`RawColumn::invisible_default`] of INVISIBLE columns (one more query, only for a
+/// table that has one).
+async fn invisible_defaults(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+    cols: &mut [RawColumn],
+) -> std::result::Result<(), mysql_async::Error> {
+    if !cols.iter().any(RawColumn::is_invisible) {
+        return Ok(());
+    }
+    let defaults: Vec<(String, Option<String>)> = conn
+        .exec(
+            "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, table),
+        )
+        .await?;
+    for c in cols.iter_mut().filter(|c| c.is_invisible()) {
+        c.invisible_default = defaults
+            .iter()
+            .find(|(n, _)| *n == c.name)
+            .and_then(|(_, d)| d.clone());
+    }
+    Ok(())
 }
 
 async fn read_indexes(

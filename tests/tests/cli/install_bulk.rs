@@ -426,3 +426,43 @@ async fn create_target_names_the_missing_grant_and_database() {
     assert_eq!(r.code, 0, "{}", r.all());
     reports(&r, "installed 2 of 2 tables\n");
 }
+
+/// `--create-target` keeps INVISIBLE columns INVISIBLE, with the source's default (MariaDB
+/// refuses a NOT NULL INVISIBLE column without one, 4106): before, the created target
+/// showed them to every `SELECT *`.
+#[tokio::test]
+async fn create_target_keeps_invisible_columns_invisible() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_inv");
+    let tdb = target.fresh_db("bulk_invt");
+    let state = target.url_db(&format!("{tdb}_state"));
+    source.sql_in(
+        &sdb,
+        "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v INT NULL, \
+         hid INT NULL INVISIBLE, hn INT NOT NULL DEFAULT 7 INVISIBLE, \
+         hs VARCHAR(8) NOT NULL DEFAULT 'x''y' INVISIBLE) ENGINE=InnoDB",
+    );
+    let flags = [
+        "--source-table",
+        &format!("{sdb}.t"),
+        "--target-table",
+        &format!("{tdb}.t"),
+        "--create-target",
+    ];
+    let r = install(&state, source, &target.url(), &flags);
+    assert_eq!(r.code, 0, "{}", r.all());
+    let q = |s: &Server, db: &str| {
+        s.sql(&format!(
+            "SELECT GROUP_CONCAT(CONCAT(COLUMN_NAME, ':', EXTRA, ':', IFNULL(COLUMN_DEFAULT, '-')) \
+             ORDER BY ORDINAL_POSITION SEPARATOR ' ') FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = 't'"
+        ))
+    };
+    let made = q(target, &tdb);
+    assert_eq!(made, q(source, &sdb), "the target's columns");
+    assert!(made.contains("hn:INVISIBLE:7"), "{made}");
+    // A plain SELECT * shows what the source's shows.
+    target.sql_in(&tdb, "INSERT INTO t (id, v) VALUES (1, 2)");
+    assert_eq!(target.sql_in(&tdb, "SELECT * FROM t"), "1\t2");
+    assert_eq!(target.sql_in(&tdb, "SELECT hn, hs FROM t"), "7\tx'y");
+}
