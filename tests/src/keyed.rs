@@ -221,8 +221,15 @@ pub fn run_to_end(
 /// `backfill serve` of this case as a child process (not idle-exiting unless
 /// `--exit-when-idle` is in `args`), fault points from `failpoints` (`name@n` or "").
 pub fn serve_child(c: &Case, args: &[&str], failpoints: &str) -> Child {
-    crate::bin::command()
-        .arg("serve")
+    serve_command(c, args, failpoints)
+        .spawn()
+        .expect("spawn backfill serve")
+}
+
+/// The command [`serve_child`] spawns (a test may redirect its log before spawning it).
+pub fn serve_command(c: &Case, args: &[&str], failpoints: &str) -> std::process::Command {
+    let mut cmd = crate::bin::command();
+    cmd.arg("serve")
         .arg("--state")
         .arg(c.state_url())
         .arg("--data-dir")
@@ -235,9 +242,8 @@ pub fn serve_child(c: &Case, args: &[&str], failpoints: &str) -> Child {
             std::env::var("KEYS_SERVE_LOG").unwrap_or_else(|_| "error".into()),
         )
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn backfill serve")
+        .stderr(Stdio::inherit());
+    cmd
 }
 
 /// Waits until J says STREAMING; fails on a pause or on the child's exit.

@@ -443,15 +443,8 @@ async fn a_target_ddl_held_by_a_metadata_lock_waits_its_bound_and_is_tried_again
     use mysql_async::prelude::Queryable;
     let c = Case::of_table("ddl_mdl", DDL, &fill(), 25, 10).await;
     let log = c.data.path().join("serve.log");
-    let child = backfill_tests::bin::command()
-        .arg("serve")
-        .arg("--state")
-        .arg(c.state_url())
-        .arg("--data-dir")
-        .arg(c.data.path())
-        .args(["--owner", "mdl-test", "--schema-lock-wait", "2s"])
+    let child = keyed::serve_command(&c, &["--schema-lock-wait", "2s"], "")
         .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("spawn backfill serve");

@@ -41,12 +41,16 @@ pub fn table_part(
     chain: Option<&Chain>,
     rec: &StoredRecord,
 ) -> Result<Vec<Change>, Definite> {
-    take_part(scope, chain, rec, |c| {
-        c.iter()
-            .filter(|ch| scope.is_table(&ch.id.schema, &ch.id.table))
-            .cloned()
-            .collect()
-    })
+    let RecordBody::Chunk(c) = &rec.record.body else {
+        return Ok(Vec::new());
+    };
+    let decoded: Vec<Change> = c
+        .changes
+        .iter()
+        .filter(|ch| scope.is_table(&ch.id.schema, &ch.id.table))
+        .cloned()
+        .collect();
+    Ok(raw_part(scope, chain, rec, !decoded.is_empty())?.unwrap_or(decoded))
 }
 
 /// [`table_part`] of a record that is not kept: its changes are moved, never copied (a
@@ -56,28 +60,26 @@ pub fn table_part_owned(
     chain: Option<&Chain>,
     mut rec: StoredRecord,
 ) -> Result<Vec<Change>, Definite> {
-    let changes = match &mut rec.record.body {
-        RecordBody::Chunk(c) => std::mem::take(&mut c.changes),
-        _ => Vec::new(),
+    let RecordBody::Chunk(c) = &mut rec.record.body else {
+        return Ok(Vec::new());
     };
-    let mut changes = Some(changes);
-    take_part(scope, chain, &rec, |_| {
-        let mut all = changes.take().unwrap_or_default();
-        all.retain(|ch| scope.is_table(&ch.id.schema, &ch.id.table));
-        all
-    })
+    let mut decoded = std::mem::take(&mut c.changes);
+    decoded.retain(|ch| scope.is_table(&ch.id.schema, &ch.id.table));
+    Ok(raw_part(scope, chain, &rec, !decoded.is_empty())?.unwrap_or(decoded))
 }
 
-/// The checks of [`table_part`] on `rec`; `decoded` gives the table's decoded changes
-/// (from the record's changes, or from those moved out of it).
-fn take_part(
+/// The checks of [`table_part`] on `rec` (`decoded`: the record holds decoded changes of
+/// the table): a pause of the table stops replay; raw rows of it are its changes (Some)
+/// when the schema chain decodes them and nothing of the table is decoded beside them, and
+/// stop replay otherwise; None: the decoded changes stand.
+fn raw_part(
     scope: &Scope,
     chain: Option<&Chain>,
     rec: &StoredRecord,
-    decoded: impl FnOnce(&[Change]) -> Vec<Change>,
-) -> Result<Vec<Change>, Definite> {
+    decoded: bool,
+) -> Result<Option<Vec<Change>>, Definite> {
     let RecordBody::Chunk(c) = &rec.record.body else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let mine = |s: &str, t: &str| scope.is_table(s, t);
     for p in c.pauses.iter().filter(|p| {
@@ -95,13 +97,12 @@ fn take_part(
             ),
         ));
     }
-    let decoded = decoded(&c.changes);
     let raw: Vec<&RawRows> = c.raw.iter().filter(|r| mine(&r.schema, &r.table)).collect();
     let Some(first) = raw.first() else {
-        return Ok(decoded);
+        return Ok(None);
     };
     match chain.filter(|ch| ch.changed_before(rec.seq)) {
-        Some(ch) if decoded.is_empty() => raw_changes(scope, ch, rec, &raw),
+        Some(ch) if !decoded => raw_changes(scope, ch, rec, &raw).map(Some),
         _ => Err(definite(
             DefiniteCode::Uncapturable,
             format!(
@@ -110,6 +111,12 @@ fn take_part(
             ),
         )),
     }
+}
+
+/// True when the record holds decoded changes of the table (nothing is copied).
+fn has_decoded(scope: &Scope, rec: &StoredRecord) -> bool {
+    matches!(&rec.record.body, RecordBody::Chunk(c)
+        if c.changes.iter().any(|ch| scope.is_table(&ch.id.schema, &ch.id.table)))
 }
 
 /// True when pause `p` is the capture's stop at a DDL statement of the table (the
@@ -208,7 +215,7 @@ pub fn build_group(
     let (Some(end), last_seq) = (last.record.end.clone(), last.seq) else {
         // Still checked: a pause or raw rows of the table stop replay before the group ends.
         for r in &chunks {
-            take_part(scope, chain, r, |_| Vec::new())?;
+            raw_part(scope, chain, r, has_decoded(scope, r))?;
         }
         return Ok(Built::Open);
     };
