@@ -215,6 +215,7 @@ async fn page_apply(
         keyer: Keyer::of(&schema).unwrap(),
         schema,
         token: 1,
+        within: None,
     };
     let o = target::target_opts(&s.url_db(&db)).unwrap();
     let mut c = apply::connect(&o).await.unwrap();

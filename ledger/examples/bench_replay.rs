@@ -124,6 +124,7 @@ async fn loaded_table(
         keyer: Keyer::of(&schema).unwrap(),
         schema,
         token: 1,
+        within: None,
     };
     let o = target::target_opts(&s.url_db(&db)).unwrap();
     let mut c = apply::connect(&o).await.unwrap();

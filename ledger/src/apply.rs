@@ -29,7 +29,7 @@
 //! FK actions fired), ODKU updates the row in place; both converge to the full image.
 use crate::dml::Dml;
 pub use crate::dml::Limits;
-use crate::group::steps;
+use crate::group::ctx_steps;
 pub use crate::group::ReplayGroup;
 use crate::page::FinalPage;
 use crate::plan::check_row;
@@ -469,7 +469,7 @@ impl Batch<'_> {
         let mut all = Vec::new();
         for p in &t.pieces {
             for ch in &self.groups[p.group].changes[p.from..p.to] {
-                if let Err(e) = steps(&ctx.schema, &ctx.keyer, ch, &mut all) {
+                if let Err(e) = ctx_steps(ctx, ch, &mut all) {
                     rollback_quietly(tx).await;
                     return Err(e.into());
                 }

@@ -46,6 +46,19 @@ pub(crate) fn steps(
     steps_where(schema, keyer, ch, &|_, _| true, out)
 }
 
+/// The replay steps of one change under `ctx`: every key, or only the keys of
+/// [`crate::target::TargetCtx::within`].
+pub(crate) fn ctx_steps(
+    ctx: &crate::target::TargetCtx,
+    ch: &Change,
+    out: &mut Vec<Step>,
+) -> Result<()> {
+    match &ctx.within {
+        None => steps(&ctx.schema, &ctx.keyer, ch, out),
+        Some(r) => steps_where(&ctx.schema, &ctx.keyer, ch, &|k, _| r.contains(k), out),
+    }
+}
+
 /// A key filter: the sort key and the key values of a step.
 pub(crate) type Keep<'a> = &'a dyn Fn(&SortKey, &[SqlValue]) -> bool;
 

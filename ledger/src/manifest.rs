@@ -127,7 +127,26 @@ pub struct Expect {
     pub generation: Generation,
     pub window: WindowId,
     pub range: KeyRange,
+    /// Version 1's fingerprint (install's seal).
     pub schema_fingerprint: Digest,
+    /// The versions sealed after it (DESIGN §16), in order: the position of each one's
+    /// DDL and its fingerprint. A window whose LOW is after a version's DDL was read with
+    /// that version (or a later one): its manifest carries the fingerprint of the last
+    /// version whose DDL precedes its LOW.
+    pub later: Vec<(BinlogPos, Digest)>,
+}
+
+impl Expect {
+    /// The fingerprint a manifest with LOW `low` must carry: the version in force at LOW.
+    /// A position that does not compare with a version's (another lineage) takes none
+    /// of the later versions, so such a manifest fails the check rather than pass it.
+    pub fn fingerprint_at(&self, low: &BinlogPos) -> Digest {
+        self.later
+            .iter()
+            .take_while(|(at, _)| at.try_cmp(low).ok() == Some(Ordering::Less))
+            .last()
+            .map_or(self.schema_fingerprint, |(_, d)| *d)
+    }
 }
 
 /// Checks a manifest against the plan and its own internal rules. Returns every finding
@@ -147,10 +166,12 @@ pub fn verify(m: &WindowManifest, e: &Expect) -> Vec<String> {
             m.range, e.range
         ));
     }
-    if m.schema_fingerprint != e.schema_fingerprint {
+    let want = e.fingerprint_at(&m.low);
+    if m.schema_fingerprint != want {
         out.push(format!(
-            "{w}: schema fingerprint {} differs from the sealed {}",
-            m.schema_fingerprint, e.schema_fingerprint
+            "{w}: schema fingerprint {} differs from the sealed {want} (the version in force \
+             at its LOW)",
+            m.schema_fingerprint
         ));
     }
     match m.low.try_cmp(&m.high) {
@@ -220,6 +241,7 @@ pub(crate) mod tests {
             window: WindowId(1),
             range: crate::range::range(Some(100), Some(200)),
             schema_fingerprint: Digest([9; 32]),
+            later: Vec::new(),
         }
     }
 
@@ -251,5 +273,35 @@ pub(crate) mod tests {
         let mut m = sample();
         m.schema_fingerprint = Digest([0; 32]);
         assert!(verify(&m, &expect())[0].contains("fingerprint"));
+    }
+
+    /// A window read after a schema change carries the version in force at its LOW
+    /// (DESIGN §16): not version 1's fingerprint, not a later version's.
+    #[test]
+    fn a_window_carries_the_schema_version_in_force_at_its_low() {
+        let at = |p| BinlogPos::new("mysql-bin.000003", p);
+        let mut e = expect();
+        e.later = vec![(at(500), Digest([20; 32])), (at(7000), Digest([30; 32]))];
+        let low = sample().low;
+        assert!(at(500).try_cmp(&low).ok() == Some(Ordering::Less));
+        assert_eq!(e.fingerprint_at(&low), Digest([20; 32]));
+        assert_eq!(e.fingerprint_at(&at(400)), Digest([9; 32]));
+        assert_eq!(e.fingerprint_at(&at(8000)), Digest([30; 32]));
+        // A DDL at LOW itself is not before it.
+        assert_eq!(e.fingerprint_at(&at(500)), Digest([9; 32]));
+        // Another lineage's position compares with none: version 1 is expected.
+        assert_eq!(
+            e.fingerprint_at(&BinlogPos::new("other-bin.000001", 9)),
+            Digest([9; 32])
+        );
+        let mut m = sample();
+        assert!(
+            verify(&m, &e)[0].contains("fingerprint"),
+            "version 1's print"
+        );
+        m.schema_fingerprint = Digest([20; 32]);
+        assert_eq!(verify(&m, &e), Vec::<String>::new());
+        m.schema_fingerprint = Digest([30; 32]);
+        assert!(!verify(&m, &e).is_empty(), "a later version's print");
     }
 }

@@ -14,6 +14,7 @@ use crate::target::{PartRow, ReplayCursor};
 use kernel::change::{Change, GroupEnd, Op};
 use kernel::error::{Definite, DefiniteCode};
 use kernel::key::{Keyer, SortKey};
+use kernel::range::KeyRange;
 use kernel::schema::SealedSchema;
 use kernel::value::Row;
 use kernel::Result;
@@ -332,8 +333,22 @@ pub fn part_steps(
     parts: usize,
     part: usize,
 ) -> Result<Vec<Step>> {
-    let keep =
-        |k: &SortKey, v: &[kernel::value::SqlValue]| partition_of(keyer, k, v, parts) == part;
+    part_steps_within(schema, keyer, groups, pieces, (parts, part), None)
+}
+
+/// [`part_steps`] of the keys in `within` only (None: every key; see
+/// [`crate::target::TargetCtx::within`]).
+pub fn part_steps_within(
+    schema: &SealedSchema,
+    keyer: &Keyer,
+    groups: &[ReplayGroup],
+    pieces: &[Piece],
+    (parts, part): (usize, usize),
+    within: Option<&KeyRange>,
+) -> Result<Vec<Step>> {
+    let keep = |k: &SortKey, v: &[kernel::value::SqlValue]| {
+        partition_of(keyer, k, v, parts) == part && within.is_none_or(|r| r.contains(k))
+    };
     let mut out = Vec::new();
     for p in pieces {
         for ch in &groups[p.group].changes[p.from..p.to] {

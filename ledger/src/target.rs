@@ -82,6 +82,13 @@ pub struct TargetCtx {
     pub keyer: kernel::key::Keyer,
     /// The fencing token of the lease this process holds.
     pub token: u64,
+    /// Replay applies only the changes whose key lies in this range (a key-changing
+    /// update's delete by its old key, its upsert by its new one); None: every key. Set
+    /// only for the catch-up before a schema change reaches the target during the windows
+    /// (DESIGN §16): the keys of the windows already in the target take their changes up
+    /// to the DDL, the others are read after it. T's cursor and group digests are the
+    /// whole groups' either way.
+    pub within: Option<kernel::range::KeyRange>,
 }
 
 impl TargetCtx {

@@ -418,6 +418,7 @@ impl Case {
             keyer: kernel::key::Keyer::of(&schema).unwrap(),
             schema,
             token: 0,
+            within: None,
         }
     }
 

@@ -155,6 +155,7 @@ impl World {
             keyer: kernel::key::Keyer::of(&schema).unwrap(),
             schema,
             token,
+            within: None,
         }
     }
     pub fn reader_cfg(&self) -> ReaderConfig {

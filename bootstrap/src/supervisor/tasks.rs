@@ -184,6 +184,7 @@ impl Serve {
             keyer: crate::store::jobs::keyer(&tschema)?,
             schema: tschema,
             token: lease.token,
+            within: None,
         };
         let mut run = self.cfg.run.clone();
         run.page_rows = usize::try_from(self.cfg.page_rows.unwrap_or(rec.page_rows))

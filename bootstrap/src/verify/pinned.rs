@@ -250,6 +250,7 @@ async fn with_lease(
         keyer: crate::store::jobs::keyer(&tschema)?,
         schema: tschema,
         token: lease.token,
+        within: None,
     };
     let topts = ledger::target::target_opts(req.target_url)?;
     claim_target(&topts, &ctx).await?;

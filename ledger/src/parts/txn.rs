@@ -4,7 +4,7 @@
 use crate::apply::{commit_between, rollback_quietly, run_steps, write_cursor, ApplyError};
 use crate::dml::Dml;
 use crate::group::ReplayGroup;
-use crate::parts_plan::{part_steps, PartStep, PartsTxn};
+use crate::parts_plan::{part_steps_within, PartStep, PartsTxn};
 use crate::plan::Step;
 use crate::target::{self, check_owner, PartRow, ReplayCursor, TargetCtx, CURSOR_PARTS};
 use crate::util::{my, my_is_dup};
@@ -63,7 +63,15 @@ pub(super) async fn prepare_main<'a>(
         t.main.next.end.pos,
         t.main.next.rows_done
     );
-    let steps = part_steps(&ctx.schema, &ctx.keyer, groups, &t.main.pieces, t.parts, 0)?;
+    let within = ctx.within.as_ref();
+    let steps = part_steps_within(
+        &ctx.schema,
+        &ctx.keyer,
+        groups,
+        &t.main.pieces,
+        (t.parts, 0),
+        within,
+    )?;
     let tx = conn
         .start_transaction(tx_opts(iso))
         .await
@@ -142,7 +150,15 @@ pub(super) async fn run_part(
         next.cursor.end.pos,
         next.cursor.rows_done
     );
-    let steps = part_steps(&ctx.schema, &ctx.keyer, groups, pieces, t.parts, p)?;
+    let within = ctx.within.as_ref();
+    let steps = part_steps_within(
+        &ctx.schema,
+        &ctx.keyer,
+        groups,
+        pieces,
+        (t.parts, p),
+        within,
+    )?;
     let tx = conn
         .start_transaction(tx_opts(iso))
         .await

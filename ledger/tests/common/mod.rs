@@ -204,6 +204,7 @@ pub fn ctx_of(schema: SealedSchema, job: u64, token: u64) -> TargetCtx {
         keyer: Keyer::of(&schema).unwrap(),
         schema,
         token,
+        within: None,
     }
 }
 

@@ -477,6 +477,7 @@ async fn tampered_deleted_and_altered_materials_are_detected() {
         window: WindowId(0),
         range: KeyRange::ALL,
         schema_fingerprint: fp,
+        later: Vec::new(),
     };
     assert!(check::materials_in(&reg, &store, job, g)
         .await

@@ -42,6 +42,7 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
         schema: sch.clone(),
         keyer: kernel::key::Keyer::of(&sch).unwrap(),
         token: lease.token,
+        within: None,
     };
     let mut c = claimed(s, &tdb, &ctx).await;
     let (m, pages) = seal::load_final_pages(&store, &sealed.manifest_hash)
@@ -105,6 +106,7 @@ async fn a_window_is_sealed_applied_recorded_and_audited() {
         window: WindowId(0),
         range: KeyRange::ALL,
         schema_fingerprint: sch.fingerprint(),
+        later: Vec::new(),
     };
     let (wm, f) = check::window(&store, &registered, &e, &expect).await;
     assert_eq!(f, Vec::<String>::new());

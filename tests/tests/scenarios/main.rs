@@ -25,6 +25,7 @@ mod rate;
 mod replay_bench;
 mod replay_permits;
 mod schema_change;
+mod schema_windows;
 mod stream_permits;
 mod target_refused;
 mod types_tz;

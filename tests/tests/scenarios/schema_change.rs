@@ -27,11 +27,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const DDL: &str = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL, \
+pub(crate) const DDL: &str = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL, \
      name VARCHAR(20) NULL, qty INT NOT NULL DEFAULT 0, note VARCHAR(10) NULL, \
      KEY i_qty (qty)) ENGINE=InnoDB";
 
-fn fill() -> Vec<String> {
+pub(crate) fn fill() -> Vec<String> {
     let rows: Vec<String> = (1..=60)
         .map(|i| format!("({i}, {i}, 'n{i}', {}, NULL)", i % 7))
         .collect();
@@ -41,7 +41,7 @@ fn fill() -> Vec<String> {
 /// Writes only the key and `v` (which no DDL touches), so it runs across every version;
 /// holds off while `hold` is set (a comparison of a moving source could never be equal
 /// on a slow machine).
-async fn writer(url: String, stop: Arc<AtomicBool>, hold: Arc<AtomicBool>) -> u64 {
+pub(crate) async fn writer(url: String, stop: Arc<AtomicBool>, hold: Arc<AtomicBool>) -> u64 {
     use mysql_async::prelude::Queryable;
     use rand::Rng;
     let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
@@ -108,7 +108,7 @@ fn serve(c: &Case, failpoint: &str) -> Serving {
 }
 
 /// Waits for serve to exit at a fault point (exit code 86).
-fn exited_at(s: &mut Serving, fp: &str) {
+pub(crate) fn exited_at(s: &mut Serving, fp: &str) {
     let until = Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(st) = s.0.try_wait().unwrap() {

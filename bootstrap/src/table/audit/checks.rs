@@ -178,6 +178,17 @@ pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
     let registered: BTreeMap<Digest, Entry> =
         entries(e).iter().map(|x| (x.digest, x.clone())).collect();
     let (mut manifests, mut out) = (Vec::new(), Vec::new());
+    // A window read after a schema change carries the version in force at its LOW
+    // (DESIGN §16); the chain unread leaves version 1 only, so such a window is a finding.
+    let later: Vec<_> = e.schema.as_ref().map_or_else(
+        |_| Vec::new(),
+        |f| {
+            f.versions
+                .iter()
+                .map(|v| (v.at.clone(), v.schema.fingerprint()))
+                .collect()
+        },
+    );
     for (entry, _) in chain(e) {
         let Some(range) = e.plan.get(entry.window.0 as usize) else {
             continue;
@@ -188,6 +199,7 @@ pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
             window: entry.window,
             range: range.clone(),
             schema_fingerprint: e.schema_fingerprint,
+            later: later.clone(),
         };
         let (m, f) = e.materials.window(&registered, entry, &expect);
         out.extend(named(Check::Window, &entry.window.to_string(), f));

@@ -47,6 +47,7 @@ pub async fn audit_job(
         keyer: crate::store::jobs::keyer(&tschema)?,
         schema: tschema,
         token: 0,
+        within: None,
     };
     let store = ledger::material::open(materials, pool, data_dir)?;
     let whose = format!("job {job}'s target");

@@ -45,6 +45,7 @@ pub mod reconcile;
 pub mod restart;
 pub mod runner;
 pub mod seal;
+pub mod versions;
 
 pub use crate::table::ctx::RunConfig;
 pub use crate::table::faults::window as fp;

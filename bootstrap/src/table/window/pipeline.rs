@@ -24,7 +24,7 @@
 //!   pauses at once instead of retrying a bug up to the attempt cap.
 use crate::table::ctx::JobCtx;
 use crate::table::window::produce::{self, Ready, Shared};
-use crate::table::window::{apply, fp, panics, progress};
+use crate::table::window::{apply, fp, panics, progress, versions};
 use admission::PoolKind;
 use kernel::failpoint;
 use kernel::ids::{Attempt, Digest, PageNo, WindowId};
@@ -40,7 +40,13 @@ use tokio_util::sync::CancellationToken;
 pub const AHEAD: usize = 1;
 
 /// Runs windows `from..n` (J is at `from`) until all are recorded in J or an error.
-pub async fn run(ctx: &JobCtx, from: u32, n: u32, shared: Shared) -> Result<()> {
+/// `Ok(Some(v))`: the next window (in plan order) is of schema version `v`, newer than the
+/// target's (`shared.target_version`); every window before it is applied and in J, and
+/// the target must take `v` before its pages (`crate::table::window::versions::catch_up`).
+pub async fn run(ctx: &JobCtx, from: u32, n: u32, shared: Shared) -> Result<Option<u32>> {
+    let chain = versions::load(ctx).await?;
+    // Pages are written with the definition of the target's version (DESIGN §16).
+    let writer = Arc::new(versions::ctx_of(ctx, &chain, shared.target_version)?);
     let ctx = Arc::new(ctx.clone());
     let shared = Arc::new(shared);
     shared.completed.store(from, Ordering::SeqCst);
@@ -54,12 +60,20 @@ pub async fn run(ctx: &JobCtx, from: u32, n: u32, shared: Shared) -> Result<()> 
         tx,
         stop.clone(),
     ));
-    let applied = apply_all(&ctx, &shared, rx).await;
+    let applied = apply_all(&writer, &shared, rx).await;
     stop.cancel();
     let produced = producer
         .await
         .map_err(|e| panics::task_failed(ctx.id(), "window producer", e));
-    first_error(applied.err(), produced.err())
+    match applied {
+        // The producer was stopped on purpose: only its definite error counts.
+        Ok(Some(v)) => match produced {
+            Err(e) if !e.is_transient() => Err(e),
+            _ => Ok(Some(v)),
+        },
+        Ok(None) => first_error(None, produced.err()).map(|()| None),
+        Err(e) => first_error(Some(e), produced.err()).map(|()| None),
+    }
 }
 
 /// A definite error wins over a transient one (it must pause the table, not be retried).
@@ -149,12 +163,14 @@ struct Pending {
 }
 
 /// Applies the pages of ready windows, within the write permits, and advances J in plan
-/// order. Returns the first error after draining what is in flight.
+/// order. Returns the first error after draining what is in flight; `Ok(Some(v))` when a
+/// window of a newer schema version `v` came (it is not taken: every window before it is
+/// applied and recorded first).
 async fn apply_all(
     ctx: &Arc<JobCtx>,
     shared: &Shared,
     mut rx: mpsc::Receiver<Result<Ready>>,
-) -> Result<()> {
+) -> Result<Option<u32>> {
     let width = capacity(ctx, PoolKind::TargetWrite);
     let mut windows: VecDeque<Pending> = VecDeque::new();
     let mut queue: VecDeque<PageJob> = VecDeque::new();
@@ -166,6 +182,7 @@ async fn apply_all(
     let mut failed: Option<Error> = None;
     let mut upstream: Option<Error> = None;
     let mut j_failed = false;
+    let mut newer: Option<u32> = None;
     loop {
         // Windows complete in T are recorded in J even after another failure.
         if !j_failed {
@@ -220,6 +237,15 @@ async fn apply_all(
                 }
             }
             m = rx.recv(), if want => match m {
+                Some(Ok(r)) if r.version > shared.target_version => {
+                    tracing::info!(job = %ctx.id(), window = %r.window, version = r.version, target = shared.target_version, "a window of a newer schema version: the target takes it first");
+                    open = false;
+                    newer = Some(r.version);
+                }
+                Some(Ok(r)) if r.version < shared.target_version => {
+                    failed.get_or_insert(older(ctx, &r, shared.target_version));
+                    open = false;
+                }
                 Some(Ok(r)) => accept(r, &mut windows, &mut queue),
                 Some(Err(e)) => { open = false; upstream = Some(e); }
                 None => open = false,
@@ -230,7 +256,22 @@ async fn apply_all(
         }
     }
     drop(rx);
-    first_error(failed, upstream)
+    first_error(failed, upstream).map(|()| newer)
+}
+
+/// A window of an older version than the target's reached the applier: the producer
+/// reads such a window again (`produce::gather`), so this is a bug, never applied.
+fn older(ctx: &JobCtx, r: &Ready, target: u32) -> Error {
+    Error::definite(
+        kernel::error::DefiniteCode::Internal,
+        format!(
+            "job {} {}: sealed in schema version {}, the target is at version {target}; this \
+             is a bug in backfill",
+            ctx.id(),
+            r.window,
+            r.version
+        ),
+    )
 }
 
 fn accept(r: Ready, windows: &mut VecDeque<Pending>, queue: &mut VecDeque<PageJob>) {

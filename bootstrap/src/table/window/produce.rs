@@ -13,8 +13,9 @@
 //! order fold and seal independently.
 use crate::table::ctx::JobCtx;
 use crate::table::markers;
+use crate::table::schema::Chain;
 use crate::table::window::restart::{self, Credential, Decision, Evidence};
-use crate::table::window::{apply, attempts, fp, garbage, progress, read, seal};
+use crate::table::window::{apply, attempts, fp, garbage, progress, read, seal, versions};
 use admission::{retry, RetryError, RetryPolicy};
 use kernel::control::{Intent, IntentKind};
 use kernel::error::DefiniteCode;
@@ -32,17 +33,32 @@ use std::time::Duration;
 pub struct Ready {
     pub window: WindowId,
     pub attempt: Attempt,
+    /// The schema version the window was read and sealed in (1: the install's).
+    pub version: u32,
     pub manifest_hash: Digest,
     pub final_rows: u64,
     pub todo: Vec<(PageNo, Vec<u8>)>,
 }
 
 /// What the producer shares with the applier: J's completed count (to tell a window
-/// sealed ahead of J) and J's legacy `current` field (attempts recorded by older builds).
-#[derive(Debug, Default)]
+/// sealed ahead of J), J's legacy `current` field (attempts recorded by older builds) and
+/// the target's schema version for this run of the pipeline (a window sealed in an older
+/// one and not in T yet is read again, `crate::table::window::versions`).
+#[derive(Debug)]
 pub struct Shared {
     pub completed: AtomicU32,
     pub legacy: Option<CurrentWindow>,
+    pub target_version: u32,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            completed: AtomicU32::new(0),
+            legacy: None,
+            target_version: 1,
+        }
+    }
 }
 
 /// Produces window `w`: transient failures start a new attempt (the evidence decides);
@@ -112,6 +128,7 @@ async fn once(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<Ready> {
 /// What a sealed window's verified materials hold.
 struct Loaded {
     hash: Digest,
+    version: u32,
     pages: Vec<Vec<u8>>,
     final_rows: u64,
 }
@@ -121,6 +138,7 @@ impl Loaded {
         Ready {
             window: w,
             attempt: a,
+            version: self.version,
             manifest_hash: self.hash,
             final_rows: self.final_rows,
             todo,
@@ -149,8 +167,12 @@ async fn gather(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<(Evidence,
         ));
     };
     let creds = apply::credentials(ctx, w).await?;
+    let chain = versions::load(ctx).await?;
     let loaded = match ledger::seal::load_final_pages(ctx.store.as_ref(), &hash).await {
-        Ok((m, pages)) if manifest_ok(ctx, w, &m) => Some((m, pages)),
+        Ok((m, pages)) if manifest_ok(ctx, &chain, w, &m) => {
+            let v = versions::version_at(&chain, &m.low);
+            usable(ctx, w, (v, shared.target_version), creds.len())?.then_some((m, pages, v))
+        }
         Ok(_) => None,
         Err(Error::Definite(d)) if d.code == DefiniteCode::EvidenceCorrupt => {
             tracing::error!(%w, error = %d, "sealed materials fail verification");
@@ -158,7 +180,7 @@ async fn gather(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<(Evidence,
         }
         Err(e) => return Err(e),
     };
-    let Some((m, pages)) = loaded else {
+    let Some((m, pages, version)) = loaded else {
         let credentials = creds
             .iter()
             .map(|c| Credential::Present(c.digest))
@@ -190,6 +212,7 @@ async fn gather(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<(Evidence,
     }
     let l = Loaded {
         hash,
+        version,
         pages,
         final_rows: m.final_rows(),
     };
@@ -202,13 +225,36 @@ async fn gather(ctx: &JobCtx, w: WindowId, shared: &Shared) -> Result<(Evidence,
     Ok((ev, Some(l)))
 }
 
-fn manifest_ok(ctx: &JobCtx, w: WindowId, m: &WindowManifest) -> bool {
+/// Whether a sealed window of schema version `v` may be applied to the target of version
+/// `t` (this run's): true when they are one version, or the target is older (the applier
+/// catches it up first); false when the target already moved past `v` and T holds none of
+/// the window's pages (it is read again, as a new attempt). With pages in T it cannot be
+/// either: the table pauses naming it.
+fn usable(ctx: &JobCtx, w: WindowId, (v, t): (u32, u32), in_t: usize) -> Result<bool> {
+    if v >= t {
+        return Ok(true);
+    }
+    if in_t == 0 {
+        tracing::info!(job = %ctx.id(), %w, sealed_in = v, target = t, "a window sealed before a schema change the target has taken: it is read again");
+        return Ok(false);
+    }
+    Err(Error::definite(
+        DefiniteCode::EvidenceConflict,
+        format!(
+            "job {} {w}: sealed in schema version {v}, with {in_t} page(s) in the target, which              is at version {t}: its rows missed the changes up to the DDL. Re-add the table              (runbooks/cancel-and-readd.md)",
+            ctx.id()
+        ),
+    ))
+}
+
+fn manifest_ok(ctx: &JobCtx, chain: &Chain, w: WindowId, m: &WindowManifest) -> bool {
     let expect = Expect {
         job: ctx.id(),
         generation: ctx.generation(),
         window: w,
         range: ctx.plan[w.0 as usize].clone(),
         schema_fingerprint: ctx.schema.fingerprint(),
+        later: versions::later(chain),
     };
     let findings = manifest::verify(m, &expect);
     for f in &findings {
@@ -221,19 +267,26 @@ fn manifest_ok(ctx: &JobCtx, w: WindowId, m: &WindowManifest) -> bool {
 /// page is new (T cannot hold a credential of an attempt that was never sealed).
 async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Result<Ready> {
     let range = ctx.plan[w.0 as usize].clone();
+    let mut chain = versions::load(ctx).await?;
+    let version = chain.latest().0;
+    // The version this attempt reads, folds and seals in (DESIGN §16).
+    let vctx = versions::ctx_of(ctx, &chain, version)?;
     // The attempt's own weight cache: filled by the read, used by the fold, then dropped.
-    let keyer = Keyer::new(ctx.tctx.keyer.def.clone());
-    tracing::info!(job = %ctx.id(), %w, %a, %range, "window attempt starts");
+    let keyer = Keyer::new(vctx.tctx.keyer.def.clone());
+    tracing::info!(job = %ctx.id(), %w, %a, %range, version, "window attempt starts");
     attempts::begin(ctx, w, a).await?;
     let (id, g) = (ctx.id(), ctx.generation());
     progress::record(&ctx.pool, id, g, w, a, progress::Step::Reading, (0, 0, 0)).await?;
     let low = Intent::new(id, g, IntentKind::Low, Some(w), Some(a));
     let low = markers::write_and_await(ctx, &low, fp::AFTER_LOW_WRITTEN).await?;
     failpoint::hit(fp::AFTER_LOW_IN_L);
-    seal::check_capture_pause(ctx, low.seq).await?;
+    versions::check_low(ctx, &mut chain, version, low.seq).await?;
     ctx.hooks.after_low(id, w, a).await;
     let t0 = std::time::Instant::now();
-    let view = read::read_window(ctx, w, a, &range, &keyer).await?;
+    let view = match read::read_window(&vctx, w, a, &range, &keyer).await {
+        Ok(v) => v,
+        Err(e) => return Err(versions::read_failed(ctx, &mut chain, low.seq, e).await),
+    };
     let rows_read = view.rows.len() as u64;
     tracing::info!(%w, %a, rows_read, ms = t0.elapsed().as_millis() as u64, snapshot = ?view.snapshot, "read view closed");
     failpoint::hit(fp::AFTER_READ_CLOSED);
@@ -241,9 +294,10 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     let high = Intent::new(id, g, IntentKind::High, Some(w), Some(a));
     let high = markers::write_and_await(ctx, &high, fp::AFTER_HIGH_WRITTEN).await?;
     failpoint::hit(fp::AFTER_HIGH);
-    seal::check_capture_pause(ctx, high.seq).await?;
+    versions::check_high(ctx, &mut chain, low.seq, high.seq).await?;
     seal::check_snapshot(&low, &high, &view)?;
-    let sealed = seal::seal(ctx, w, a, (&range, &keyer), &low, &high, view).await?;
+    let marks = (&low, &high);
+    let sealed = seal::seal(&vctx, (w, a), (&range, &keyer), marks, view, &chain).await?;
     let fin = sealed.manifest.final_rows();
     tracing::info!(%w, %a, final_rows = fin, folded = sealed.manifest.folded_changes, ms = t0.elapsed().as_millis() as u64, manifest = %sealed.manifest_hash, "window sealed");
     let rows = (rows_read, fin, 0);
@@ -262,6 +316,7 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     Ok(Ready {
         window: w,
         attempt: a,
+        version,
         manifest_hash: sealed.manifest_hash,
         final_rows: fin,
         todo,

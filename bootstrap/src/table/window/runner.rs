@@ -5,7 +5,7 @@
 //! [`crate::table::window`] for the safety argument).
 use crate::table::ctx::{JobCtx, Reached};
 use crate::table::pause;
-use crate::table::window::{pipeline, produce};
+use crate::table::window::{pipeline, produce, versions};
 use admission::{retry_with, RetryError, RetryPolicy};
 use kernel::ids::WindowId;
 use kernel::{Error, Result};
@@ -113,13 +113,28 @@ async fn run_once(
             return ended(Err(Error::transient("the job task was asked to stop")));
         }
         let at = head.record.completed;
+        let target_version = match versions::target_version(ctx).await {
+            Ok(v) => v,
+            Err(e) if e.is_transient() => break e,
+            Err(e) => return ended(Err(e)),
+        };
         let shared = produce::Shared {
             legacy: head.record.current,
+            target_version,
             ..Default::default()
         };
         let span = tracing::info_span!("windows", job = %ctx.id(), from = at);
-        match pipeline::run(ctx, at, n, shared).instrument(span).await {
-            Ok(()) => match ctx.head().await {
+        let ran = pipeline::run(ctx, at, n, shared).instrument(span).await;
+        // A window of a newer schema version: the target takes it, then the pipeline
+        // runs again from the evidence (DESIGN §16).
+        let ran = match ran {
+            Ok(Some(v)) => versions::catch_up(ctx, v).await.map(|()| true),
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        match ran {
+            Ok(true) => continue,
+            Ok(false) => match ctx.head().await {
                 Ok(h) if h.record.completed >= n => continue,
                 Ok(_) => {
                     break Error::transient(

@@ -5,44 +5,25 @@
 //! HIGH is in L with seq <= HIGH's record; the fold reads exactly the records in
 //! (LOW, HIGH] (by L seq, which is binlog order), keeps the changes of this table whose
 //! old or new key is in the range and folds them by key and full image
-//! (`crate::table::window::reconcile`, I1). A pause the reader recorded for the table at or before HIGH
-//! means L lacks decoded changes: the window refuses to seal (definite, I6). The order of
+//! (`crate::table::window::reconcile`, I1). A pause the reader recorded for the table at
+//! or before HIGH means L lacks decoded changes: the window refuses to seal (definite, I6),
+//! unless it is a DDL whose schema version is sealed before LOW, after which the rows
+//! kept raw decode with that version (`crate::table::window::versions`). The order of
 //! writes is the ledger's (`ledger::seal`): page bytes fsynced, registry, manifest; the
 //! seal row comes last, so a seal row always names a complete, durable manifest.
 use crate::table::ctx::JobCtx;
+use crate::table::schema::Chain;
 use crate::table::window::read::ReadView;
-use crate::table::window::reconcile;
+use crate::table::window::{reconcile, versions};
 use kernel::change::Change;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Attempt, Digest, WindowId};
 use kernel::key::{weigh, Keyer};
-use kernel::log::{LSeq, MarkerSeen, RecordBody};
+use kernel::log::MarkerSeen;
 use kernel::range::KeyRange;
 use kernel::{Error, Result};
 use ledger::seal::{SealedWindow, WindowFacts};
 use std::cmp::Ordering;
-
-/// L records read per state-store query while collecting a window's changes.
-const L_PAGE: u32 = 500;
-
-/// Refuses to go on when the reader paused the table at or before `upto` (an L seq).
-pub async fn check_capture_pause(ctx: &JobCtx, upto: LSeq) -> Result<()> {
-    for p in kernel::log::pauses(&ctx.pool, &ctx.stream).await? {
-        if p.job == ctx.id() && p.generation == ctx.generation() && p.seq <= upto {
-            return Err(Error::definite(
-                p.error.code,
-                format!(
-                    "the capture paused {} at {} (L record {}): {}",
-                    ctx.schema.qualified(),
-                    p.at,
-                    p.seq,
-                    p.error.message
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// Checks LOW <= S < HIGH for the read view's binlog point S (when the server reports it).
 ///
@@ -75,34 +56,6 @@ pub fn check_snapshot(low: &MarkerSeen, high: &MarkerSeen, view: &ReadView) -> R
     ))
 }
 
-/// The changes of this table in L records (after, upto], in L order.
-pub async fn changes_between(ctx: &JobCtx, after: LSeq, upto: LSeq) -> Result<Vec<Change>> {
-    let (db, table) = (&ctx.schema.database, &ctx.schema.table);
-    let mut out = Vec::new();
-    let mut from = after;
-    loop {
-        let recs =
-            kernel::log::table_records(&ctx.pool, &ctx.stream, db, table, from, upto, L_PAGE)
-                .await?;
-        let Some(last) = recs.last() else { break };
-        from = last.seq;
-        for r in &recs {
-            if let RecordBody::Chunk(c) = &r.record.body {
-                out.extend(
-                    c.changes
-                        .iter()
-                        .filter(|ch| &ch.id.schema == db && &ch.id.table == table)
-                        .cloned(),
-                );
-            }
-        }
-        if recs.len() < L_PAGE as usize {
-            break;
-        }
-    }
-    Ok(out)
-}
-
 /// Asks the source for the weights of the character keys of `changes` the read did not
 /// bring (DESIGN §14): one connection, batches of `weigh::BATCH` values.
 async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Result<()> {
@@ -122,16 +75,17 @@ async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Resul
 }
 
 /// Folds L over the RAW rows and seals FINAL pages and the manifest, then the seal row.
+/// `ctx` holds the schema version the window was read in, `chain` the table's versions
+/// (rows kept raw after a DDL sealed before LOW are decoded with the version in force).
 pub async fn seal(
     ctx: &JobCtx,
-    w: WindowId,
-    a: Attempt,
+    (w, a): (WindowId, Attempt),
     (range, keyer): (&KeyRange, &Keyer),
-    low: &MarkerSeen,
-    high: &MarkerSeen,
+    (low, high): (&MarkerSeen, &MarkerSeen),
     view: ReadView,
+    chain: &Chain,
 ) -> Result<SealedWindow> {
-    let changes = changes_between(ctx, low.seq, high.seq).await?;
+    let changes = versions::changes_between(ctx, chain, low.seq, high.seq).await?;
     weigh_changes(ctx, keyer, &changes).await?;
     let raw = view.keys.into_iter().zip(view.rows);
     let folded = reconcile::fold(range, keyer, raw, &changes).map_err(|e| {
@@ -223,6 +177,7 @@ mod tests {
     use kernel::change::GroupEnd;
     use kernel::control::{Intent, IntentKind};
     use kernel::ids::{Attempt, Generation, JobId, WindowId};
+    use kernel::log::LSeq;
     use kernel::position::BinlogPos;
 
     fn seen(kind: IntentKind, pos: BinlogPos) -> MarkerSeen {

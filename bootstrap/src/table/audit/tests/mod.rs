@@ -214,6 +214,7 @@ fn a_window_is_checked_from_its_manifest_and_page_facts() {
         window: WindowId(0),
         range: KeyRange::ALL,
         schema_fingerprint: d(0),
+        later: Vec::new(),
     };
     let reg = |kind, b: &[u8]| Entry {
         digest: Digest::of(b),
