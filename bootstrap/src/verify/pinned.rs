@@ -12,6 +12,10 @@
 //!    with its cursor in T), and nothing after it. T's cursor is checked not to be past P
 //!    first. Groups end at transaction boundaries and P is a transaction boundary, so the
 //!    target then holds exactly the table's state at P, and its own snapshot is compared.
+//! 3. A DDL of the table between T's cursor and P (DESIGN §16) is sealed first, as serve
+//!    seals it (the same proof), and the replay applies it to the target at its place in
+//!    binlog order, as serve's replay does; each run then goes on with the version in
+//!    force at T's cursor. A DDL that cannot be taken stops the replay before P, named.
 //!
 //! # Why it never races `serve`
 //!
@@ -34,6 +38,7 @@ use super::{pin_source, Endpoint, Report, VerifyCursor, VerifyOptions};
 use crate::io::pool::{ConnPool, Side, Use};
 use crate::store::jobs::{self, JobRecord};
 use crate::table::replay::{self, ReplayConfig, Replayer, Scope, Until};
+use crate::table::schema;
 use kernel::capture::{CaptureSet, CaptureTable, Reader, ReaderConfig};
 use kernel::control::IntentKind;
 use kernel::error::{from_sqlx, DefiniteCode};
@@ -334,20 +339,72 @@ async fn compare_at_p(
     let cfg = ReplayConfig::default();
     let sopts = crate::io::connect::opts(req.source_url, "source")?;
     let (source, target) = pools(sopts, topts.clone(), &cfg);
-    let replayer = Replayer {
+    let install = jobs::load_schema(pool, req.job).await?;
+    let mut chain = schema::load(pool, req.job, rec.generation, &install, &scope.stream).await?;
+    let pools = (&source, &target);
+    // Each run ends at a DDL the target takes on the way to P, or stops at a DDL not
+    // sealed yet (L holds it only once this run's reader captured it): then it is sealed
+    // and the run goes on. Every turn seals or applies a version, so the loop ends.
+    loop {
+        let (before, vctx) = schema::in_force(&target, ctx, &chain).await?;
+        let replayer = Replayer {
+            pool,
+            scope,
+            source: &source,
+            target: &target,
+            ctx: &vctx,
+            cfg: &cfg,
+            chain: Some(&chain),
+        };
+        let r = replay_and_compare(&replayer, b_seq, &src, &tgt, &key, &req.options, cursor).await;
+        let again = match &r {
+            Err(e) if e.is_transient() => schema::in_force(&target, ctx, &chain).await?.0 != before,
+            Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
+                let n = chain.versions.len();
+                seal_ddls(pool, (scope, rec), pools, &mut chain, b_seq).await?;
+                chain.versions.len() > n
+            }
+            _ => false,
+        };
+        if !again {
+            let _ = src.pool.disconnect().await;
+            let _ = tgt.pool.disconnect().await;
+            return r;
+        }
+    }
+}
+
+/// Seals the table's DDLs that L holds and the chain does not, as serve would (the proof
+/// of `crate::table::schema::seal`; serve is stopped, this run reads the stream). A DDL
+/// that cannot be taken is only logged here: the replay stops at it, naming it, if it
+/// lies before P, and a later one does not concern this comparison.
+async fn seal_ddls(
+    pool: &MySqlPool,
+    (scope, rec): (&Scope, &JobRecord),
+    (source, target): (&ConnPool, &ConnPool),
+    chain: &mut schema::Chain,
+    b_seq: LSeq,
+) -> Result<()> {
+    let env = schema::seal::SealEnv {
         pool,
-        scope,
-        source: &source,
-        target: &target,
-        ctx,
-        cfg: &cfg,
-        // Pinned verify after a DDL stops at it (issue 16: not replayed across DDL yet).
-        chain: None,
+        scope: schema::seal::Table {
+            job: scope.job,
+            generation: scope.generation,
+            stream: &scope.stream,
+            source_db: &scope.source_db,
+            source_table: &scope.source_table,
+        },
+        source,
+        wait: CAPTURE_WAIT,
+        scratch: Some(schema::scratch::Scratch {
+            target,
+            db: &rec.target.db,
+        }),
     };
-    let r = replay_and_compare(&replayer, b_seq, &src, &tgt, &key, &req.options, cursor).await;
-    let _ = src.pool.disconnect().await;
-    let _ = tgt.pool.disconnect().await;
-    r
+    if let Some(refused) = schema::seal_more(&env, chain, b_seq).await? {
+        tracing::warn!(job = %scope.job, reason = %refused, "pinned verify: a DDL of the table is not sealed");
+    }
+    Ok(())
 }
 
 /// `verify` pinned at a known point while the source keeps taking writes, for a caller in

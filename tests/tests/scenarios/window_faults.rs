@@ -1,5 +1,6 @@
-//! Definite pauses and new attempts of the window protocol (DESIGN §4, §5, §9, I6): a DDL
-//! between install and B, a DDL inside a window, a read connection KILLed mid-window.
+//! Definite pauses and new attempts of the window protocol (DESIGN §4, §5, §9, §16, I6): a
+//! DDL between install and B, an incompatible DDL inside a window (a pause) and a
+//! compatible one (the window read again), a read connection KILLed mid-window.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::hooks::HookFuture;
 use backfill_tests::bf::table::window::WindowHooks;
@@ -52,14 +53,16 @@ async fn ddl_between_install_and_b_pauses_definitely() {
     assert!(c.serve(None).await.starts_with("paused: schema_changed"));
 }
 
+/// A DDL that is not compatible (a default no row event carries) inside a window: the
+/// table pauses, naming it; the window is never sealed and nothing after it applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn ddl_inside_a_window_pauses_definitely_and_never_seals() {
+async fn an_incompatible_ddl_inside_a_window_pauses_definitely_and_never_seals() {
     let _serial = in_process().await;
     let c = Case::new("wfd", 3_000, 1_000, 300).await;
     let hooks = Arc::new(SqlAt {
         url: c.source.url_db(&c.sdb),
         at: WindowId(2),
-        sql: "ALTER TABLE t ADD COLUMN extra INT NULL",
+        sql: "ALTER TABLE t ADD COLUMN extra TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
     });
     let out = c.serve(Some(hooks)).await;
     assert!(out.starts_with("paused: schema_changed"), "{out}");
@@ -94,6 +97,41 @@ async fn ddl_inside_a_window_pauses_definitely_and_never_seals() {
         "only windows recorded in J are in T"
     );
     assert_eq!(c.audit_count(), c.target_count());
+}
+
+/// A compatible DDL inside a window (DESIGN §16): the window is read again in the new
+/// schema version, the target takes the DDL before that window's first page, and every
+/// window is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compatible_ddl_inside_a_window_reopens_it_and_the_windows_finish() {
+    let _serial = in_process().await;
+    let c = Case::new("wfc", 3_000, 1_000, 300).await;
+    let hooks = Arc::new(SqlAt {
+        url: c.source.url_db(&c.sdb),
+        at: WindowId(2),
+        sql: "ALTER TABLE t ADD COLUMN extra INT NULL",
+    });
+    let out = c.serve(Some(hooks)).await;
+    assert_eq!(out, "windows_done");
+    let head = c.head().await;
+    let windows = c.plan().await.len() as u32;
+    assert_eq!((head.completed, head.paused), (windows, None));
+    let attempts: i64 = sqlx::query_scalar(
+        "SELECT CAST(MAX(attempt) AS SIGNED) FROM window_attempts WHERE job_id = ? \
+         AND window_id = 2",
+    )
+    .bind(c.job.0)
+    .fetch_one(&c.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 2, "the crossed window was read again");
+    assert_eq!(c.target_count(), 3_000);
+    let cols = c.target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' \
+         AND TABLE_NAME = 't' AND COLUMN_NAME = 'extra'",
+        c.tdb
+    ));
+    assert_eq!(cols.trim(), "1", "the target took the DDL");
 }
 
 /// KILLs the read connection of window 1 after its first RAW page: in its first attempt

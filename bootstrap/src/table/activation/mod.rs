@@ -440,10 +440,9 @@ fn version_applied(scope: &Scope, v: u32) -> Error {
 /// target context of the version in force at T's cursor. A DDL met on the way, in the
 /// replay of (B, F] or in the field check's replay to its pin, is sealed and applied like
 /// while following (DESIGN §16), and the finish runs again with the new version's
-/// context. A DDL during the windows still pauses the table (the window's seal refuses a
-/// capture pause at or before its HIGH), so every page is of version 1 and the target is
-/// at version 1 when the replay of (B, F] begins: the DDLs in (B, F] then apply in binlog
-/// order exactly as while STREAMING.
+/// context. A DDL during the windows was taken there (`crate::table::window::versions`):
+/// the target is at the version in force at T's cursor when the replay of (B, F] begins,
+/// and the DDLs after the cursor apply in binlog order exactly as while STREAMING.
 async fn activate_versions(
     ctx: &JobCtx,
     scope: &Scope,
@@ -535,7 +534,8 @@ fn finish<'a>(
         lease: &ctx.lease,
         store: ctx.store.as_ref(),
         plan: &ctx.plan,
-        // The windows' pages are of version 1 (install's seal) whatever came later.
+        // Version 1's (install's seal); a window read after a DDL carries the version in
+        // force at its LOW, which the audit takes from the chain.
         schema_fingerprint: ctx.schema.fingerprint(),
         source: &ctx.source,
         control_schema: &ctx.job.control_schema,
