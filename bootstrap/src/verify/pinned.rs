@@ -182,9 +182,10 @@ async fn capture_set(pool: &MySqlPool, rec: &JobRecord) -> Result<CaptureSet> {
     Ok(set)
 }
 
-/// A replica server id for the pinned run's reader, in a range serve never uses.
-fn replica_id(stream: &str) -> u32 {
-    let d = kernel::ids::Digest::of(format!("verify-pinned\n{stream}").as_bytes());
+/// A replica server id for the pinned run's reader, in a range serve never uses, distinct
+/// per stream and state store (two readers with one id on one source kick each other).
+fn replica_id(stream: &str, state_url: &str) -> u32 {
+    let d = kernel::ids::Digest::of(format!("verify-pinned\n{stream}\n{state_url}").as_bytes());
     0x5000_0000 | (u32::from_le_bytes([d.0[0], d.0[1], d.0[2], d.0[3]]) & 0x0fff_ffff)
 }
 
@@ -268,7 +269,14 @@ async fn with_lease(
             )
         })?
         .seq;
-    let mut rcfg = ReaderConfig::new(&stream, req.source_url, replica_id(&stream));
+    let o = pool.connect_options();
+    let state = format!(
+        "{}:{}/{}",
+        o.get_host(),
+        o.get_port(),
+        o.get_database().unwrap_or_default()
+    );
+    let mut rcfg = ReaderConfig::new(&stream, req.source_url, replica_id(&stream, &state));
     rcfg.control_schema = rec.control_schema.clone();
     // The one reader of the stream (DESIGN §18): under the stream's capture lease.
     let stream_lease = capture_lease(pool, &stream).await?;

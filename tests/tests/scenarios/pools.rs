@@ -21,6 +21,8 @@
 //! POOLS_PEER=1 cargo test --release -p backfill-tests --test scenarios a_hundred -- --nocapture`
 //! (`POOLS_PEER=1` also times `mariadb-dump --single-transaction | mariadb` of the same
 //! database between the same servers, and prints the ratio; serve's peak RSS is printed).
+//! Tables are installed with windows of `POOLS_WINDOW_ROWS` rows (default 100: ten windows
+//! a table; 0 keeps install's defaults, one window for such a table).
 //!
 //! The reuse of control connections is `pools_reuse.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -268,8 +270,15 @@ async fn world(
             target.url_user(USER, PW, &tdb),
             TableName::new(&tdb, &table),
         );
-        req.window_rows = 100;
-        req.page_rows = 50;
+        // Several windows per table by default (the protocol's steps under the bound);
+        // POOLS_WINDOW_ROWS=0 keeps install's default sizes (the benchmark's setting).
+        match env("POOLS_WINDOW_ROWS", 100) {
+            0 => {}
+            w => {
+                req.window_rows = w;
+                req.page_rows = (w / 2).max(1);
+            }
+        }
         req.control_schema = ctl.clone();
         let done = install_with(&pool, &req)
             .await

@@ -182,17 +182,8 @@ async fn a_pinned_verify_seals_and_replays_across_ddls_made_while_serve_was_stop
     ] {
         c.source.sql_in(&c.sdb, sql);
     }
-    let job = c.job.0.to_string();
-    let o = backfill_tests::command()
-        .args(["verify", &job, "--state", &c.state_url(), "--pinned"])
-        .args(["--source", &c.source.url(), "--target", &c.target.url()])
-        .args(["--format", "json"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "verify --pinned: {out}{err}");
+    let (code, out, err) = pinned_verify(&c);
+    assert_eq!(code, Some(0), "verify --pinned: {out}{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let tally = &v["cursor"]["tally"];
     for what in ["missing", "extra", "differing_fields"] {
@@ -217,6 +208,37 @@ async fn a_pinned_verify_seals_and_replays_across_ddls_made_while_serve_was_stop
     assert_eq!(c.head().await.paused, None);
     drop(s);
     keyed::assert_audit_passes(&c);
+}
+
+/// `backfill verify --pinned` of the case (serve stopped), killed if it runs over 5
+/// minutes: its exit code (None: killed), stdout and stderr.
+fn pinned_verify(c: &Case) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, e) = (dir.path().join("out"), dir.path().join("err"));
+    let job = c.job.0.to_string();
+    let mut child = backfill_tests::command()
+        .args(["verify", &job, "--state", &c.state_url(), "--pinned"])
+        .args(["--source", &c.source.url(), "--target", &c.target.url()])
+        .args(["--format", "json"])
+        .env("RUST_LOG", "info")
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if t0.elapsed() > Duration::from_secs(300) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read = |p| std::fs::read_to_string(p).unwrap_or_default();
+    (code, read(&o), read(&e))
 }
 
 /// Two DDLs back to back while STREAMING, the second before serve sealed the first (one

@@ -134,6 +134,80 @@ async fn a_compatible_ddl_inside_a_window_reopens_it_and_the_windows_finish() {
     assert_eq!(cols.trim(), "1", "the target took the DDL");
 }
 
+/// Starts `sql` on the source while window `at`'s read view is open (first attempt, after
+/// its first RAW page) and returns once the server shows it waiting for the table's
+/// metadata lock, which the read transaction holds: the DDL takes effect right after the
+/// view closes, before HIGH.
+struct DdlInView {
+    url: String,
+    at: WindowId,
+    sql: &'static str,
+    waited: std::sync::atomic::AtomicBool,
+}
+
+impl WindowHooks for DdlInView {
+    fn mid_read(&self, _: JobId, w: WindowId, a: Attempt, _: u32) -> HookFuture<'_> {
+        Box::pin(async move {
+            if w != self.at || a != Attempt(1) {
+                return;
+            }
+            let opts = mysql_async::Opts::from_url(&self.url).unwrap();
+            let (o, sql) = (opts.clone(), self.sql);
+            tokio::spawn(async move {
+                let mut c = mysql_async::Conn::new(o).await.unwrap();
+                c.query_drop(sql).await.unwrap();
+                c.disconnect().await.unwrap();
+            });
+            let mut c = mysql_async::Conn::new(opts).await.unwrap();
+            for _ in 0..200 {
+                let n: Option<i64> = c
+                    .query_first(
+                        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE \
+                         STATE = 'Waiting for table metadata lock' AND INFO LIKE 'ALTER TABLE%'",
+                    )
+                    .await
+                    .unwrap();
+                if n == Some(1) {
+                    self.waited.store(true, Ordering::SeqCst);
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            c.disconnect().await.unwrap();
+        })
+    }
+}
+
+/// The DDL of [`DdlInView`]: it crosses the read view itself (it waits for it), and the
+/// window is read again in the new version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compatible_ddl_waiting_on_a_read_view_is_taken_after_it() {
+    let _serial = in_process().await;
+    let c = Case::new("wfv", 3_000, 1_000, 300).await;
+    let hooks = Arc::new(DdlInView {
+        url: c.source.url_db(&c.sdb),
+        at: WindowId(1),
+        sql: "ALTER TABLE t ADD COLUMN extra INT NULL",
+        waited: std::sync::atomic::AtomicBool::new(false),
+    });
+    let out = c.serve(Some(hooks.clone())).await;
+    assert_eq!(out, "windows_done");
+    assert!(
+        hooks.waited.load(Ordering::SeqCst),
+        "the DDL waited on the open read view"
+    );
+    let head = c.head().await;
+    let windows = c.plan().await.len() as u32;
+    assert_eq!((head.completed, head.paused), (windows, None));
+    assert_eq!(c.target_count(), 3_000);
+    let cols = c.target.sql(&format!(
+        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' \
+         AND TABLE_NAME = 't' AND COLUMN_NAME = 'extra'",
+        c.tdb
+    ));
+    assert_eq!(cols.trim(), "1", "the target took the DDL");
+}
+
 /// KILLs the read connection of window 1 after its first RAW page: in its first attempt
 /// only, or in every attempt (`always`). Counts the RAW materials registered for the
 /// attempt it kills.

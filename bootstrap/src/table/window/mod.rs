@@ -10,8 +10,11 @@
 //!    L ([`seal`]); the L changes of the table between LOW and HIGH are folded over the RAW
 //!    rows by key and full image (`crate::table::window::reconcile`, property-tested): the result is the
 //!    range's state at HIGH whatever S was.
-//! 4. A table the reader paused (DDL, minimal image, statement DML) at or before HIGH has
-//!    no trustworthy L: the window pauses the table definitely, never seals (I6).
+//! 4. A table the reader paused (minimal image, statement DML, a DDL that cannot be
+//!    taken) at or before HIGH has no trustworthy L: the window pauses the table
+//!    definitely, never seals (I6). A compatible DDL is sealed as a schema version: a
+//!    window whose LOW..HIGH holds it is read again in that version, and the target takes
+//!    it before that version's first page ([`versions`], DESIGN §16).
 //!
 //! Why nothing is applied twice or lost across crashes (I2, I3, I4): the runner never
 //! trusts memory. Every window, the one J is at and those read ahead of it
