@@ -588,6 +588,7 @@ mod tests {
             );
             assert!(e.to_string().contains("job 4"), "{e}");
         }
-        assert_ne!(replica_id("s") & 0xf000_0000, 0x4000_0000);
+        assert_ne!(replica_id("s", "h:1/a") & 0xf000_0000, 0x4000_0000);
+        assert_ne!(replica_id("s", "h:1/a"), replica_id("s", "h:1/b"));
     }
 }
