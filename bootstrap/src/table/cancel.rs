@@ -69,7 +69,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
     }
     kernel::failpoint::hit(crate::table::faults::CANCEL_AFTER_CANCELING);
     refuse_while_held(ctx)?;
-    let scope = scope(ctx);
+    let scope = crate::table::window::versions::scope(ctx);
     let (k_seq, k_pos) = match replay::find_marker(&ctx.pool, &scope, IntentKind::K, None).await? {
         Some(m) => (m.seq, m.end.pos),
         None => {
@@ -210,14 +210,4 @@ async fn activated(ctx: &JobCtx) -> Result<bool> {
     .await;
     conn.close().await;
     Ok(r?.is_some())
-}
-
-fn scope(ctx: &JobCtx) -> Scope {
-    Scope {
-        job: ctx.id(),
-        generation: ctx.generation(),
-        stream: ctx.stream.clone(),
-        source_db: ctx.job.source.db.clone(),
-        source_table: ctx.job.source.table.clone(),
-    }
 }
