@@ -116,13 +116,7 @@ async fn refresh_in(
     let target = ledger::target::target_opts(&tgt)?;
     let env = seal::SealEnv {
         pool,
-        scope: seal::Table {
-            job,
-            generation: g,
-            stream: &stream,
-            source_db: &rec.source.db,
-            source_table: &rec.source.table,
-        },
+        scope: scope.seal_table(),
         source: &source,
         wait: std::time::Duration::from_secs(60),
         // refresh-schema seals from the live definition only (it refuses a later DDL).

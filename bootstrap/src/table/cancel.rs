@@ -69,7 +69,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
     }
     kernel::failpoint::hit(crate::table::faults::CANCEL_AFTER_CANCELING);
     refuse_while_held(ctx)?;
-    let scope = crate::table::window::versions::scope(ctx);
+    let scope = Scope::of(&ctx.job, ctx.stream.clone());
     let (k_seq, k_pos) = match replay::find_marker(&ctx.pool, &scope, IntentKind::K, None).await? {
         Some(m) => (m.seq, m.end.pos),
         None => {

@@ -240,13 +240,7 @@ async fn with_lease(
                 format!("job {}: no capture stream recorded (no B yet)", req.job),
             )
         })?;
-    let scope = Scope {
-        job: req.job,
-        generation: rec.generation,
-        stream: stream.clone(),
-        source_db: rec.source.db.clone(),
-        source_table: rec.source.table.clone(),
-    };
+    let scope = Scope::of(rec, stream.clone());
     let mut tschema = schema.clone();
     tschema.database = rec.target.db.clone();
     tschema.table = rec.target.table.clone();
@@ -340,14 +334,14 @@ async fn compare_at_p(
     b_seq: LSeq,
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
-    let key = jobs::key_columns(&jobs::load_schema(pool, req.job).await?);
+    let install = jobs::load_schema(pool, req.job).await?;
+    let key = jobs::key_columns(&install);
     let key: Vec<&str> = key.iter().map(String::as_str).collect();
     let src = Endpoint::from_url(req.source_url, &rec.source.db, &rec.source.table)?;
     let tgt = Endpoint::from_url(req.target_url, &rec.target.db, &rec.target.table)?;
     let cfg = ReplayConfig::default();
     let sopts = crate::io::connect::opts(req.source_url, "source")?;
     let (source, target) = pools(sopts, topts.clone(), &cfg);
-    let install = jobs::load_schema(pool, req.job).await?;
     let mut chain = schema::load(pool, req.job, rec.generation, &install, &scope.stream).await?;
     let pools = (&source, &target);
     // Each run ends at a DDL the target takes on the way to P, or stops at a DDL not
@@ -395,13 +389,7 @@ async fn seal_ddls(
 ) -> Result<()> {
     let env = schema::seal::SealEnv {
         pool,
-        scope: schema::seal::Table {
-            job: scope.job,
-            generation: scope.generation,
-            stream: &scope.stream,
-            source_db: &scope.source_db,
-            source_table: &scope.source_table,
-        },
+        scope: scope.seal_table(),
         source,
         wait: CAPTURE_WAIT,
         scratch: Some(schema::scratch::Scratch {

@@ -370,13 +370,7 @@ pub async fn after_windows(
         Reached::Beyond(Phase::Fenced | Phase::Replaying | Phase::Audited | Phase::Streaming) => {}
         _ => return Ok(reached),
     }
-    let scope = Scope {
-        job: ctx.id(),
-        generation: ctx.generation(),
-        stream: ctx.stream.clone(),
-        source_db: ctx.job.source.db.clone(),
-        source_table: ctx.job.source.table.clone(),
-    };
+    let scope = Scope::of(&ctx.job, ctx.stream.clone());
     let r = async {
         let mut chain = schema::load(
             &ctx.pool,
@@ -487,15 +481,10 @@ pub(crate) async fn seal_after_stop(
     b: LSeq,
     stop: kernel::error::Definite,
 ) -> Result<()> {
+    let scope = Scope::of(&ctx.job, ctx.stream.clone());
     let env = schema::seal::SealEnv {
         pool: &ctx.pool,
-        scope: schema::seal::Table {
-            job: ctx.id(),
-            generation: ctx.generation(),
-            stream: &ctx.stream,
-            source_db: &ctx.job.source.db,
-            source_table: &ctx.job.source.table,
-        },
+        scope: scope.seal_table(),
         source: &ctx.source,
         wait: ctx.cfg.marker_timeout,
         scratch: Some(schema::scratch::Scratch {

@@ -180,15 +180,10 @@ pub fn windows(e: &Evidence) -> (Vec<WindowManifest>, Vec<Finding>) {
     let (mut manifests, mut out) = (Vec::new(), Vec::new());
     // A window read after a schema change carries the version in force at its LOW
     // (DESIGN §16); the chain unread leaves version 1 only, so such a window is a finding.
-    let later: Vec<_> = e.schema.as_ref().map_or_else(
-        |_| Vec::new(),
-        |f| {
-            f.versions
-                .iter()
-                .map(|v| (v.at.clone(), v.schema.fingerprint()))
-                .collect()
-        },
-    );
+    let later = e
+        .schema
+        .as_ref()
+        .map_or_else(|_| Vec::new(), |f| crate::table::schema::later(&f.versions));
     for (entry, _) in chain(e) {
         let Some(range) = e.plan.get(entry.window.0 as usize) else {
             continue;

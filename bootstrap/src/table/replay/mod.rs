@@ -98,6 +98,28 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// The table-generation of job record `rec`, captured in `stream`.
+    pub fn of(rec: &crate::store::jobs::JobRecord, stream: String) -> Scope {
+        Scope {
+            job: rec.job_id,
+            generation: rec.generation,
+            stream,
+            source_db: rec.source.db.clone(),
+            source_table: rec.source.table.clone(),
+        }
+    }
+
+    /// The same table-generation as a schema seal names it.
+    pub fn seal_table(&self) -> crate::table::schema::seal::Table<'_> {
+        crate::table::schema::seal::Table {
+            job: self.job,
+            generation: self.generation,
+            stream: &self.stream,
+            source_db: &self.source_db,
+            source_table: &self.source_table,
+        }
+    }
+
     /// True for the table's own `schema`.`table` (a change, pause or raw rows of it).
     pub fn is_table(&self, schema: &str, table: &str) -> bool {
         schema == self.source_db && table == self.source_table

@@ -25,6 +25,15 @@ pub struct Chain {
     pub lineage: Digest,
 }
 
+/// What a window manifest is checked against besides version 1: each later version's DDL
+/// position and fingerprint ([`ledger::manifest::Expect::later`]).
+pub fn later(versions: &[SchemaVersion]) -> Vec<(kernel::position::BinlogPos, Digest)> {
+    versions
+        .iter()
+        .map(|v| (v.at.clone(), v.schema.fingerprint()))
+        .collect()
+}
+
 /// A version and its definition.
 pub type InForce<'a> = (u32, &'a SealedSchema);
 

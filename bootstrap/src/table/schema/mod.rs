@@ -35,7 +35,7 @@ pub mod scratch;
 pub mod seal;
 pub mod step;
 
-pub use chain::{Chain, InForce};
+pub use chain::{later, Chain, InForce};
 
 use crate::store::schema_versions;
 use kernel::ids::{Generation, JobId};

@@ -23,6 +23,7 @@
 //! * A panic of a sub-task is a definite error naming the window ([`panics`]): the table
 //!   pauses at once instead of retrying a bug up to the attempt cap.
 use crate::table::ctx::JobCtx;
+use crate::table::schema::Chain;
 use crate::table::window::produce::{self, Ready, Shared};
 use crate::table::window::{apply, fp, panics, progress, versions};
 use admission::PoolKind;
@@ -39,14 +40,19 @@ use tokio_util::sync::CancellationToken;
 /// Sealed windows that may wait for the applier beyond those being produced.
 pub const AHEAD: usize = 1;
 
-/// Runs windows `from..n` (J is at `from`) until all are recorded in J or an error.
+/// Runs windows `from..n` (J is at `from`) until all are recorded in J or an error;
+/// `chain` is the table's schema chain as the target's version was read with it.
 /// `Ok(Some(v))`: the next window (in plan order) is of schema version `v`, newer than the
 /// target's (`shared.target_version`); every window before it is applied and in J, and
 /// the target must take `v` before its pages (`crate::table::window::versions::catch_up`).
-pub async fn run(ctx: &JobCtx, from: u32, n: u32, shared: Shared) -> Result<Option<u32>> {
-    let chain = versions::load(ctx).await?;
+pub async fn run(
+    ctx: &JobCtx,
+    (from, n): (u32, u32),
+    shared: Shared,
+    chain: &Chain,
+) -> Result<Option<u32>> {
     // Pages are written with the definition of the target's version (DESIGN §16).
-    let writer = Arc::new(versions::ctx_of(ctx, &chain, shared.target_version)?);
+    let writer = Arc::new(versions::ctx_of(ctx, chain, shared.target_version)?);
     let ctx = Arc::new(ctx.clone());
     let shared = Arc::new(shared);
     shared.completed.store(from, Ordering::SeqCst);

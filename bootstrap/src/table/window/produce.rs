@@ -241,7 +241,9 @@ fn usable(ctx: &JobCtx, w: WindowId, (v, t): (u32, u32), in_t: usize) -> Result<
     Err(Error::definite(
         DefiniteCode::EvidenceConflict,
         format!(
-            "job {} {w}: sealed in schema version {v}, with {in_t} page(s) in the target, which              is at version {t}: its rows missed the changes up to the DDL. Re-add the table              (runbooks/cancel-and-readd.md)",
+            "job {} {w}: sealed in schema version {v}, with {in_t} page(s) in the target, which \
+             is at version {t}: its rows missed the changes up to the DDL. Re-add the table \
+             (runbooks/cancel-and-readd.md)",
             ctx.id()
         ),
     ))
@@ -254,7 +256,7 @@ fn manifest_ok(ctx: &JobCtx, chain: &Chain, w: WindowId, m: &WindowManifest) -> 
         window: w,
         range: ctx.plan[w.0 as usize].clone(),
         schema_fingerprint: ctx.schema.fingerprint(),
-        later: versions::later(chain),
+        later: crate::table::schema::later(&chain.versions),
     };
     let findings = manifest::verify(m, &expect);
     for f in &findings {

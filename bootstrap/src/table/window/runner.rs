@@ -113,7 +113,7 @@ async fn run_once(
             return ended(Err(Error::transient("the job task was asked to stop")));
         }
         let at = head.record.completed;
-        let target_version = match versions::target_version(ctx).await {
+        let (chain, target_version) = match versions::target_version(ctx).await {
             Ok(v) => v,
             Err(e) if e.is_transient() => break e,
             Err(e) => return ended(Err(e)),
@@ -124,7 +124,9 @@ async fn run_once(
             ..Default::default()
         };
         let span = tracing::info_span!("windows", job = %ctx.id(), from = at);
-        let ran = pipeline::run(ctx, at, n, shared).instrument(span).await;
+        let ran = pipeline::run(ctx, (at, n), shared, &chain)
+            .instrument(span)
+            .await;
         // A window of a newer schema version: the target takes it, then the pipeline
         // runs again from the evidence (DESIGN §16).
         let ran = match ran {

@@ -50,7 +50,7 @@ use crate::table::schema::{self, Chain};
 use kernel::change::Change;
 use kernel::control::IntentKind;
 use kernel::error::{Definite, DefiniteCode};
-use kernel::ids::{Digest, WindowId};
+use kernel::ids::WindowId;
 use kernel::key::SortKey;
 use kernel::log::{self, LSeq};
 use kernel::position::BinlogPos;
@@ -69,21 +69,12 @@ pub async fn load(ctx: &JobCtx) -> Result<Chain> {
     .await
 }
 
-/// The target's schema version: the one in force at T's replay cursor.
-pub async fn target_version(ctx: &JobCtx) -> Result<u32> {
+/// The table's schema chain and the target's version: the one in force at T's replay
+/// cursor.
+pub async fn target_version(ctx: &JobCtx) -> Result<(Chain, u32)> {
     let chain = load(ctx).await?;
-    Ok(schema::in_force(&ctx.target, &ctx.tctx, &chain).await?.0)
-}
-
-/// The table as replay and the fold name it.
-pub fn scope(ctx: &JobCtx) -> Scope {
-    Scope {
-        job: ctx.id(),
-        generation: ctx.generation(),
-        stream: ctx.stream.clone(),
-        source_db: ctx.job.source.db.clone(),
-        source_table: ctx.job.source.table.clone(),
-    }
+    let v = schema::in_force(&ctx.target, &ctx.tctx, &chain).await?.0;
+    Ok((chain, v))
 }
 
 /// `ctx` with version `v`'s definition: source names in `schema`, target names and the
@@ -107,16 +98,6 @@ pub fn ctx_of(ctx: &JobCtx, chain: &Chain, v: u32) -> Result<JobCtx> {
     out.tctx.schema = schema::on_target(&version.schema, &ctx.tctx.schema);
     out.tctx.keyer = crate::store::jobs::keyer(&out.tctx.schema)?;
     Ok(out)
-}
-
-/// What a manifest is checked against besides version 1: every later version's DDL
-/// position and fingerprint ([`ledger::manifest::Expect::later`]).
-pub fn later(chain: &Chain) -> Vec<(BinlogPos, Digest)> {
-    chain
-        .versions
-        .iter()
-        .map(|v| (v.at.clone(), v.schema.fingerprint()))
-        .collect()
 }
 
 /// The version a window sealed with LOW at `low` was read in.
@@ -190,18 +171,20 @@ fn other_pause(ctx: &JobCtx, ddls: &[log::DdlRow], pauses: &[log::PauseRow]) -> 
 
 /// L record of the table-generation's B (none yet: zero).
 async fn b_seq(ctx: &JobCtx) -> Result<LSeq> {
-    Ok(
-        replay::find_marker(&ctx.pool, &scope(ctx), IntentKind::B, None)
-            .await?
-            .map_or(LSeq::ZERO, |m| m.seq),
+    Ok(replay::find_marker(
+        &ctx.pool,
+        &Scope::of(&ctx.job, ctx.stream.clone()),
+        IntentKind::B,
+        None,
     )
+    .await?
+    .map_or(LSeq::ZERO, |m| m.seq))
 }
 
 /// Seals the table's DDLs that L holds and the chain does not (each by the proof of
 /// [`crate::table::schema::seal`]); a DDL that cannot be taken is the definite refusal
 /// that pauses the table.
-async fn seal_pending(ctx: &JobCtx, chain: &mut Chain, ddl: &log::DdlRow) -> Result<()> {
-    let b = b_seq(ctx).await?;
+async fn seal_pending(ctx: &JobCtx, chain: &mut Chain, b: LSeq, ddl: &log::DdlRow) -> Result<()> {
     let stop = Definite {
         code: DefiniteCode::SchemaChanged,
         message: format!(
@@ -226,7 +209,7 @@ pub async fn check_low(ctx: &JobCtx, chain: &mut Chain, v: u32, low: LSeq) -> Re
         return Err(e);
     }
     if let Some(d) = ddls.iter().find(|d| chain.sealed_at(d.seq).is_none()) {
-        seal_pending(ctx, chain, d).await?;
+        seal_pending(ctx, chain, b, d).await?;
         return Err(Error::transient(format!(
             "{}: the DDL at {} (L record {}) is sealed as schema version {}; the window \
              starts again with it",
@@ -260,7 +243,7 @@ pub async fn check_high(ctx: &JobCtx, chain: &mut Chain, low: LSeq, high: LSeq) 
         return Ok(());
     };
     if chain.sealed_at(d.seq).is_none() {
-        seal_pending(ctx, chain, d).await?;
+        seal_pending(ctx, chain, b_seq(ctx).await?, d).await?;
     }
     tracing::info!(job = %ctx.id(), ddl = %d.sql, at = %d.at, "a DDL crossed the window: it is read again in the new schema version");
     Err(Error::transient(format!(
@@ -321,7 +304,7 @@ pub async fn changes_between(
     upto: LSeq,
 ) -> Result<Vec<Change>> {
     const PAGE: u32 = 500;
-    let s = scope(ctx);
+    let s = Scope::of(&ctx.job, ctx.stream.clone());
     let mut out = Vec::new();
     let mut from = after;
     loop {
@@ -359,7 +342,7 @@ pub async fn catch_up(ctx: &JobCtx, want: u32) -> Result<()> {
     let k = ctx.head().await?.record.completed;
     refuse_pages_ahead(ctx, k, want).await?;
     let within = applied_keys(&ctx.plan, k);
-    let s = scope(ctx);
+    let s = Scope::of(&ctx.job, ctx.stream.clone());
     let b = b_seq(ctx).await?;
     let cfg = replay::ReplayConfig::default();
     loop {
@@ -472,13 +455,13 @@ mod tests {
         let c = Chain {
             install: schema(1),
             versions: vec![version(2, 10, 1000, 2), version(3, 20, 2000, 3)],
-            lineage: Digest([0; 32]),
+            lineage: kernel::ids::Digest([0; 32]),
         };
         assert_eq!(version_at(&c, &at(999)), 1);
         assert_eq!(version_at(&c, &at(1000)), 1, "the DDL's own position");
         assert_eq!(version_at(&c, &at(1001)), 2);
         assert_eq!(version_at(&c, &at(5000)), 3);
-        let l = later(&c);
+        let l = crate::table::schema::later(&c.versions);
         assert_eq!(l.len(), 2);
         assert_eq!(l[1], (at(2000), c.versions[1].schema.fingerprint()));
     }
