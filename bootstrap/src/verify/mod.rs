@@ -306,9 +306,10 @@ impl PinnedSource {
                 .collect(),
             options: o,
             skipped: 0,
+            summed: 0,
         };
         let complete = walk.run(cursor).await?;
-        let skipped_chunks = walk.skipped;
+        let (skipped_chunks, summed_chunks) = (walk.skipped, walk.summed);
         let names = walk.names;
         walk.source.session.finish().await?;
         walk.target.session.finish().await?;
@@ -318,6 +319,7 @@ impl PinnedSource {
             target = %tname,
             complete,
             chunks = t.chunks,
+            summed_chunks,
             missing = t.missing.count,
             extra = t.extra.count,
             differing_fields = t.differing_fields.count,
@@ -336,6 +338,7 @@ impl PinnedSource {
             elapsed_ms: millis(started.elapsed()),
             cursor: cursor.clone(),
             skipped_chunks,
+            summed_chunks,
         })
     }
 }

@@ -67,6 +67,13 @@ fn int<T: std::str::FromStr>(v: Option<&Vec<u8>>) -> std::result::Result<T, Stri
     s.parse().map_err(|_| format!("not an integer: {s:?}"))
 }
 
+/// A chunk summed on the server: its row count and the exact sum of its row hashes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ChunkSum {
+    pub rows: u64,
+    pub sum: Option<Vec<u8>>,
+}
+
 /// One side's session: a connection inside its consistent snapshot.
 pub struct Session {
     side: &'static str,
@@ -195,6 +202,26 @@ impl Session {
             .map(|r| key_hash(key, &r))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| malformed(&what, e))
+    }
+
+    /// The count and hash sum of the rows with `last < key <= bound` (`sum_sql`); the
+    /// sum as the server's exact decimal text, None for no row.
+    pub async fn sum(
+        &mut self,
+        qualified: &str,
+        key: &KeyCols,
+        columns: &[&Column],
+        range: (Option<&Key>, Option<&Key>),
+    ) -> Result<ChunkSum> {
+        let what = format!("{} summing a chunk of {qualified}", self.side);
+        let sql = super::sql::sum_sql(qualified, key, columns, range.0, range.1)
+            .map_err(|e| malformed(&what, e))?;
+        let rows = self.rows("summing a chunk", sql).await?;
+        let row = rows.first().ok_or_else(|| malformed(&what, "no row"))?;
+        let rows =
+            int::<u64>(row.first().and_then(Option::as_ref)).map_err(|e| malformed(&what, e))?;
+        let sum = row.get(1).cloned().flatten();
+        Ok(ChunkSum { rows, sum })
     }
 
     /// The `n`-th key after `last` (a skipped chunk's last key), None past the end.

@@ -324,6 +324,10 @@ pub struct Report {
     /// Chunks a sampled walk skipped (`super::sample`); 0 for a full walk.
     #[serde(default)]
     pub skipped_chunks: u64,
+    /// Chunks of this run found equal by their count and hash sum on each server, without
+    /// reading their rows (the others were compared row by row).
+    #[serde(default)]
+    pub summed_chunks: u64,
 }
 
 impl Report {
@@ -351,7 +355,7 @@ impl fmt::Display for Report {
         writeln!(f, "  target snapshot: {}", pos(&self.target_snapshot))?;
         writeln!(
             f,
-            "  rows: {} source, {} target, {} compared by key ({}) over {} columns in {} chunks, {} ms",
+            "  rows: {} source, {} target, {} compared by key ({}) over {} columns in {} chunks ({} equal by their sums), {} ms",
             t.source_rows,
             t.target_rows,
             t.rows_compared,
@@ -362,6 +366,7 @@ impl fmt::Display for Report {
                 .join(", "),
             self.columns.len(),
             t.chunks,
+            self.summed_chunks,
             t.elapsed_ms
         )?;
         for d in &self.schema_differences {
@@ -563,6 +568,7 @@ mod tests {
             elapsed_ms: 1,
             cursor,
             skipped_chunks: 0,
+            summed_chunks: 0,
         };
         let text = r.to_string();
         assert!(text.contains("DIFFERENT"), "{text}");

@@ -82,6 +82,17 @@ pub fn chunk_sql(
     last: Option<&Key>,
     limit: usize,
 ) -> Result<String, String> {
+    Ok(format!(
+        "SELECT {}, {} FROM {qualified}{} ORDER BY {} LIMIT {limit}",
+        key.select_exprs().join(", "),
+        row_hash(columns),
+        key.after(last)?,
+        kernel::key::sql::order_by(&key.quoted()),
+    ))
+}
+
+/// The SHA-256 (64 hex digits) of a row's compared columns, as [`chunk_sql`] describes.
+fn row_hash(columns: &[&Column]) -> String {
     let parts: Vec<String> = columns
         .iter()
         .map(|c| {
@@ -92,12 +103,30 @@ pub fn chunk_sql(
             )
         })
         .collect();
+    format!("SHA2(CONCAT_WS(0x1f, {}), 256)", parts.join(", "))
+}
+
+/// The rows with `last < key <= bound`, summed on the server: their count and the exact
+/// (DECIMAL) sum of the first 64 bits of each row's [`row_hash`].
+///
+/// Why a match proves the chunk equal: both sides evaluate the same key range under their
+/// own column collations and hash the same exact bytes. Keys are unique, so no row counts
+/// twice; two different sets of rows with the same count give the same exact sum only if
+/// the hashes of the rows that differ happen to sum alike, about 2^-64 for one chunk. A
+/// chunk whose count or sum differs (or whose range the two sides read differently) is
+/// compared again row by row, which names every difference. Nothing but two numbers
+/// crosses the wire for an equal chunk, and no key weight is computed.
+pub fn sum_sql(
+    qualified: &str,
+    key: &KeyCols,
+    columns: &[&Column],
+    last: Option<&Key>,
+    bound: Option<&Key>,
+) -> Result<String, String> {
     Ok(format!(
-        "SELECT {}, SHA2(CONCAT_WS(0x1f, {}), 256) FROM {qualified}{} ORDER BY {} LIMIT {limit}",
-        key.select_exprs().join(", "),
-        parts.join(", "),
-        key.after(last)?,
-        kernel::key::sql::order_by(&key.quoted()),
+        "SELECT COUNT(*), SUM(CAST(CONV(LEFT({}, 16), 16, 10) AS UNSIGNED)) FROM {qualified}{}",
+        row_hash(columns),
+        key.between(last, bound)?,
     ))
 }
 
@@ -174,6 +203,16 @@ mod tests {
             nth_key_sql("`d`.`t`", &key, Some(&Key::of_i64(-5)), 7).expect("sql"),
             "SELECT CAST(`id` AS BINARY) FROM `d`.`t` WHERE `id` > -5 ORDER BY `id` LIMIT 1 OFFSET 6"
         );
+        assert_eq!(
+            sum_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), Some(&Key::of_i64(9)))
+                .expect("sql"),
+            "SELECT COUNT(*), SUM(CAST(CONV(LEFT(SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256), 16), 16, 10) AS UNSIGNED)) \
+             FROM `d`.`t` WHERE (`id` > -5) AND (`id` <= 9)"
+        );
+        let tail = sum_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), None).expect("sql");
+        assert!(tail.ends_with("FROM `d`.`t` WHERE (`id` > -5)"), "{tail}");
+        let all = sum_sql("`d`.`t`", &key, &[&c], None, None).expect("sql");
+        assert!(all.ends_with("FROM `d`.`t`"), "{all}");
         let first = chunk_sql("`d`.`t`", &key, &[&c], None, 7).expect("sql");
         assert!(!first.contains("WHERE"));
         let keys = [Key::of_i64(1), Key::of_i64(2)];

@@ -3,7 +3,7 @@
 //! sides) succeeded, so a failed step leaves it at the last complete one.
 use super::diff::{field_diffs, plan_step, FieldDetail, KeyDiff, KeyHash};
 use super::key::{Key, KeyCols};
-use super::read::Session;
+use super::read::{ChunkSum, Session};
 use super::report::{FieldDiff, FieldValue, Tally, VerifyCursor};
 use super::sql::Column;
 use super::{millis, VerifyOptions, DETAIL_BATCH};
@@ -21,6 +21,12 @@ impl Side<'_> {
     async fn chunk(&mut self, last: Option<&Key>, limit: usize) -> Result<Vec<KeyHash>> {
         self.session
             .chunk(&self.qualified, &self.key, &self.columns, last, limit)
+            .await
+    }
+
+    async fn sum(&mut self, range: (Option<&Key>, Option<&Key>)) -> Result<ChunkSum> {
+        self.session
+            .sum(&self.qualified, &self.key, &self.columns, range)
             .await
     }
 
@@ -59,6 +65,8 @@ pub(super) struct Walk<'a> {
     pub(super) options: &'a VerifyOptions,
     /// Chunks a sampled walk skipped so far.
     pub(super) skipped: u64,
+    /// Chunks found equal by their sums alone (`sql::sum_sql`), no row read.
+    pub(super) summed: u64,
 }
 
 impl Walk<'_> {
@@ -132,11 +140,37 @@ impl Walk<'_> {
         s.session.nth_key(&s.qualified, &s.key, last, n).await
     }
 
-    /// One chunk step into `tally`; returns the step's bound.
+    /// One chunk step into `tally`; returns the step's bound. The chunk is first compared
+    /// by its sums on both servers; only a chunk whose sums differ is read row by row.
     async fn step(&mut self, last: Option<&Key>, tally: &mut Tally) -> Result<Option<Key>> {
+        if let Some((bound, rows)) = self.by_sums(last).await? {
+            tally.source_rows += rows;
+            tally.target_rows += rows;
+            tally.rows_compared += rows;
+            self.summed += 1;
+            return Ok(bound);
+        }
+        self.by_rows(last, tally).await
+    }
+
+    /// The next `chunk_size` source keys after `last`, compared by count and hash sum on
+    /// both sides at once: `Some((bound, rows))` when they agree (bound None: the key
+    /// space ends in this chunk), None when the chunk must be compared row by row.
+    async fn by_sums(&mut self, last: Option<&Key>) -> Result<Option<(Option<Key>, u64)>> {
         let n = self.options.chunk_size;
-        let s = self.source.chunk(last, n).await?;
-        let t = self.target.chunk(last, n).await?;
+        let s = &mut self.source;
+        let bound = s.session.nth_key(&s.qualified, &s.key, last, n).await?;
+        let range = (last, bound.as_ref());
+        let (s, t) = tokio::join!(self.source.sum(range), self.target.sum(range));
+        let (s, t) = (s?, t?);
+        Ok((s == t).then_some((bound, s.rows)))
+    }
+
+    /// One chunk step row by row: keys and row hashes of both sides, merged.
+    async fn by_rows(&mut self, last: Option<&Key>, tally: &mut Tally) -> Result<Option<Key>> {
+        let n = self.options.chunk_size;
+        let (s, t) = tokio::join!(self.source.chunk(last, n), self.target.chunk(last, n));
+        let (s, t) = (s?, t?);
         let step = plan_step(last, &s, &t, n)
             .map_err(|e| Error::definite(DefiniteCode::Preparation, e.to_string()))?;
         drop((s, t));

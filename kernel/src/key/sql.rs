@@ -28,6 +28,12 @@ pub fn after_inline(cols: &[String], exprs: &[String]) -> String {
     chain_sql(cols, exprs, ">")
 }
 
+/// `key <= exprs` with the values given as SQL expressions (typed literals), the range-seek
+/// chain of [`upto`].
+pub fn upto_inline(cols: &[String], exprs: &[String]) -> String {
+    chain_sql(cols, exprs, "<")
+}
+
 /// `after` with `strict` = ">" builds `c > v` on the last column and `c >= v AND (c > v OR
 /// rest)` before it; `upto` with "<" builds `c <= v` last and `c <= v AND (c < v OR rest)`.
 fn chain(cols: &[String], values: &[SqlValue], strict: &str) -> Pred {
@@ -119,5 +125,9 @@ mod tests {
             "`a` >= 1 AND (`a` > 1 OR (`b` > 'x'))"
         );
         assert_eq!(after_inline(&cols(1), &lits[..1]), "`a` > 1");
+        assert_eq!(
+            upto_inline(&cols(2), &lits),
+            "`a` <= 1 AND (`a` < 1 OR (`b` <= 'x'))"
+        );
     }
 }

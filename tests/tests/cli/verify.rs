@@ -541,6 +541,50 @@ pub(crate) async fn resumed_equals_whole(pair: &Pair, chunk: usize, max_chunks: 
     once
 }
 
+/// Equal chunks are proven by their count and hash sum on each server; a chunk whose sums
+/// differ (a changed field, a key only the target has past the source's last key) is
+/// read row by row, which names the difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_chunks_are_compared_by_sums_and_the_others_row_by_row() {
+    let pair = Pair::keyed(
+        "v_sums",
+        "CREATE TABLE t (a INT, b VARCHAR(8) COLLATE utf8mb4_general_ci, v VARCHAR(8), \
+         PRIMARY KEY (a, b))",
+        &["a", "b"],
+    );
+    pair.both(
+        "INSERT INTO t SELECT seq DIV 3, CONCAT('k', seq), CONCAT('v', seq) FROM seq_1_to_100",
+    );
+    let equal = pair.run(&chunked(10)).await;
+    assert!(equal.is_clean(), "{equal}");
+    let t = &equal.cursor.tally;
+    assert_eq!(
+        (t.source_rows, t.target_rows, t.rows_compared),
+        (100, 100, 100)
+    );
+    assert_eq!(equal.summed_chunks, t.chunks, "{equal}");
+    // One changed field, one case-only change of a key byte, one extra key at the end.
+    pair.tgt("UPDATE t SET v = 'x' WHERE b = 'k50'");
+    pair.tgt("UPDATE t SET b = 'K71' WHERE b = 'k71'");
+    pair.tgt("INSERT INTO t VALUES (1000, 'z', 'extra')");
+    let r = pair.run(&chunked(10)).await;
+    let t = &r.cursor.tally;
+    assert!(r.complete && !r.is_clean(), "{r}");
+    assert_eq!(
+        fields(&r),
+        want(&[("(16, 'k50')", "v"), ("(23, 'k71')", "b")]),
+        "{r}"
+    );
+    assert_eq!(t.extra.count, 1, "{r}");
+    assert_eq!(t.missing.count, 0, "{r}");
+    assert_eq!(
+        r.summed_chunks + 3,
+        t.chunks,
+        "three chunks read row by row: {r}"
+    );
+    pair.close().await;
+}
+
 /// A sampled walk (the activation audit's `--audit-sample-every`) compares exactly the
 /// chunks its seed chooses (`verify::sample`), walks over the others by their keys, and
 /// finds the differences of the compared chunks only.

@@ -343,6 +343,26 @@ impl KeyCols {
         ))
     }
 
+    /// `WHERE last < key <= bound` (each end a range seek; an absent end is open).
+    pub fn between(
+        &self,
+        last: Option<&Key>,
+        bound: Option<&Key>,
+    ) -> std::result::Result<String, String> {
+        let cols = self.quoted();
+        let mut preds = Vec::new();
+        if let Some(last) = last {
+            preds.push(kernel::key::sql::after_inline(&cols, &self.literals(last)?));
+        }
+        if let Some(bound) = bound {
+            preds.push(kernel::key::sql::upto_inline(&cols, &self.literals(bound)?));
+        }
+        Ok(match preds.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE ({})", preds.join(") AND (")),
+        })
+    }
+
     /// `WHERE key IN (...)` for the given keys.
     pub fn any_of(&self, keys: &[Key]) -> std::result::Result<String, String> {
         let mut tuples = Vec::with_capacity(keys.len());
