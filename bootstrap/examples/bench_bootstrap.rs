@@ -17,7 +17,7 @@
 //! (the fence, replay and activation audit) instead of `--windows-only`; `BENCH_SERVE_ARGS`
 //! adds serve flags (e.g. `--audit-sample-every 1000000` to measure the activation audit's
 //! field check: with `BENCH_LOG=info` the serve log's `activation field check` line has its
-//! `total_ms`).
+//! `total_ms`); `BENCH_KEEP_DATA=1` keeps the data directory (its path is printed).
 //!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
@@ -231,6 +231,9 @@ async fn main() {
     );
     let m_secs = mydumper(&src, &tgt, rows, window_rows);
     let materials = dir_size(data.path());
+    if std::env::var("BENCH_KEEP_DATA").is_ok_and(|v| v == "1") {
+        eprintln!("materials kept in {}", data.keep().display());
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("load average at the end: {}", load.trim());
     println!(

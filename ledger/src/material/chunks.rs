@@ -1,18 +1,25 @@
-//! The chunk layout of a material stored in the state store, version 1 (pinned by the
-//! golden fixture `ledger/tests/fixtures/material_chunks_v1.txt`).
+//! The chunk layouts of a material stored in the state store: version 1 (the bytes as
+//! they are, pinned by `ledger/tests/fixtures/material_chunks_v1.txt`) and version 2 (one
+//! zstd frame of the bytes, written whenever it is smaller; a stored frame is pinned by
+//! `material_chunks_v2.txt`, which every build must keep reading).
 //!
-//! A material of `size` bytes is cut into `ceil(size / CHUNK_BYTES)` chunks numbered from
-//! 0, each exactly [`CHUNK_BYTES`] long except the last (an empty material has none). Its
-//! head row records the layout version, the size and the chunk count. [`assemble`]
-//! accepts the chunks read back only if their numbers, count and lengths are exactly
-//! these and the bytes hash to the digest, so a lost, extra, cut or altered chunk is a
-//! definite `evidence_corrupt` error naming the material, never wrong bytes.
+//! The stored bytes (the material, or its frame) are cut into `ceil(len / CHUNK_BYTES)`
+//! chunks numbered from 0, each exactly [`CHUNK_BYTES`] long except the last (an empty
+//! material has none). Its head row records the layout, the material's own size and the
+//! chunk count. [`assemble`] accepts the chunks read back only if their numbers, count and
+//! lengths are exactly these, the frame (layout 2) decodes to exactly `size` bytes and the
+//! bytes hash to the digest, so a lost, extra, cut or altered chunk is a definite
+//! `evidence_corrupt` error naming the material, never wrong bytes. Compression changes
+//! only what the state store holds: the digest, the manifests and every reader see the
+//! material's own bytes.
 use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::{Error, Result};
 
-/// The layout version written in every head row.
+/// Layout 1: the material's bytes as they are.
 pub const LAYOUT_V1: u16 = 1;
+/// Layout 2: one zstd frame (level 1) of the material's bytes.
+pub const LAYOUT_ZSTD: u16 = 2;
 /// Bytes per chunk (512 KiB): one statement stays far below `max_allowed_packet` and a
 /// Galera write set of [`CHUNKS_PER_TX`] chunks stays small.
 pub const CHUNK_BYTES: usize = 512 * 1024;
@@ -36,6 +43,22 @@ pub fn head_of(bytes: &[u8]) -> Head {
     }
 }
 
+/// The head and the stored bytes of `bytes`: its zstd frame under layout 2 when that is
+/// smaller (pages of rows usually are, several times), else the bytes under layout 1.
+pub fn encode(bytes: &[u8]) -> (Head, std::borrow::Cow<'_, [u8]>) {
+    match zstd::bulk::compress(bytes, 1) {
+        Ok(frame) if frame.len() < bytes.len() => (
+            Head {
+                layout: LAYOUT_ZSTD,
+                size: bytes.len() as u64,
+                chunks: u32::try_from(frame.len().div_ceil(CHUNK_BYTES)).unwrap_or(u32::MAX),
+            },
+            std::borrow::Cow::Owned(frame),
+        ),
+        _ => (head_of(bytes), std::borrow::Cow::Borrowed(bytes)),
+    }
+}
+
 /// The chunks of `bytes` in order (chunk_no = index).
 pub fn split(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.chunks(CHUNK_BYTES)
@@ -55,11 +78,12 @@ fn corrupt(digest: &Digest, what: String) -> Error {
 /// Joins the chunks read back (`(chunk_no, bytes)` in chunk order) after checking them
 /// against the head and the digest.
 pub fn assemble(digest: &Digest, head: Head, read: Vec<(u32, Vec<u8>)>) -> Result<Vec<u8>> {
-    if head.layout != LAYOUT_V1 {
+    if head.layout != LAYOUT_V1 && head.layout != LAYOUT_ZSTD {
         return Err(corrupt(
             digest,
             format!(
-                "chunk layout {} is unknown to this build (it writes {LAYOUT_V1}); upgrade backfill",
+                "chunk layout {} is unknown to this build (it reads {LAYOUT_V1} and \
+                 {LAYOUT_ZSTD}); upgrade backfill",
                 head.layout
             ),
         ));
@@ -74,7 +98,39 @@ pub fn assemble(digest: &Digest, head: Head, read: Vec<(u32, Vec<u8>)>) -> Resul
             ),
         ));
     }
-    let mut out = Vec::with_capacity(usize::try_from(head.size).unwrap_or(0));
+    let stored = joined(digest, head, read)?;
+    let out = match head.layout {
+        LAYOUT_ZSTD => unframe(digest, head, &stored)?,
+        _ => stored,
+    };
+    if out.len() as u64 != head.size {
+        return Err(corrupt(
+            digest,
+            format!("{} bytes stored, its head says {}", out.len(), head.size),
+        ));
+    }
+    if Digest::of(&out) != *digest {
+        return Err(corrupt(digest, "bytes do not hash to the digest".into()));
+    }
+    Ok(out)
+}
+
+/// The frame of a layout 2 material decoded: at most one byte more than `head.size` is
+/// produced (the caller's length check names the difference), and memory grows with the
+/// output read, never with what a damaged head claims.
+fn unframe(digest: &Digest, head: Head, frame: &[u8]) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let decoded = zstd::stream::read::Decoder::new(frame).and_then(|d| {
+        let mut out = Vec::new();
+        d.take(head.size.saturating_add(1)).read_to_end(&mut out)?;
+        Ok(out)
+    });
+    decoded.map_err(|e| corrupt(digest, format!("its zstd frame does not decode: {e}")))
+}
+
+/// The stored bytes: the chunks checked against the head's count, numbering and lengths.
+fn joined(digest: &Digest, head: Head, read: Vec<(u32, Vec<u8>)>) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(read.len() * CHUNK_BYTES);
     for (i, (no, bytes)) in read.into_iter().enumerate() {
         let last = i + 1 == head.chunks as usize;
         if no as usize != i {
@@ -91,15 +147,6 @@ pub fn assemble(digest: &Digest, head: Head, read: Vec<(u32, Vec<u8>)>) -> Resul
         }
         out.extend_from_slice(&bytes);
     }
-    if out.len() as u64 != head.size {
-        return Err(corrupt(
-            digest,
-            format!("{} bytes stored, its head says {}", out.len(), head.size),
-        ));
-    }
-    if Digest::of(&out) != *digest {
-        return Err(corrupt(digest, "bytes do not hash to the digest".into()));
-    }
     Ok(out)
 }
 
@@ -113,6 +160,63 @@ mod tests {
             .enumerate()
             .map(|(i, c)| (i as u32, c.to_vec()))
             .collect()
+    }
+
+    fn stored_of(bytes: &[u8]) -> (Head, Vec<(u32, Vec<u8>)>) {
+        let (head, frame) = encode(bytes);
+        (head, stored(&frame))
+    }
+
+    #[test]
+    fn compressible_materials_are_stored_as_a_frame_and_read_back_exactly() {
+        let code = |r: Result<Vec<u8>>| r.unwrap_err().as_definite().unwrap().code;
+        // Rows of a page repeat much of their text: a frame of a few chunks.
+        let page: Vec<u8> = (0..3 * CHUNK_BYTES)
+            .flat_map(|i| format!("row {i} customer-{:010}-abcdefghij;", i % 977).into_bytes())
+            .take(3 * CHUNK_BYTES + 11)
+            .collect();
+        let d = Digest::of(&page);
+        let (h, read) = stored_of(&page);
+        assert_eq!((h.layout, h.size), (LAYOUT_ZSTD, page.len() as u64));
+        assert!(h.chunks < 4, "{h:?}");
+        assert_eq!(assemble(&d, h, read.clone()).unwrap(), page);
+        // Damage to the frame, a wrong size, a lost chunk: corrupt, never other bytes.
+        let mut flipped = read.clone();
+        let mid = flipped[0].1.len() / 2;
+        flipped[0].1[mid] ^= 0x40;
+        assert_eq!(
+            code(assemble(&d, h, flipped)),
+            DefiniteCode::EvidenceCorrupt
+        );
+        let shorter = Head {
+            size: h.size - 1,
+            ..h
+        };
+        assert_eq!(
+            code(assemble(&d, shorter, read.clone())),
+            DefiniteCode::EvidenceCorrupt
+        );
+        let huge = Head {
+            size: u64::MAX,
+            ..h
+        };
+        assert_eq!(
+            code(assemble(&d, huge, read.clone())),
+            DefiniteCode::EvidenceCorrupt
+        );
+        let mut lost = read;
+        lost.pop();
+        assert_eq!(code(assemble(&d, h, lost)), DefiniteCode::EvidenceCorrupt);
+        // Bytes a frame would not shrink stay as they are (layout 1).
+        let noise: Vec<u8> = (0..128u32)
+            .flat_map(|i| Digest::of(&i.to_le_bytes()).0)
+            .collect();
+        let (h, read) = stored_of(&noise);
+        assert_eq!(h, head_of(&noise));
+        assert_eq!(assemble(&Digest::of(&noise), h, read).unwrap(), noise);
+        let (h, read) = stored_of(&[]);
+        assert_eq!((h.layout, h.chunks), (LAYOUT_V1, 0));
+        assert!(assemble(&Digest::of(&[]), h, read).unwrap().is_empty());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Materials in the state store (DESIGN §18): `material_blobs(digest, chunk_no, bytes)`
-//! holds the chunks of [`super::chunks`] layout 1 and `material_blob_heads(digest, layout,
+//! holds the chunks of a [`super::chunks`] layout (2, a zstd frame, when it is smaller) and `material_blob_heads(digest, layout,
 //! size, chunks)` says that a material is complete. Migration 0100.
 //!
 //! Why a partial write is never taken as present: the chunks are written first, a few per
@@ -64,8 +64,9 @@ impl StateStore {
     /// Writes every chunk of `bytes`, then the head in the transaction of the last ones.
     async fn write(&self, digest: &Digest, bytes: &[u8]) -> Result<()> {
         let what = format!("storing material {digest} in the state store");
-        let all: Vec<&[u8]> = chunks::split(bytes).collect();
-        let head = chunks::head_of(bytes);
+        let (head, stored) = chunks::encode(bytes);
+        self.drop_stale_chunks(digest, head.chunks).await?;
+        let all: Vec<&[u8]> = chunks::split(&stored).collect();
         let mut batches: Vec<&[&[u8]]> = all.chunks(CHUNKS_PER_TX).collect();
         if batches.is_empty() {
             batches.push(&[]);
@@ -104,6 +105,30 @@ impl StateStore {
                 // Some chunks committed, the head not yet (the partial-write crash test).
                 kernel::failpoint::hit("ledger.material.after_chunks");
             }
+        }
+        Ok(())
+    }
+
+    /// Deletes headless chunks numbered `from` and up, one by one by primary key: what a
+    /// crash left of an earlier write in another layout or by another zstd version can
+    /// have more chunks than this write, and a reader counts every chunk of the digest.
+    async fn drop_stale_chunks(&self, digest: &Digest, from: u32) -> Result<()> {
+        let what = format!("clearing stale chunks of material {digest}");
+        let stale: Vec<u32> = sqlx::query_scalar(
+            "SELECT chunk_no FROM material_blobs WHERE digest = ? AND chunk_no >= ?",
+        )
+        .bind(&digest.0[..])
+        .bind(from)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(sq(&what))?;
+        for no in stale {
+            sqlx::query("DELETE FROM material_blobs WHERE digest = ? AND chunk_no = ?")
+                .bind(&digest.0[..])
+                .bind(no)
+                .execute(&self.pool)
+                .await
+                .map_err(sq(&what))?;
         }
         Ok(())
     }

@@ -272,7 +272,10 @@ async fn group_commit_lost_mid_batch_is_resolved_from_t_cursor() {
         assert_eq!(s.sql_in(&db, "SELECT COUNT(*) FROM t"), "1000");
         Resolution::NotCommitted
     };
-    assert_eq!(res, expect, "T's cursor agrees with the rows the table holds");
+    assert_eq!(
+        res, expect,
+        "T's cursor agrees with the rows the table holds"
+    );
     let again = apply::apply_groups_resolved(&opts(s, &db), &ctx, None, &g, limits).await;
     let again_expect = if landed {
         Applied::AlreadyCommitted

@@ -426,6 +426,63 @@ fn replay_group_digest_is_pinned() {
     pinned("chain_root_v1.txt", &root.to_hex());
 }
 
+/// Chunk layout 2 (`ledger::material::chunks`): one zstd frame of the material, chunked.
+/// The fixture holds a frame as a state store would hold it; it must keep decoding to the
+/// material whatever zstd version writes new frames (so the frame is read from the fixture,
+/// never compared with what this build would write).
+#[test]
+fn material_chunks_v2() {
+    use ledger::material::chunks::{self, Head, LAYOUT_ZSTD};
+    let material: Vec<u8> = (0..120)
+        .flat_map(|i| {
+            format!(
+                "({i},'customer-{i:010}-abcdefghijklmnopqrstuvwxyz','{}.500');",
+                i * 7
+            )
+            .into_bytes()
+        })
+        .collect();
+    let (head, frame) = chunks::encode(&material);
+    assert_eq!(
+        head.layout, LAYOUT_ZSTD,
+        "a page of rows is stored as a frame"
+    );
+    let now = format!(
+        "layout {LAYOUT_ZSTD}\nhead layout={} size={} chunks={}\ndigest {}\nframe {}",
+        head.layout,
+        head.size,
+        head.chunks,
+        Digest::of(&material).to_hex(),
+        hex::encode(&frame)
+    );
+    let path = fixture("material_chunks_v2.txt");
+    if std::env::var_os("BLESS").is_some() && !path.exists() {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let old = std::fs::read_to_string(&path).expect("fixture material_chunks_v2.txt");
+    let field = |name: &str| {
+        old.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("fixture line `{name}`"))
+            .to_string()
+    };
+    let stored = hex::decode(field("frame ")).unwrap();
+    let pinned_head = Head {
+        layout: LAYOUT_ZSTD,
+        size: material.len() as u64,
+        chunks: 1,
+    };
+    assert_eq!(
+        field("head "),
+        format!("layout=2 size={} chunks=1", material.len())
+    );
+    assert_eq!(field("digest "), Digest::of(&material).to_hex());
+    assert_eq!(
+        chunks::assemble(&Digest::of(&material), pinned_head, vec![(0, stored)]).unwrap(),
+        material
+    );
+}
+
 /// The chunk layout of materials in the state store, version 1
 /// (`ledger::material::chunks`): layout, chunk size, the head of a 2.5-chunk material and
 /// each chunk's length and blake3. A change of the layout must add version 2 and keep

@@ -9,8 +9,15 @@ use kernel::ids::Digest;
 use ledger::material::chunks::{CHUNKS_PER_TX, CHUNK_BYTES};
 use ledger::material::{LocalDirStore, MaterialStore, StateStore};
 
+/// Bytes no frame shrinks (stored as they are, layout 1: the chunk counts below are
+/// the material's own).
 fn bytes(len: usize, salt: u8) -> Vec<u8> {
-    (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
+    let mut out = vec![0u8; len];
+    blake3::Hasher::new()
+        .update(&[salt])
+        .finalize_xof()
+        .fill(&mut out);
+    out
 }
 
 fn hex(d: &Digest) -> String {
@@ -203,5 +210,64 @@ async fn the_audit_read_sees_a_corrupt_shared_copy_behind_a_good_cache() {
     assert_eq!(
         corrupt_code(bare.get_shared(&d).await),
         Some(DefiniteCode::EvidenceCorrupt)
+    );
+}
+
+/// Pages of rows are stored as one zstd frame (layout 2): fewer chunks than the material's
+/// own bytes would take, read back exactly by a store with another (empty) cache, and a
+/// damaged frame is `evidence_corrupt`.
+#[tokio::test]
+async fn compressible_materials_are_stored_as_a_frame() {
+    let (pool, db) = state_db("mat_frame").await;
+    let page: Vec<u8> = (0..40_000)
+        .flat_map(|i| format!("({i},'customer-{i:010}-abcdefghijklmnopqrstuvwxyz'),").into_bytes())
+        .collect();
+    assert!(page.len() > 3 * CHUNK_BYTES);
+    let a = StateStore::new(pool.clone(), None);
+    let sql = |q: String| shared_target().sql_in(&db, &q);
+    let h = hex(&Digest::of(&page));
+    // Headless chunks of an earlier write of the same material under layout 1 (a crash
+    // before its head, then an upgrade): more chunks than the frame takes.
+    sql(format!(
+        "INSERT INTO material_blobs (digest, chunk_no, bytes) VALUES \
+         (UNHEX('{h}'), 0, 'a'), (UNHEX('{h}'), 1, 'b'), (UNHEX('{h}'), 2, 'c')"
+    ));
+    let d = a.put(&page).await.unwrap();
+    let head = sql(format!(
+        "SELECT CONCAT(layout, ' ', size, ' ', chunks) FROM material_blob_heads WHERE digest = UNHEX('{h}')"
+    ));
+    assert_eq!(
+        head,
+        format!("2 {} 1", page.len()),
+        "one chunk holds the frame"
+    );
+    assert_eq!(
+        a.get_shared(&d).await.unwrap().unwrap(),
+        page,
+        "stale chunks are gone"
+    );
+    let stored: usize = sql(format!(
+        "SELECT SUM(LENGTH(bytes)) FROM material_blobs WHERE digest = UNHEX('{h}')"
+    ))
+    .parse()
+    .unwrap();
+    assert!(
+        stored * 4 < page.len(),
+        "{stored} bytes stored for {}",
+        page.len()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let b = StateStore::new(pool.clone(), Some(LocalDirStore::open(dir.path()).unwrap()));
+    assert_eq!(b.get(&d).await.unwrap().unwrap(), page);
+    assert_eq!(b.get_shared(&d).await.unwrap().unwrap(), page);
+    sql(format!(
+        "UPDATE material_blobs SET bytes = CONCAT(LEFT(bytes, 40), 'X', SUBSTRING(bytes, 42)) \
+         WHERE digest = UNHEX('{h}') AND chunk_no = 0"
+    ));
+    let e = a.get_shared(&d).await.unwrap_err();
+    assert_eq!(code(&e), Some(DefiniteCode::EvidenceCorrupt), "{e}");
+    assert!(
+        e.to_string().contains(&h),
+        "the error names the material: {e}"
     );
 }
