@@ -72,6 +72,16 @@ fn int<T: std::str::FromStr>(v: Option<&Vec<u8>>) -> std::result::Result<T, Stri
 pub struct ChunkSum {
     pub rows: u64,
     pub sum: Option<Vec<u8>>,
+    /// The server warned while summing (e.g. a row's hash input over
+    /// `max_allowed_packet` is NULL, which SUM skips): the sums prove nothing.
+    pub warned: bool,
+}
+
+impl ChunkSum {
+    /// Both sides summed the same rows without a warning.
+    pub fn agrees(&self, other: &ChunkSum) -> bool {
+        !self.warned && !other.warned && self.rows == other.rows && self.sum == other.sum
+    }
 }
 
 /// One side's session: a connection inside its consistent snapshot.
@@ -196,12 +206,41 @@ impl Session {
         let what = format!("{} reading a chunk of {qualified}", self.side);
         let sql =
             chunk_sql(qualified, key, columns, last, limit).map_err(|e| malformed(&what, e))?;
-        self.rows("reading a chunk", sql)
-            .await?
-            .into_iter()
+        let rows = self.rows("reading a chunk", sql).await?;
+        self.no_warning(&what).await?;
+        rows.into_iter()
             .map(|r| key_hash(key, &r))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| malformed(&what, e))
+    }
+
+    /// Fails when the last query warned: a value whose HEX is over `max_allowed_packet`
+    /// is NULL with a warning, and a row hash without it would compare equal whatever it
+    /// holds.
+    async fn no_warning(&mut self, what: &str) -> Result<()> {
+        if self.conn.get_warnings() == 0 {
+            return Ok(());
+        }
+        let first = self
+            .rows("reading its warning", "SHOW WARNINGS LIMIT 1".into())
+            .await?
+            .into_iter()
+            .next()
+            .map(|r| {
+                r.iter()
+                    .map(|v| String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        Err(Error::definite(
+            DefiniteCode::Preparation,
+            format!(
+                "{what}: the server warned while hashing the rows ({first}), so the comparison \
+                 cannot trust them; if a value is over half of max_allowed_packet, raise \
+                 max_allowed_packet on both servers above twice the largest value"
+            ),
+        ))
     }
 
     /// The count and hash sum of the rows with `last < key <= bound` (`sum_sql`); the
@@ -217,11 +256,12 @@ impl Session {
         let sql = super::sql::sum_sql(qualified, key, columns, range.0, range.1)
             .map_err(|e| malformed(&what, e))?;
         let rows = self.rows("summing a chunk", sql).await?;
+        let warned = self.conn.get_warnings() > 0;
         let row = rows.first().ok_or_else(|| malformed(&what, "no row"))?;
         let rows =
             int::<u64>(row.first().and_then(Option::as_ref)).map_err(|e| malformed(&what, e))?;
         let sum = row.get(1).cloned().flatten();
-        Ok(ChunkSum { rows, sum })
+        Ok(ChunkSum { rows, sum, warned })
     }
 
     /// The `n`-th key after `last` (a skipped chunk's last key), None past the end.

@@ -585,6 +585,29 @@ async fn equal_chunks_are_compared_by_sums_and_the_others_row_by_row() {
     pair.close().await;
 }
 
+/// A value whose HEX is over `max_allowed_packet` (16 MiB here) would be left out of its
+/// row's hash (NULL with a warning, skipped by CONCAT_WS) and of the chunk's sum: the
+/// walk refuses to call such rows equal, naming the warning and the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_too_large_to_hash_fails_the_walk_with_the_fix() {
+    let pair = Pair::new("v_huge", "CREATE TABLE t (id INT PRIMARY KEY, b LONGBLOB)");
+    pair.both("INSERT INTO t VALUES (1, 'x'), (2, REPEAT('a', 9000000)), (3, 'y')");
+    pair.tgt("UPDATE t SET b = REPEAT('b', 9000000) WHERE id = 2");
+    let e = verify::verify(
+        &pair.source,
+        &pair.target,
+        &pair.key,
+        &chunked(10),
+        &mut VerifyCursor::start(),
+    )
+    .await
+    .expect_err("rows that differ only in a value too large to hash are never equal");
+    let text = e.to_string();
+    assert!(text.contains("max_allowed_packet"), "{text}");
+    assert!(text.contains("warned"), "{text}");
+    pair.close().await;
+}
+
 /// A sampled walk (the activation audit's `--audit-sample-every`) compares exactly the
 /// chunks its seed chooses (`verify::sample`), walks over the others by their keys, and
 /// finds the differences of the compared chunks only.
