@@ -33,8 +33,32 @@ fn err_text<T>(r: Result<T>) -> std::result::Result<T, String> {
     r.map_err(|e| e.to_string())
 }
 
+/// Materials read at once by the audit: each is reduced to its facts as soon as it is read,
+/// so at most this many pages are in memory.
+const READS_AT_ONCE: usize = 4;
+
+/// Reads every digest of `wanted` not answered yet into `materials` (a digest listed twice
+/// is read once, as its last kind), [`READS_AT_ONCE`] at a time.
+async fn snap_all(
+    store: &dyn MaterialStore,
+    wanted: Vec<(Digest, Kind)>,
+    materials: &mut Snapshot,
+) {
+    use futures_util::stream::{self, StreamExt as _};
+    let wanted: std::collections::BTreeMap<Digest, Kind> = wanted
+        .into_iter()
+        .filter(|(d, _)| !materials.answers.contains_key(d))
+        .collect();
+    let mut read = stream::iter(wanted)
+        .map(|(d, kind)| async move { (d, snap(store, &d, kind).await) })
+        .buffer_unordered(READS_AT_ONCE);
+    while let Some((d, stored)) = read.next().await {
+        materials.answers.insert(d, stored);
+    }
+}
+
 /// One material read, verified and reduced to what the checks need; its page bytes are
-/// dropped before the next one is read. The shared copy is read, not a host's cache.
+/// dropped as soon as it is. The shared copy is read, not a host's cache.
 async fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
     match store.get_shared(d).await {
         Ok(Some(b)) if kind == Kind::Manifest => Stored::Manifest(b),
@@ -169,19 +193,15 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
     let registry = err_text(registry_view(&reg, job, g).await);
     let mut materials = Snapshot::default();
     if let Ok((entries, _, _)) = &registry {
-        for e in entries {
-            let stored = snap(s.store, &e.digest, e.kind).await;
-            materials.answers.insert(e.digest, stored);
-        }
+        let wanted = entries.iter().map(|e| (e.digest, e.kind)).collect();
+        snap_all(s.store, wanted, &mut materials).await;
     }
     if let Ok(c) = &chain {
-        for (e, _) in c {
-            if let std::collections::btree_map::Entry::Vacant(v) =
-                materials.answers.entry(e.manifest_hash)
-            {
-                v.insert(snap(s.store, &e.manifest_hash, Kind::Manifest).await);
-            }
-        }
+        let wanted = c
+            .iter()
+            .map(|(e, _)| (e.manifest_hash, Kind::Manifest))
+            .collect();
+        snap_all(s.store, wanted, &mut materials).await;
     }
     let credentials = err_text(target::page_credentials(s.target, s.ctx).await);
     let cursor = err_text(target::replay_cursor(s.target, s.ctx, false).await);
