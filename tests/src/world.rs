@@ -306,7 +306,8 @@ pub async fn start(w: &World, pool: &MySqlPool, lease: &Lease) -> log::MarkerSee
 }
 
 /// One window, read quiescently between LOW and HIGH (no source writes meanwhile, so the
-/// FINAL rows are the RAW rows), sealed, applied through T and completed in J.
+/// FINAL rows are the RAW rows), sealed, applied through T and completed in J. Every column
+/// is read (`SELECT *`): columns a test adds after [`world`] must be NULL or plain text.
 pub async fn window(
     w: &World,
     pool: &MySqlPool,
@@ -335,9 +336,7 @@ pub async fn window(
         format!(" WHERE {}", conds.join(" AND "))
     };
     let rows: Vec<mysql_async::Row> = c
-        .query(format!(
-            "SELECT id, v, n, amount, at FROM t{filter} ORDER BY id"
-        ))
+        .query(format!("SELECT * FROM t{filter} ORDER BY id"))
         .await
         .unwrap();
     c.disconnect().await.unwrap();

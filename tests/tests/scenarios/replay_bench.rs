@@ -21,6 +21,10 @@
 //! `MASTER_GTID_WAIT` sees the GTID of the source's position (its SQL thread started with
 //! `UNTIL` that position, then stopped).
 //!
+//! `BENCH_TYPES=1` adds issue 15's columns to the table on both sides before B
+//! (`g GEOMETRY` holding SRID 4326 points, `j JSON`, `l VARCHAR(64) latin1`), and every workload
+//! writes them (a point, a nested JSON object, non-ASCII latin1 text).
+//!
 //! Then the lag phase: a writer commits BENCH_LAG_RATE (default 2 000) single-row
 //! transactions per second for BENCH_LAG_SECS (default 2) seconds while the capture reader
 //! and the continuous replay follow. Lag of a row = when a 5 ms poll of the target first
@@ -129,20 +133,48 @@ async fn wait_l(w: &World, pool: &sqlx::MySqlPool, p: &BinlogPos) -> LSeq {
         .seq
 }
 
+/// The columns BENCH_TYPES=1 adds (issue 15's benchmark table).
+const TYPES_COLUMNS: &str = "ADD COLUMN g GEOMETRY NULL, ADD COLUMN j JSON NULL, \
+     ADD COLUMN l VARCHAR(64) CHARACTER SET latin1 NULL";
+
+fn types() -> bool {
+    env("BENCH_TYPES", 0) == 1
+}
+
+/// The values of a row written by a workload: the fixed columns, then (BENCH_TYPES=1) the
+/// types columns; `id` and `n` are SQL expressions.
+fn row_values(id: &str, v: &str, n: &str) -> String {
+    let fixed = format!("{id}, '{v}', {n}, 1.5, NOW(6)");
+    match types() {
+        true => format!(
+            "{fixed}, ST_GeomFromText(CONCAT('POINT(', {n} % 90, ' 2.5)'), 4326), \
+             JSON_OBJECT('n', {n}, 'a', JSON_ARRAY(1, 2.5, 'x'), 'big', 18446744073709551615), \
+             CONVERT(CONCAT('caf\u{e9} ', {n}) USING latin1)"
+        ),
+        false => fixed,
+    }
+}
+
 /// The workload's procedures, created before B (a DDL naming the table after B pauses
 /// it): `gen_a()` commits `txns` single-row INSERTs, `gen_b()` `big` UPDATEs of 1 000 rows.
 async fn create_procedures(sc: &mut mysql_async::Conn, pdb: &str, db: &str, txns: u64, big: u64) {
     sc.query_drop(format!(
-            "CREATE PROCEDURE `{pdb}`.gen_a() BEGIN DECLARE i INT DEFAULT 0; WHILE i < {txns} DO \
-             INSERT INTO `{db}`.t VALUES (1000001 + i, 'a', i, 1.5, NOW(6)); SET i = i + 1; END WHILE; END"
-        ))
+        "CREATE PROCEDURE `{pdb}`.gen_a() BEGIN DECLARE i INT DEFAULT 0; WHILE i < {txns} DO \
+             INSERT INTO `{db}`.t VALUES ({}); SET i = i + 1; END WHILE; END",
+        row_values("1000001 + i", "a", "i")
+    ))
     .await
     .unwrap();
     sc.query_drop(
         format!(
             "CREATE PROCEDURE `{pdb}`.gen_b() BEGIN DECLARE k INT DEFAULT 0; WHILE k < {big} DO \
-             UPDATE `{db}`.t SET n = n + 1, v = 'b' WHERE id BETWEEN 1000001 + (k * 1000) % {txns} AND 1000000 + (k * 1000) % {txns} + 1000; \
-             SET k = k + 1; END WHILE; END"
+             UPDATE `{db}`.t SET n = n + 1, v = 'b'{} WHERE id BETWEEN 1000001 + (k * 1000) % {txns} AND 1000000 + (k * 1000) % {txns} + 1000; \
+             SET k = k + 1; END WHILE; END",
+            if types() {
+                ", j = JSON_SET(j, '$.n', n + 1), l = CONVERT('na\u{ef}ve' USING latin1)"
+            } else {
+                ""
+            }
         ),
     )
     .await
@@ -339,6 +371,10 @@ async fn streaming_apply_versus_a_native_replica() {
         })
     });
     let w = world(&src, &tgt, "bench", 9900, 1000).await;
+    if types() {
+        src.sql_in(&w.db, &format!("ALTER TABLE t {TYPES_COLUMNS}"));
+        tgt.sql_in(&w.tdb, &format!("ALTER TABLE t {TYPES_COLUMNS}"));
+    }
     // No audit triggers on the benchmark's target: they would add a row write per change.
     tgt.sql_in(
         &w.tdb,
@@ -452,8 +488,9 @@ async fn steady_writer(w: &World, rate: u64, secs: u64) -> Vec<(i64, Instant)> {
         tick.tick().await;
         for _ in 0..per_tick {
             c.query_drop(format!(
-                "INSERT INTO `{}`.t VALUES ({id}, 'lag', 0, 1.5, NOW(6))",
-                w.db
+                "INSERT INTO `{}`.t VALUES ({})",
+                w.db,
+                row_values(&id.to_string(), "lag", "0")
             ))
             .await
             .unwrap();
