@@ -48,6 +48,18 @@ fn fsync_dir(dir: &Path) -> Result<()> {
 impl LocalDirStore {
     /// Stores `bytes` durably under their blake3 digest (idempotent) and returns it.
     pub fn put(&self, bytes: &[u8]) -> Result<Digest> {
+        self.store(bytes, true)
+    }
+
+    /// Stores a copy of bytes held durably elsewhere (the state store's read-through
+    /// cache): written to a temporary name and renamed into place like [`Self::put`], but
+    /// nothing is fsynced. A crash can leave a cached file empty or cut; its reader finds
+    /// the bytes do not hash to the name and reads the durable copy instead.
+    pub fn put_cached(&self, bytes: &[u8]) -> Result<Digest> {
+        self.store(bytes, false)
+    }
+
+    fn store(&self, bytes: &[u8], durable: bool) -> Result<Digest> {
         let digest = Digest::of(bytes);
         let path = self.path_of(&digest);
         if let Ok(Some(_)) = self.get(&digest) {
@@ -59,7 +71,7 @@ impl LocalDirStore {
             .unwrap_or_else(|| self.root.clone());
         let fresh_dir = !dir.exists();
         fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        if fresh_dir {
+        if fresh_dir && durable {
             fsync_dir(&self.root)?;
         }
         let tmp = self.root.join("tmp").join(format!(
@@ -71,11 +83,16 @@ impl LocalDirStore {
         let write = || -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
             f.write_all(bytes)?;
-            f.sync_all()
+            if durable {
+                f.sync_all()?;
+            }
+            Ok(())
         };
         write().map_err(io(format!("writing {}", tmp.display())))?;
         fs::rename(&tmp, &path).map_err(io(format!("renaming into {}", path.display())))?;
-        fsync_dir(&dir)?;
+        if durable {
+            fsync_dir(&dir)?;
+        }
         Ok(digest)
     }
 

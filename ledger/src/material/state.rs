@@ -15,9 +15,10 @@
 //! ([`super::chunks::assemble`]). The audit reads the state store's copy even when a
 //! cached one exists ([`MaterialStore::get_shared`]): that copy is what another owner
 //! would read after a takeover. The local data directory is a read-through cache: a
-//! material read from the state store is copied there, and a cached copy is verified like
-//! `--materials local` (a cached file whose bytes differ is `evidence_corrupt`, naming the
-//! file: delete it and the next read fetches it again). A material found only in the
+//! material put or read here is copied there (not fsynced: the state store holds it
+//! durably), and a cached copy is verified on every read: one whose bytes differ (cut by
+//! a crash, or damaged) is dropped with a warning and the state store's copy is read
+//! instead. A material found only in the
 //! cache (sealed by an older build or under `--materials local`) and still registered is
 //! verified and copied into the state store on its first read, so an upgrade keeps its
 //! evidence (a released one is not brought back). No transaction takes a gap lock or
@@ -25,6 +26,7 @@
 use super::chunks::{self, Head, CHUNKS_PER_TX};
 use super::{Fut, LocalDirStore, MaterialStore};
 use crate::util::sq;
+use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use kernel::Result;
 use sqlx::{MySqlPool, Row as _};
@@ -153,10 +155,11 @@ impl StateStore {
             .collect()
     }
 
-    /// Copies verified bytes into the cache; a failure only costs a later re-read.
+    /// Copies verified bytes into the cache (not fsynced: the state store holds them
+    /// durably); a failure only costs a later re-read.
     fn cache_put(&self, digest: &Digest, bytes: &[u8]) {
         if let Some(c) = &self.cache {
-            if let Err(e) = c.put(bytes) {
+            if let Err(e) = c.put_cached(bytes) {
                 tracing::warn!(material = %digest, error = %e, "cannot cache a material locally (it stays in the state store)");
             }
         }
@@ -175,14 +178,32 @@ impl StateStore {
         let Some(head) = self.head(digest).await? else {
             return self.adopt_local(digest).await;
         };
-        if let Some(c) = &self.cache {
-            if let Some(b) = c.get(digest)? {
-                return Ok(Some(b));
-            }
+        if let Some(b) = self.cached(digest)? {
+            return Ok(Some(b));
         }
         let bytes = chunks::assemble(digest, head, self.read_chunks(digest).await?)?;
         self.cache_put(digest, &bytes);
         Ok(Some(bytes))
+    }
+
+    /// The cached copy of a material the state store holds, verified. A cached file whose
+    /// bytes do not hash to its name (cut by a crash: cache writes are not fsynced, or
+    /// damaged) is dropped with a warning, and the caller reads the state store's copy.
+    fn cached(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
+        let Some(c) = &self.cache else {
+            return Ok(None);
+        };
+        match c.get(digest) {
+            Err(e)
+                if e.as_definite()
+                    .is_some_and(|d| d.code == DefiniteCode::EvidenceCorrupt) =>
+            {
+                tracing::warn!(material = %digest, error = %e, "dropping a damaged cached copy: reading the state store's");
+                c.remove(digest)?;
+                Ok(None)
+            }
+            other => other,
+        }
     }
 
     /// The state store's copy, verified, whatever the cache holds (the audit's read). A

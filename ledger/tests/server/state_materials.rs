@@ -213,6 +213,25 @@ async fn the_audit_read_sees_a_corrupt_shared_copy_behind_a_good_cache() {
     );
 }
 
+/// The cache is not fsynced: a cached file a crash cut (or anything that damaged it) is
+/// dropped on its next read, and the state store's copy is read and cached again.
+#[tokio::test]
+async fn a_cut_cached_copy_is_replaced_from_the_state_store() {
+    let (pool, _db) = state_db("mat_cut").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalDirStore::open(dir.path()).unwrap();
+    let s = StateStore::new(pool.clone(), Some(cache.clone()));
+    let m = bytes(CHUNK_BYTES + 3, 9);
+    let d = s.put(&m).await.unwrap();
+    let file = cache.path_of(&d);
+    assert_eq!(std::fs::read(&file).unwrap(), m, "put caches a copy");
+    for cut in [Vec::new(), m[..100].to_vec()] {
+        std::fs::write(&file, &cut).unwrap();
+        assert_eq!(s.get(&d).await.unwrap().unwrap(), m);
+        assert_eq!(std::fs::read(&file).unwrap(), m, "cached again");
+    }
+}
+
 /// Pages of rows are stored as one zstd frame (layout 2): fewer chunks than the material's
 /// own bytes would take, read back exactly by a store with another (empty) cache, and a
 /// damaged frame is `evidence_corrupt`.
