@@ -348,6 +348,65 @@ mod tests {
         }
     }
 
+    /// A MySQL JSON column value as the binlog carries it (4-byte length, then the binary
+    /// JSON), parsed by the capture's own call.
+    fn mysql_json(jsonb: &[u8]) -> BinlogValue<'static> {
+        let mut bytes = (jsonb.len() as u32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(jsonb);
+        let mut buf = ParseBuf(&bytes);
+        let v: BinlogValue<'_> = buf
+            .parse((ColumnType::MYSQL_TYPE_JSON, &[4u8][..], false, false))
+            .expect("a binary JSON value");
+        v.into_owned()
+    }
+
+    /// MySQL 8's binary JSON (json_binary.h layout, built here by hand: no MySQL server
+    /// runs on these machines) is rendered as text without loss: a uint64 above 2^63, an
+    /// empty key, a double, nesting and a null literal. A value JSON text cannot hold
+    /// exactly (an opaque DECIMAL, e.g. `JSON_OBJECT('a', 1.5)` on MySQL) is refused, so
+    /// the table pauses naming the column instead of writing another value.
+    #[test]
+    fn mysql_binary_json_renders_exactly_or_is_refused() {
+        let inner = [
+            1, 0, 12, 0, // small object: 1 element, 12 bytes
+            11, 0, 1, 0, // key at 11, 1 byte
+            0x04, 0, 0, // value: literal null, inline
+            b'b',
+        ];
+        let mut array = vec![
+            2, 0, 30, 0, // small array: 2 elements, 30 bytes
+            0x0b, 10, 0, // double at 10
+            0x00, 18, 0, // small object at 18
+        ];
+        array.extend_from_slice(&1.5f64.to_le_bytes());
+        array.extend_from_slice(&inner);
+        let mut outer = vec![
+            0x00, // small object
+            2, 0, 57, 0, // 2 elements, 57 bytes
+            18, 0, 0, 0, // key "" at 18
+            18, 0, 1, 0, // key "a" at 18
+            0x0a, 19, 0, // uint64 at 19
+            0x02, 27, 0, // small array at 27
+            b'a',
+        ];
+        outer.extend_from_slice(&u64::MAX.to_le_bytes());
+        outer.extend_from_slice(&array);
+        let j = col(ColumnKind::Json, None);
+        assert_eq!(
+            to_sql_value(mysql_json(&outer), &j),
+            Ok(SqlValue::Bytes(
+                br#"{"":18446744073709551615,"a":[1.5,{"b":null}]}"#.to_vec()
+            ))
+        );
+        // An opaque NEWDECIMAL scalar (type 246, 2 bytes of packed decimal after precision
+        // and scale).
+        let opaque = [0x0f, 246, 4, 3, 1, 0x80, 0x0f];
+        assert!(matches!(
+            to_sql_value(mysql_json(&opaque), &j),
+            Err(ValueProblem::Json(_))
+        ));
+    }
+
     #[test]
     fn binary_is_padded_back_and_others_untouched() {
         let b = col(ColumnKind::Binary, Some(4));
