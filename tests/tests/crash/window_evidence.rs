@@ -2,7 +2,9 @@
 //! credential in T it is reopened as a new attempt; with a credential in T the target
 //! holds bytes that can no longer be proven, an evidence failure that pauses the table.
 //! The `backfill serve` PROCESS exits hard at a fault point, the test corrupts the sealed
-//! manifest on disk, and a restart must take the rule's branch.
+//! manifest where it is kept (the state store's copy, and this host's cached copy, which
+//! alone would only be dropped and read again), and a restart must take the rule's
+//! branch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::window::fp;
 use backfill_tests::case::*;
@@ -10,19 +12,33 @@ use kernel::error::DefiniteCode;
 use kernel::ids::Digest;
 use ledger::material::LocalDirStore;
 
-/// Overwrites the stored manifest of window 0's only seal with other bytes.
+/// Flips a byte of the stored manifest of window 0's only seal, in the state store and in
+/// the local cache.
 async fn corrupt_manifest_of_window_0(c: &Case) {
     let seals = c.seals().await;
     let (_, _, hash) = seals
         .iter()
         .find(|(w, _, _)| *w == 0)
         .expect("window 0 is sealed");
+    let digest = Digest::from_slice(hash).unwrap();
+    let changed = c.target.sql_in(
+        &c.state_db,
+        &format!(
+            "UPDATE material_blobs SET bytes = CONCAT(LEFT(bytes, LENGTH(bytes) DIV 2), \
+             CHAR(ASCII(SUBSTRING(bytes, LENGTH(bytes) DIV 2 + 1, 1)) ^ 90), \
+             SUBSTRING(bytes, LENGTH(bytes) DIV 2 + 2)) \
+             WHERE digest = UNHEX('{}') AND chunk_no = 0; SELECT ROW_COUNT()",
+            digest.to_hex()
+        ),
+    );
+    assert_eq!(changed, "1", "the state store holds the manifest");
     let store = LocalDirStore::open(c.data.path()).unwrap();
-    let path = store.path_of(&Digest::from_slice(hash).unwrap());
-    let mut bytes = std::fs::read(&path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x5a;
-    std::fs::write(&path, bytes).unwrap();
+    let path = store.path_of(&digest);
+    if let Ok(mut bytes) = std::fs::read(&path) {
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x5a;
+        std::fs::write(&path, bytes).unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
