@@ -72,16 +72,6 @@ fn int<T: std::str::FromStr>(v: Option<&Vec<u8>>) -> std::result::Result<T, Stri
 pub struct ChunkSum {
     pub rows: u64,
     pub sum: Option<Vec<u8>>,
-    /// The server warned while summing (e.g. a row's hash input over
-    /// `max_allowed_packet` is NULL, which SUM skips): the sums prove nothing.
-    pub warned: bool,
-}
-
-impl ChunkSum {
-    /// Both sides summed the same rows without a warning.
-    pub fn agrees(&self, other: &ChunkSum) -> bool {
-        !self.warned && !other.warned && self.rows == other.rows && self.sum == other.sum
-    }
 }
 
 /// One side's session: a connection inside its consistent snapshot.
@@ -244,7 +234,9 @@ impl Session {
     }
 
     /// The count and hash sum of the rows with `last < key <= bound` (`sum_sql`); the
-    /// sum as the server's exact decimal text, None for no row.
+    /// sum as the server's exact decimal text, None for no row. A warning fails it as it
+    /// fails [`Session::chunk`] (a hash input over `max_allowed_packet` is NULL, which SUM
+    /// would skip).
     pub async fn sum(
         &mut self,
         qualified: &str,
@@ -256,12 +248,12 @@ impl Session {
         let sql = super::sql::sum_sql(qualified, key, columns, range.0, range.1)
             .map_err(|e| malformed(&what, e))?;
         let rows = self.rows("summing a chunk", sql).await?;
-        let warned = self.conn.get_warnings() > 0;
+        self.no_warning(&what).await?;
         let row = rows.first().ok_or_else(|| malformed(&what, "no row"))?;
         let rows =
             int::<u64>(row.first().and_then(Option::as_ref)).map_err(|e| malformed(&what, e))?;
         let sum = row.get(1).cloned().flatten();
-        Ok(ChunkSum { rows, sum, warned })
+        Ok(ChunkSum { rows, sum })
     }
 
     /// The `n`-th key after `last` (a skipped chunk's last key), None past the end.

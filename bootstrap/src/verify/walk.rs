@@ -131,9 +131,10 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// Walks over one chunk a sample does not compare: only the source's key `chunk_size`
-    /// places on is read (the server steps over the others in the index); returns the
-    /// chunk's last key, or None at the end of the key space (a chunk of fewer keys).
+    /// Walks over one chunk (one a sample does not compare, or the range of one compared
+    /// by its sums): only the source's key `chunk_size` places on is read (the server
+    /// steps over the others in the index); returns the chunk's last key, or None at the
+    /// end of the key space (a chunk of fewer keys).
     async fn skip(&mut self, last: Option<&Key>) -> Result<Option<Key>> {
         let n = self.options.chunk_size;
         let s = &mut self.source;
@@ -157,13 +158,11 @@ impl Walk<'_> {
     /// both sides at once: `Some((bound, rows))` when they agree (bound None: the key
     /// space ends in this chunk), None when the chunk must be compared row by row.
     async fn by_sums(&mut self, last: Option<&Key>) -> Result<Option<(Option<Key>, u64)>> {
-        let n = self.options.chunk_size;
-        let s = &mut self.source;
-        let bound = s.session.nth_key(&s.qualified, &s.key, last, n).await?;
+        let bound = self.skip(last).await?;
         let range = (last, bound.as_ref());
         let (s, t) = tokio::join!(self.source.sum(range), self.target.sum(range));
         let (s, t) = (s?, t?);
-        Ok(s.agrees(&t).then_some((bound, s.rows)))
+        Ok((s == t).then_some((bound, s.rows)))
     }
 
     /// One chunk step row by row: keys and row hashes of both sides, merged.
