@@ -18,7 +18,9 @@
 //! * `backfill refresh-schema` (the binary) after a narrowing: refused while the target
 //!   does not match, then, once the operator narrowed the target too, the table resumes
 //!   without a re-copy (T's page credentials unchanged) and compares clean; refused when
-//!   a later DDL of the table is already in the capture log, and after a TRUNCATE.
+//!   a later DDL of the table is already in the capture log, and after a TRUNCATE;
+//!   refused for a live definition the binlog does not describe (an unlogged ALTER), a
+//!   new key, and `--apply` of a DDL that is not compatible.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::faults;
 use backfill_tests::case::Case;
@@ -337,9 +339,14 @@ async fn paused(c: &Case, what: &str) -> kernel::error::Definite {
 
 /// `backfill refresh-schema JOB` by the real program: (exit code, stdout, stderr).
 fn refresh(c: &Case) -> (i32, String, String) {
+    refresh_with(c, &[])
+}
+
+/// `backfill refresh-schema JOB` with `extra` flags.
+fn refresh_with(c: &Case, extra: &[&str]) -> (i32, String, String) {
     let (state, job) = (c.state_url(), c.job.0.to_string());
     let (src, tgt) = (c.source.url(), c.target.url());
-    backfill_tests::backfill(&[
+    let mut args = vec![
         "refresh-schema",
         "--state",
         &state,
@@ -348,8 +355,9 @@ fn refresh(c: &Case) -> (i32, String, String) {
         &src,
         "--target",
         &tgt,
-    ])
-    .parts()
+    ];
+    args.extend_from_slice(extra);
+    backfill_tests::backfill(&args).parts()
 }
 
 fn page_credentials(c: &Case) -> String {
@@ -430,6 +438,68 @@ async fn refresh_schema_resumes_without_a_re_copy_once_the_target_matches() {
     let (code, _, err) = refresh(&c);
     assert_ne!(code, 0);
     assert!(err.contains("removed rows without row events"), "{err}");
+    drop(s);
+}
+
+/// The refusals of `refresh-schema` that the operator's fix cannot cure, each through the
+/// real program with the table left paused and the target as it was:
+/// * `--apply` for a DDL that is not compatible (a narrowing): it names the DDL's class
+///   and says to make the target match by hand; the target's column stays wide;
+/// * a live definition the binlog does not describe: after the narrowing and a row
+///   written in its shape, an ALTER run on the source with `sql_log_bin=0` (so no DDL of
+///   it reaches L) adds a column; the rows after the DDL do not decode against the live
+///   definition: refused as differing from the binlog's, even once the target matches;
+/// * a changed key (`DROP PRIMARY KEY, ADD PRIMARY KEY (id, v)`): refused naming both keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_schema_refuses_a_live_definition_the_binlog_does_not_describe_and_a_new_key() {
+    let c = Case::of_table("ddl_refresh_live", DDL, &fill(), 30, 10).await;
+    let mut s = serve(&c, "");
+    keyed::wait_streaming(&c, &mut s.0).await;
+    c.source
+        .sql_in(&c.sdb, "ALTER TABLE t MODIFY name VARCHAR(10) NULL");
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET name = 'short' WHERE id = 3");
+    paused(&c, "narrowing").await;
+    let width = "SELECT CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 't' AND COLUMN_NAME = 'name'";
+    let (code, out, err) = refresh_with(&c, &["--apply"]);
+    assert_ne!(code, 0, "--apply of a narrowing: {out}");
+    assert!(
+        err.contains("--apply runs only a compatible DDL") && err.contains("by hand"),
+        "{err}"
+    );
+    assert_eq!(c.target.sql_in(&c.tdb, width).trim(), "20", "--apply changed the target");
+    c.source.sql_in(
+        &c.sdb,
+        "SET SESSION sql_log_bin = 0; ALTER TABLE t ADD COLUMN hidden INT NULL",
+    );
+    c.target
+        .sql_in(&c.tdb, "ALTER TABLE t MODIFY name VARCHAR(10) NULL, ADD COLUMN hidden INT NULL");
+    let (code, out, err) = refresh(&c);
+    assert_ne!(code, 0, "refresh-schema with an unlogged DDL on the source: {out}");
+    assert!(
+        err.contains("the live definition differs from the binlog's"),
+        "{err}"
+    );
+    assert!(c.head().await.paused.is_some(), "still paused");
+    assert_eq!(
+        c.target.sql_in(&c.tdb, "SELECT name FROM t WHERE id = 3").trim(),
+        "n3",
+        "a row after the DDL reached the target"
+    );
+    drop(s);
+    let c = Case::of_table("ddl_refresh_key", DDL, &fill(), 30, 10).await;
+    let mut s = serve(&c, "");
+    keyed::wait_streaming(&c, &mut s.0).await;
+    c.source.sql_in(
+        &c.sdb,
+        "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, v)",
+    );
+    paused(&c, "new key").await;
+    let (code, out, err) = refresh(&c);
+    assert_ne!(code, 0, "refresh-schema across a new key: {out}");
+    assert!(err.contains("the table's key changed"), "{err}");
+    assert!(c.head().await.paused.is_some(), "still paused");
     drop(s);
 }
 

@@ -363,6 +363,20 @@ fn key_changed(before: &SealedSchema, live: &SealedSchema) -> Option<String> {
     })
 }
 
+/// The DDL is in the compatible class: its clauses are (from the text) and the live
+/// definition is what they make of `before` (a MODIFY that narrows is a compatible clause
+/// whose result is not).
+fn compatible(
+    sql: &str,
+    before: &SealedSchema,
+    live: &SealedSchema,
+) -> std::result::Result<(), kernel::schema_change::Incompatible> {
+    match classify(sql, before) {
+        Classified::Incompatible(i) => Err(i),
+        Classified::Compatible(c) => check_after(before, &c, live),
+    }
+}
+
 async fn read_target(
     c: &mut mysql_async::Conn,
     t: &TargetTable<'_>,
@@ -405,8 +419,17 @@ async fn target_matches_on(
             kernel::schema::quote_ident(t.db),
             kernel::schema::quote_ident(t.table)
         );
-        let stmt = kernel::schema_change::target_statement(&d.sql, before, &quoted)
-            .map_err(|i| Error::definite(DefiniteCode::Usage, format!("--apply runs only a compatible DDL; this one is not: {i}; make the target match by hand")))?;
+        let refuse = |i: kernel::schema_change::Incompatible| {
+            Error::definite(
+                DefiniteCode::Usage,
+                format!(
+                    "--apply runs only a compatible DDL; this one is not: {i}; make the \
+                     target match by hand"
+                ),
+            )
+        };
+        compatible(&d.sql, before, live).map_err(refuse)?;
+        let stmt = kernel::schema_change::target_statement(&d.sql, before, &quoted).map_err(refuse)?;
         if let Some(sql) = stmt {
             c.query_drop(&sql).await.map_err(|e| {
                 kernel::error::from_target_write(&format!("refresh-schema --apply (`{sql}`)"), &e)
