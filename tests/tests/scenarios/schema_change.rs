@@ -468,22 +468,33 @@ async fn refresh_schema_refuses_a_live_definition_the_binlog_does_not_describe_a
         err.contains("--apply runs only a compatible DDL") && err.contains("by hand"),
         "{err}"
     );
-    assert_eq!(c.target.sql_in(&c.tdb, width).trim(), "20", "--apply changed the target");
+    assert_eq!(
+        c.target.sql_in(&c.tdb, width).trim(),
+        "20",
+        "--apply changed the target"
+    );
     c.source.sql_in(
         &c.sdb,
         "SET SESSION sql_log_bin = 0; ALTER TABLE t ADD COLUMN hidden INT NULL",
     );
-    c.target
-        .sql_in(&c.tdb, "ALTER TABLE t MODIFY name VARCHAR(10) NULL, ADD COLUMN hidden INT NULL");
+    c.target.sql_in(
+        &c.tdb,
+        "ALTER TABLE t MODIFY name VARCHAR(10) NULL, ADD COLUMN hidden INT NULL",
+    );
     let (code, out, err) = refresh(&c);
-    assert_ne!(code, 0, "refresh-schema with an unlogged DDL on the source: {out}");
+    assert_ne!(
+        code, 0,
+        "refresh-schema with an unlogged DDL on the source: {out}"
+    );
     assert!(
         err.contains("the live definition differs from the binlog's"),
         "{err}"
     );
     assert!(c.head().await.paused.is_some(), "still paused");
     assert_eq!(
-        c.target.sql_in(&c.tdb, "SELECT name FROM t WHERE id = 3").trim(),
+        c.target
+            .sql_in(&c.tdb, "SELECT name FROM t WHERE id = 3")
+            .trim(),
         "n3",
         "a row after the DDL reached the target"
     );

@@ -429,7 +429,8 @@ async fn target_matches_on(
             )
         };
         compatible(&d.sql, before, live).map_err(refuse)?;
-        let stmt = kernel::schema_change::target_statement(&d.sql, before, &quoted).map_err(refuse)?;
+        let stmt =
+            kernel::schema_change::target_statement(&d.sql, before, &quoted).map_err(refuse)?;
         if let Some(sql) = stmt {
             c.query_drop(&sql).await.map_err(|e| {
                 kernel::error::from_target_write(&format!("refresh-schema --apply (`{sql}`)"), &e)
