@@ -17,7 +17,8 @@
 //! (the fence, replay and activation audit) instead of `--windows-only`; `BENCH_SERVE_ARGS`
 //! adds serve flags (e.g. `--audit-sample-every 1000000` to measure the activation audit's
 //! field check: with `BENCH_LOG=info` the serve log's `activation field check` line has its
-//! `total_ms`); `BENCH_KEEP_DATA=1` keeps the data directory (its path is printed).
+//! `total_ms`); `BENCH_KEEP_DATA=1` keeps the data directory (its path is printed);
+//! `BENCH_ROUNDS=N` runs N rounds alternating which tool goes first and compares medians.
 //!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
@@ -152,32 +153,34 @@ fn timed(cmd: &mut Command) -> (f64, f64) {
     (secs, rss_kb / 1024.0)
 }
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("numeric arguments"))
-        .collect();
-    let rows = args.first().copied().unwrap_or(1_000_000) as i64;
-    let window_rows = args.get(1).copied().unwrap_or(50_000);
-    let page_rows = args.get(2).copied().unwrap_or(5_000);
+/// What one round measured: serve's time and peak RSS, the dump's time, the field check.
+struct Round {
+    backfill: f64,
+    rss: f64,
+    dump: f64,
+}
+
+/// One backfill run of round `r`: install into `bench_t{r}` with the state store
+/// `bench_state{r}` (both new), start, `serve` to idle; (seconds, peak RSS MiB, data dir
+/// size in bytes).
+async fn backfill_round(
+    src: &Server,
+    tgt: &Server,
+    r: usize,
+    sizes: (i64, u64, u64),
+) -> (f64, f64, u64) {
+    let (rows, window_rows, page_rows) = sizes;
     let bin = std::env::var("BACKFILL_BIN").expect("BACKFILL_BIN: path of the release backfill");
-    let src = Server::start(opts(ServerOpts::source()));
-    let tgt = Server::start(opts(ServerOpts::target()));
-    src.sql("CREATE DATABASE bench");
-    src.sql_in("bench", &ddl());
-    let t0 = Instant::now();
-    fill(&src, "bench", rows);
-    eprintln!("filled {rows} rows in {:.1} s", t0.elapsed().as_secs_f64());
-    tgt.sql("CREATE DATABASE bench_t; CREATE DATABASE bench_d");
-    tgt.sql_in("bench_t", &ddl());
-    let state = tgt.url_db("bench_state");
+    let tdb = format!("bench_t{r}");
+    tgt.sql(&format!("CREATE DATABASE {tdb}"));
+    tgt.sql_in(&tdb, &ddl());
+    let state = tgt.url_db(&format!("bench_state{r}"));
     let mut req = InstallRequest::new(
         state.clone(),
         src.url(),
         TableName::new("bench", "t"),
         tgt.url(),
-        TableName::new("bench_t", "t"),
+        TableName::new(&tdb, "t"),
     );
     req.window_rows = window_rows;
     req.page_rows = page_rows;
@@ -190,8 +193,9 @@ async fn main() {
     bootstrap::store::commands::start(&pool, done.job_id)
         .await
         .unwrap();
+    pool.close().await;
     let data = tempfile::tempdir().unwrap();
-    let (b_secs, b_rss) = timed(
+    let (secs, rss) = timed(
         Command::new("/usr/bin/time")
             .args(["-f", "CPU_S=%U+%S\nMAXRSS_KB=%M"])
             .arg(&bin)
@@ -213,35 +217,132 @@ async fn main() {
             ),
     );
     if let Some(cpu) = cpu_seconds() {
-        eprintln!("backfill serve CPU (user+sys): {cpu:.1} s in {b_secs:.1} s");
+        eprintln!("round {r}: backfill serve CPU (user+sys): {cpu:.1} s in {secs:.1} s");
     }
-    let copied = tgt.sql_in("bench_t", "SELECT COUNT(*) FROM t");
+    let copied = tgt.sql_in(&tdb, "SELECT COUNT(*) FROM t");
     assert_eq!(copied, rows.to_string(), "backfill copied every row");
-    let dump = format!(
-        "mariadb-dump --no-defaults -h127.0.0.1 -uroot -P{} --single-transaction bench t \
-         | mariadb --no-defaults -h127.0.0.1 -uroot -P{} bench_d; \
-         echo MAXRSS_KB=0 >&2",
-        src.port(),
-        tgt.port()
-    );
-    let (d_secs, _) = timed(Command::new("bash").args(["-o", "pipefail", "-c", &dump]));
-    assert_eq!(
-        tgt.sql_in("bench_d", "SELECT COUNT(*) FROM t"),
-        rows.to_string()
-    );
-    let m_secs = mydumper(&src, &tgt, rows, window_rows);
     let materials = dir_size(data.path());
     if std::env::var("BENCH_KEEP_DATA").is_ok_and(|v| v == "1") {
         eprintln!("materials kept in {}", data.keep().display());
     }
+    (secs, rss, materials)
+}
+
+/// One `mariadb-dump --single-transaction | mariadb` of the table into `bench_d{r}`.
+fn dump_round(src: &Server, tgt: &Server, r: usize, rows: i64) -> f64 {
+    let db = format!("bench_d{r}");
+    tgt.sql(&format!("CREATE DATABASE {db}"));
+    let dump = format!(
+        "mariadb-dump --no-defaults -h127.0.0.1 -uroot -P{} --single-transaction bench t \
+         | mariadb --no-defaults -h127.0.0.1 -uroot -P{} {db}; \
+         echo MAXRSS_KB=0 >&2",
+        src.port(),
+        tgt.port()
+    );
+    let (secs, _) = timed(Command::new("bash").args(["-o", "pipefail", "-c", &dump]));
+    assert_eq!(tgt.sql_in(&db, "SELECT COUNT(*) FROM t"), rows.to_string());
+    secs
+}
+
+/// Drops what round `r` wrote on the target, so every round starts from the same
+/// buffer pool and disk (both tools' copies go: the comparison stays fair).
+fn clear_round(tgt: &Server, r: usize) {
+    tgt.sql(&format!(
+        "DROP DATABASE IF EXISTS bench_t{r}; DROP DATABASE IF EXISTS bench_d{r}; \
+         DROP DATABASE IF EXISTS bench_state{r}"
+    ));
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `BENCH_ROUNDS=N` (default 1): N rounds, the two tools alternating which goes first
+/// (round 0 backfill first, round 1 the dump first, ...), each round's copies dropped
+/// before the next; every round is printed and the medians compared. One round is the
+/// historical order (backfill, then the dump, then mydumper).
+#[tokio::main]
+async fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("numeric arguments"))
+        .collect();
+    let rows = args.first().copied().unwrap_or(1_000_000) as i64;
+    let window_rows = args.get(1).copied().unwrap_or(50_000);
+    let page_rows = args.get(2).copied().unwrap_or(5_000);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let src = Server::start(opts(ServerOpts::source()));
+    let tgt = Server::start(opts(ServerOpts::target()));
+    src.sql("CREATE DATABASE bench");
+    src.sql_in("bench", &ddl());
+    let t0 = Instant::now();
+    fill(&src, "bench", rows);
+    eprintln!("filled {rows} rows in {:.1} s", t0.elapsed().as_secs_f64());
+    let sizes = (rows, window_rows, page_rows);
+    let mut done = Vec::new();
+    let mut materials = 0;
+    for r in 0..rounds {
+        let (b, d, rss);
+        if r % 2 == 0 {
+            let x = backfill_round(&src, &tgt, r, sizes).await;
+            (b, rss, materials) = x;
+            d = dump_round(&src, &tgt, r, rows);
+        } else {
+            d = dump_round(&src, &tgt, r, rows);
+            let x = backfill_round(&src, &tgt, r, sizes).await;
+            (b, rss, materials) = x;
+        }
+        eprintln!(
+            "round {r} ({} first): backfill {b:.2} s, mariadb-dump | mariadb {d:.2} s: {:.2}x",
+            if r % 2 == 0 { "backfill" } else { "dump" },
+            b / d
+        );
+        done.push(Round {
+            backfill: b,
+            rss,
+            dump: d,
+        });
+        if rounds > 1 {
+            clear_round(&tgt, r);
+        }
+    }
+    let m_secs = if rounds == 1 {
+        mydumper(&src, &tgt, rows, window_rows)
+    } else {
+        None
+    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("load average at the end: {}", load.trim());
+    let b_secs = median(done.iter().map(|x| x.backfill).collect());
+    let d_secs = median(done.iter().map(|x| x.dump).collect());
+    let b_rss = done.iter().map(|x| x.rss).fold(0.0, f64::max);
+    if rounds > 1 {
+        println!(
+            "rounds: {}",
+            done.iter()
+                .map(|x| format!("{:.2}/{:.2}", x.backfill, x.dump))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!("medians of {rounds} alternating rounds:");
+    }
     println!(
         "| rows | window/page | backfill windows | mariadb-dump \\| mariadb | ratio | mydumper/myloader -t 2 | ratio | serve peak RSS | materials |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     let m = match m_secs {
         Some(m) => (format!("{m:.2} s"), format!("{:.2}x", b_secs / m)),
+        None if rounds > 1 => ("-".into(), "-".into()),
         None => ("not installed".into(), "-".into()),
     };
     println!(
