@@ -37,6 +37,9 @@
 //! `SHA2(CONCAT_WS(0x1f, IF(col IS NULL, 'NULL', HEX(bytes)), ...), 256)`. HEX emits only
 //! `0-9A-F`, so the separator and the word `NULL` cannot be produced by a value: the
 //! encoding is injective and two rows hash alike only if every column is byte-equal.
+//! Numbers and temporal values skip the HEX: their text is never empty and is made of
+//! digits, signs, `.`, `e`, `:`, `-` and space, so it cannot hold the separator or spell
+//! `NULL` either (`sql.rs`, `plain_text`).
 //! Per type, measured on MariaDB 10.11:
 //! * CHAR/VARCHAR/TEXT/ENUM/SET/JSON (MariaDB: LONGTEXT): the stored bytes, so trailing
 //!   spaces, case and Unicode normalization differences all count (a `=` comparison

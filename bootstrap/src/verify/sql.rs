@@ -93,17 +93,48 @@ pub fn chunk_sql(
 
 /// The SHA-256 (64 hex digits) of a row's compared columns, as [`chunk_sql`] describes.
 fn row_hash(columns: &[&Column]) -> String {
-    let parts: Vec<String> = columns
-        .iter()
-        .map(|c| {
-            format!(
-                "IF({} IS NULL, 'NULL', HEX({}))",
-                quote_ident(&c.name),
-                value_expr(c)
-            )
-        })
-        .collect();
+    let parts: Vec<String> = columns.iter().map(|c| hashed_part(c)).collect();
     format!("SHA2(CONCAT_WS(0x1f, {}), 256)", parts.join(", "))
+}
+
+/// One column's part of [`row_hash`]: `NULL` for NULL, else its bytes, hex-encoded unless
+/// the column's text has a fixed alphabet ([`plain_text`]).
+fn hashed_part(c: &Column) -> String {
+    let value = value_expr(c);
+    let bytes = if plain_text(c.kind()) {
+        value
+    } else {
+        format!("HEX({value})")
+    };
+    format!("IF({} IS NULL, 'NULL', {bytes})", quote_ident(&c.name))
+}
+
+/// Whether the server's text for a column of this kind is made only of digits, signs,
+/// `.`, `e`, `:`, `-` and space, and is never empty: such text can contain neither the
+/// 0x1f separator nor be the word `NULL`, so it goes into the hash as it is and the
+/// encoding stays injective. Hex-encoding it as well only costs the server time (about a
+/// tenth of a walk over integer-heavy rows, measured). Strings, binary, BIT, ENUM/SET,
+/// JSON, GEOMETRY, UUID and any unknown kind carry arbitrary bytes and stay hex-encoded.
+fn plain_text(kind: Option<ColumnKind>) -> bool {
+    use ColumnKind::*;
+    matches!(
+        kind,
+        Some(
+            TinyInt
+                | SmallInt
+                | MediumInt
+                | Int
+                | BigInt
+                | Decimal
+                | Float
+                | Double
+                | Date
+                | Datetime
+                | Timestamp
+                | Time
+                | Year
+        )
+    )
 }
 
 /// The rows with `last < key <= bound`, summed on the server: their count and the exact
@@ -196,7 +227,7 @@ mod tests {
         let sql = chunk_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), 7).expect("sql");
         assert_eq!(
             sql,
-            "SELECT CAST(`id` AS BINARY), SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256) \
+            "SELECT CAST(`id` AS BINARY), SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', CAST(`v` AS BINARY))), 256) \
              FROM `d`.`t` WHERE `id` > -5 ORDER BY `id` LIMIT 7"
         );
         assert_eq!(
@@ -206,7 +237,7 @@ mod tests {
         assert_eq!(
             sum_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), Some(&Key::of_i64(9)))
                 .expect("sql"),
-            "SELECT COUNT(*), SUM(CAST(CONV(LEFT(SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', HEX(CAST(`v` AS BINARY)))), 256), 16), 16, 10) AS UNSIGNED)) \
+            "SELECT COUNT(*), SUM(CAST(CONV(LEFT(SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', CAST(`v` AS BINARY))), 256), 16), 16, 10) AS UNSIGNED)) \
              FROM `d`.`t` WHERE (`id` > -5) AND (`id` <= 9)"
         );
         let tail = sum_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), None).expect("sql");
@@ -219,6 +250,47 @@ mod tests {
         let sql = detail_sql("`d`.`t`", &key, &[&c], &keys, 8).expect("sql");
         assert!(sql.ends_with("WHERE `id` IN (1, 2) ORDER BY `id`"), "{sql}");
         assert!(sql.contains("HEX(LEFT(CAST(`v` AS BINARY), 8))"));
+    }
+
+    #[test]
+    fn only_fixed_alphabet_text_skips_the_hex() {
+        let part =
+            |data_type: &str, column_type: &str| hashed_part(&col("c", data_type, column_type));
+        for (dt, ct) in [
+            ("int", "int(10) unsigned"),
+            ("decimal", "decimal(5,2)"),
+            ("datetime", "datetime(6)"),
+            ("time", "time(3)"),
+            ("year", "year(4)"),
+        ] {
+            assert_eq!(
+                part(dt, ct),
+                "IF(`c` IS NULL, 'NULL', CAST(`c` AS BINARY))",
+                "{ct}"
+            );
+        }
+        assert_eq!(
+            part("float", "float"),
+            "IF(`c` IS NULL, 'NULL', CAST(CAST(`c` AS DOUBLE) AS BINARY))"
+        );
+        for (dt, ct) in [
+            ("varchar", "varchar(3)"),
+            ("char", "char(4)"),
+            ("binary", "binary(16)"),
+            ("bit", "bit(8)"),
+            ("enum", "enum('a','b')"),
+            ("set", "set('a','b')"),
+            ("longtext", "longtext"),
+            ("point", "point"),
+            ("uuid", "uuid"),
+            ("no_such_type", "no_such_type"),
+        ] {
+            assert_eq!(
+                part(dt, ct),
+                "IF(`c` IS NULL, 'NULL', HEX(CAST(`c` AS BINARY)))",
+                "{ct}"
+            );
+        }
     }
 
     #[test]
