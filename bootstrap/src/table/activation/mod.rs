@@ -211,7 +211,18 @@ impl Finish<'_> {
             return Err(version_applied(&self.scope, v));
         }
         crate::seams::activation_gate::reached(self.scope.job).await;
-        let fields = self.compare_fields(b.seq).await?;
+        // The audit's material reads do not depend on the field check: they run while it
+        // does (audit::prefetch says why reading them early is safe). Not on a table
+        // already STREAMING, whose materials retention may be releasing.
+        let streaming = fenced.head.record.phase == Phase::Streaming;
+        let (fields, prefetched) = tokio::join!(self.compare_fields(b.seq), async {
+            if streaming {
+                Default::default()
+            } else {
+                audit::prefetch(self.pool, &self.scope, self.store).await
+            }
+        });
+        let fields = fields?;
         // The last instant before T may record the activation credential. A cancel
         // recorded after this check finds the credential in T and drains to K (T decides).
         if self.stopped(stop).await? {
@@ -232,6 +243,7 @@ impl Finish<'_> {
             self.journal,
             self.lease,
             fields,
+            prefetched,
         )
         .await?;
         Ok(Some(Activation {

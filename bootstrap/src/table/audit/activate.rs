@@ -2,8 +2,9 @@
 //! then J to STREAMING, each step safe to repeat after a crash (see the module doc of
 //! [`super`]); and [`advance_j`], the J steps from FENCED to STREAMING.
 use super::checks::{audit, Require};
+use super::evidence::Snapshot;
 use super::fields::FieldSample;
-use super::gather::{gather, Sources};
+use super::gather::{gather_with, Sources};
 use super::report::AuditReport;
 use kernel::error::DefiniteCode;
 use kernel::ids::{Generation, JobId};
@@ -59,12 +60,15 @@ pub async fn advance_j(
 /// doc); on a table already STREAMING it re-checks the credential and the accepted cursor.
 /// A failed audit is a definite `evidence_corrupt` error naming every finding; neither T
 /// nor J is written. `fields` is the field comparison run just before (see
-/// [`super::fields`]); a difference in it fails the audit like any finding.
+/// [`super::fields`]); a difference in it fails the audit like any finding. `prefetched`
+/// holds the materials read ahead by [`super::gather::prefetch`] (empty: all are read
+/// here); it must be empty when J is STREAMING already.
 pub async fn activate(
     s: &mut Sources<'_>,
     journal: &Journal,
     lease: &ledger::lease::Lease,
     fields: Option<FieldSample>,
+    prefetched: Snapshot,
 ) -> Result<Activated> {
     let (job, g) = (s.scope.job, s.scope.generation);
     let head = journal.head(job, g).await?.ok_or_else(|| {
@@ -97,7 +101,12 @@ pub async fn activate(
     } else {
         Require::Gate
     };
-    let mut evidence = gather(s).await?;
+    let prefetched = if head.record.phase == Phase::Streaming {
+        Snapshot::default()
+    } else {
+        prefetched
+    };
+    let mut evidence = gather_with(s, prefetched).await?;
     evidence.fields = fields;
     let report = audit(&evidence, require).into_result()?;
     let credential = report.expected.clone().ok_or_else(|| {

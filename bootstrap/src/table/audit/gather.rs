@@ -180,8 +180,57 @@ async fn registry_view(
     }
 }
 
+/// Reads the registered materials and the range chain's manifests into `materials`
+/// (those it does not hold yet).
+async fn snap_registered(
+    store: &dyn MaterialStore,
+    entries: Option<&[ledger::registry::Entry]>,
+    chain: Option<&[(ledger::chain::ChainEntry, Digest)]>,
+    materials: &mut Snapshot,
+) {
+    if let Some(entries) = entries {
+        let wanted = entries.iter().map(|e| (e.digest, e.kind)).collect();
+        snap_all(store, wanted, materials).await;
+    }
+    if let Some(c) = chain {
+        let wanted = c
+            .iter()
+            .map(|(e, _)| (e.manifest_hash, Kind::Manifest))
+            .collect();
+        snap_all(store, wanted, materials).await;
+    }
+}
+
+/// The materials [`gather_with`] will read, read ahead: the activation reads them while
+/// its field check runs on the servers, instead of after it.
+///
+/// Why an answer read early is still the answer: materials are content-addressed (a
+/// digest's bytes never change), and nothing releases a table-generation's materials
+/// before it is STREAMING (retention starts after activation), so a material present and
+/// verified now is present and verified at the audit. Callers prefetch only before
+/// STREAMING. A read that fails here is not trusted: it is left out, and the audit reads
+/// it again itself. The registry and the chain are read again by the audit, which reads
+/// any material registered since.
+pub async fn prefetch(pool: &MySqlPool, scope: &Scope, store: &dyn MaterialStore) -> Snapshot {
+    let (job, g) = (scope.job, scope.generation);
+    let journal = Journal::new(pool.clone());
+    let chain = journal.chain(job, g).await.ok();
+    let entries = Registry::new(pool.clone()).entries(job, g).await.ok();
+    let mut materials = Snapshot::default();
+    snap_registered(store, entries.as_deref(), chain.as_deref(), &mut materials).await;
+    materials
+        .answers
+        .retain(|_, a| matches!(a, Stored::Manifest(_) | Stored::Facts(_)));
+    materials
+}
+
 /// Gathers every piece of evidence the audit checks.
 pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
+    gather_with(s, Snapshot::default()).await
+}
+
+/// [`gather`], with the material answers of a [`prefetch`] taken as already read.
+pub async fn gather_with(s: &mut Sources<'_>, prefetched: Snapshot) -> Result<Evidence> {
     let (job, g) = (s.scope.job, s.scope.generation);
     let journal = Journal::new(s.pool.clone());
     let rows = journal.rows(job, g).await?;
@@ -191,18 +240,14 @@ pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
     let chain = err_text(journal.chain(job, g).await);
     let reg = Registry::new(s.pool.clone());
     let registry = err_text(registry_view(&reg, job, g).await);
-    let mut materials = Snapshot::default();
-    if let Ok((entries, _, _)) = &registry {
-        let wanted = entries.iter().map(|e| (e.digest, e.kind)).collect();
-        snap_all(s.store, wanted, &mut materials).await;
-    }
-    if let Ok(c) = &chain {
-        let wanted = c
-            .iter()
-            .map(|(e, _)| (e.manifest_hash, Kind::Manifest))
-            .collect();
-        snap_all(s.store, wanted, &mut materials).await;
-    }
+    let mut materials = prefetched;
+    snap_registered(
+        s.store,
+        registry.as_ref().ok().map(|(e, _, _)| e.as_slice()),
+        chain.as_ref().ok().map(|c| c.as_slice()),
+        &mut materials,
+    )
+    .await;
     let credentials = err_text(target::page_credentials(s.target, s.ctx).await);
     let cursor = err_text(target::replay_cursor(s.target, s.ctx, false).await);
     let activation = err_text(target::read_activation(s.target, s.ctx).await);
