@@ -119,14 +119,21 @@ pub async fn live_job(pool: &MySqlPool, source: &TableRef) -> Result<Option<(Job
     Ok(row.map(|(j, g)| (JobId(j), Generation(g))))
 }
 
-/// The lineages recorded by the live jobs of a source server (by identity).
+/// The distinct lineages recorded by the live jobs of a source server (by identity), each
+/// with the first job that recorded it.
+///
+/// One row per distinct lineage digest, not per job: an install compares its lineage with
+/// every lineage a live job recorded, and a thousand jobs of one source usually recorded
+/// one. (Reading every job's lineage made each install cost a query per live job, so
+/// installing n tables cost n²/2 queries; and a cap on the rows read would leave jobs
+/// past it unchecked.) Each returned lineage is loaded and verified against its digest.
 pub async fn live_lineages(
     pool: &MySqlPool,
     source_identity: &str,
 ) -> Result<Vec<(JobId, InstallLineage)>> {
     let rows: Vec<(u64,)> = sqlx::query_as(
-        "SELECT job_id FROM jobs WHERE source_identity = ? AND state <> ? ORDER BY job_id \
-         LIMIT 1000",
+        "SELECT MIN(j.job_id) FROM jobs j JOIN install_lineage l ON l.job_id = j.job_id \
+         WHERE j.source_identity = ? AND j.state <> ? GROUP BY l.lineage_digest ORDER BY 1",
     )
     .bind(source_identity)
     .bind(STATE_CANCELLED)

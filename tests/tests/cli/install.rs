@@ -505,6 +505,9 @@ async fn lists_every_refusal_at_once() {
 async fn refuses_a_source_whose_lineage_differs_from_the_recorded_one() {
     let case = Tables::new("ling", DDL, DDL);
     let first = installs(&case.req()).await;
+    // A second live job that recorded the current series: the install compares with each
+    // distinct recorded lineage, so the one that differs is found among those that agree.
+    let agreeing = installs(&table_pair(&case, "t3")).await;
     // Make the first job's record say it saw another binlog series on this same server,
     // as after the source was re-initialised with another log_bin basename.
     let pool = pool(&case).await;
@@ -521,14 +524,7 @@ async fn refuses_a_source_whose_lineage_differs_from_the_recorded_one() {
     .execute(&pool)
     .await
     .expect("tamper");
-    case.source
-        .sql_in(&case.sdb, &DDL.replace("CREATE TABLE t", "CREATE TABLE t2"));
-    case.target
-        .sql_in(&case.tdb, &DDL.replace("CREATE TABLE t", "CREATE TABLE t2"));
-    let mut other = case.req();
-    other.source_table = TableName::new(&case.sdb, "t2");
-    other.target_table = TableName::new(&case.tdb, "t2");
-    let msg = refusal(&other).await;
+    let msg = refusal(&table_pair(&case, "t2")).await;
     names(
         &msg,
         &[
@@ -538,7 +534,22 @@ async fn refuses_a_source_whose_lineage_differs_from_the_recorded_one() {
             "binlog=mysql-bin",
         ],
     );
+    assert!(
+        !msg.contains(&format!("job {} recorded", agreeing.job_id)),
+        "{msg}"
+    );
     pool.close().await;
+}
+
+/// A request for a new table `name` created alike on both sides of `case`.
+fn table_pair(case: &Tables, name: &str) -> install::InstallRequest {
+    let ddl = DDL.replace("CREATE TABLE t", &format!("CREATE TABLE {name}"));
+    case.source.sql_in(&case.sdb, &ddl);
+    case.target.sql_in(&case.tdb, &ddl);
+    let mut other = case.req();
+    other.source_table = TableName::new(&case.sdb, name);
+    other.target_table = TableName::new(&case.tdb, name);
+    other
 }
 
 #[tokio::test]
