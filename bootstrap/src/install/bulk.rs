@@ -8,6 +8,13 @@
 //! patterns are expanded on the source and mapped to targets ([`super::select`]), so a
 //! pattern that matches nothing or two sources mapped onto one target stop the command
 //! before any table is installed.
+//!
+//! Tables are installed [`INSTALLS_AT_ONCE`] at a time, and reported in selection order.
+//! Running them side by side changes nothing above: the selection maps every source to a
+//! distinct target, each install's state-store transaction locks only its own source
+//! table's rows (a conflict between two of them is a deadlock, which is transient and
+//! retried, and a retry first looks for its own committed install), and two installs of
+//! one table, from this command or another, are already serialised there.
 use super::checks::Refusal;
 use super::select::{self, TablePattern, TargetMap};
 use super::{install_checked, InstallRequest, Installed, TableName};
@@ -78,27 +85,52 @@ pub async fn select(req: &BulkRequest) -> Result<Vec<(TableName, TableName)>> {
     req.target.map(&found?)
 }
 
-/// Installs every selected table, one after the other, each on its own.
+/// Tables installed at once by [`install_many`]. An install is mostly round trips (server
+/// facts, the binlog and privilege probes, the key distribution, one state-store
+/// transaction), so a few side by side keep the servers busy; each holds two connections
+/// to the source (one of them a short binlog probe), one to the target and one to the
+/// state store while it runs.
+pub const INSTALLS_AT_ONCE: usize = 8;
+
+/// Installs every selected table, [`INSTALLS_AT_ONCE`] at a time, each on its own.
 pub async fn install_many(req: &BulkRequest) -> Result<BulkReport> {
+    use futures_util::stream::{self, StreamExt as _};
     super::checks::check_sizes(req.base.window_rows, req.base.page_rows)
         .map_err(|why| Error::definite(DefiniteCode::Usage, why))?;
     let pairs = select(req).await?;
     let pool = kernel::state::open(&req.base.state_url, &Default::default()).await?;
-    let mut report = BulkReport::default();
-    for (source, target) in pairs {
-        let mut one = req.base.clone();
-        one.source_table = source.clone();
-        one.target_table = target.clone();
-        let outcome = match install_checked(&pool, &one).await {
-            Ok(Ok(done)) => Outcome::Installed(done),
-            Ok(Err(refusals)) => Outcome::Refused(refusals),
-            Err(e) => Outcome::Failed(kernel::redact::redact_text(&e.to_string())),
-        };
-        if let Outcome::Refused(r) = &outcome {
-            tracing::info!(table = %source, problems = r.len(), "install refused");
-        }
-        report.tables.push((source, target, outcome));
-    }
+    let tables = stream::iter(pairs)
+        .map(|(source, target)| {
+            let pool = &pool;
+            async move {
+                let outcome = install_one(pool, &req.base, &source, &target).await;
+                (source, target, outcome)
+            }
+        })
+        .buffered(INSTALLS_AT_ONCE)
+        .collect()
+        .await;
     pool.close().await;
-    Ok(report)
+    Ok(BulkReport { tables })
+}
+
+/// One table of a bulk install, through the single-table path.
+async fn install_one(
+    pool: &sqlx::MySqlPool,
+    base: &InstallRequest,
+    source: &TableName,
+    target: &TableName,
+) -> Outcome {
+    let mut one = base.clone();
+    one.source_table = source.clone();
+    one.target_table = target.clone();
+    let outcome = match install_checked(pool, &one).await {
+        Ok(Ok(done)) => Outcome::Installed(done),
+        Ok(Err(refusals)) => Outcome::Refused(refusals),
+        Err(e) => Outcome::Failed(kernel::redact::redact_text(&e.to_string())),
+    };
+    if let Outcome::Refused(r) = &outcome {
+        tracing::info!(table = %source, problems = r.len(), "install refused");
+    }
+    outcome
 }
