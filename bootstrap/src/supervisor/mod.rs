@@ -61,6 +61,35 @@ const STATE_RETRY: admission::RetryPolicy = admission::RetryPolicy::exponential(
 )
 .with_deadline(STATE_OUTAGE);
 
+/// How long serve's stop (SIGTERM, SIGINT) waits for the jobs' tasks to end on their own.
+/// Each stops at its next await of the cancel token (a statement in flight is answered
+/// first, bounded by its client deadline); one still running then is aborted.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// Awaits a cancelled job's task until `deadline`; past it the task is aborted, named in
+/// a warning, and None is returned (nothing of it is released: as after a kill).
+async fn stop_task(
+    job: JobId,
+    r: Running,
+    deadline: tokio::time::Instant,
+) -> Option<(JobCtx, std::result::Result<Result<Reached>, tokio::task::JoinError>)> {
+    let mut handle = r.handle;
+    match tokio::time::timeout_at(deadline, &mut handle).await {
+        Ok(joined) => Some((r.ctx, joined)),
+        Err(_) => {
+            tracing::warn!(
+                %job,
+                grace_secs = SHUTDOWN_GRACE.as_secs(),
+                "the job's task did not stop within the grace period: aborted, as a kill \
+                 would stop it (its lease expires by itself; the next serve resumes it from J)"
+            );
+            handle.abort();
+            let _ = handle.await;
+            None
+        }
+    }
+}
+
 /// How often a job whose lease another live process holds is tried again: a lost host's
 /// jobs are taken over within the lease TTL plus this.
 pub const TAKEOVER_POLL: Duration = Duration::from_secs(2);
@@ -330,13 +359,29 @@ impl Serve {
         }
     }
 
+    /// Stops every job: all are told to stop at once (one job still working while
+    /// another is awaited could wait on a permit the stopping ones hold), then each is
+    /// awaited until [`SHUTDOWN_GRACE`]. A task still running then is aborted and named:
+    /// that is a kill of that task, which every step of a job survives (DESIGN §11, I4), and
+    /// its lease is left to expire as a killed process's would.
     async fn shutdown(&mut self) {
         let running: Vec<(JobId, Running)> = self.running.drain().collect();
-        for (job, r) in running {
+        for (_, r) in &running {
             r.cancel.cancel();
             r.renew.abort();
-            let joined = r.handle.await;
-            release_lease(&self.pool, &r.ctx.lease).await;
+        }
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        let stopped = futures_util::future::join_all(
+            running
+                .into_iter()
+                .map(|(job, r)| async move { (job, stop_task(job, r, deadline).await) }),
+        )
+        .await;
+        for (job, stopped) in stopped {
+            let Some((ctx, joined)) = stopped else {
+                continue;
+            };
+            release_lease(&self.pool, &ctx.lease).await;
             // A task that ended on its own while stopping (done, paused, a definite
             // failure) is reported; one stopped by the shutdown is not an outcome.
             match joined {
