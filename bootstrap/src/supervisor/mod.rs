@@ -72,7 +72,10 @@ async fn stop_task(
     job: JobId,
     r: Running,
     deadline: tokio::time::Instant,
-) -> Option<(JobCtx, std::result::Result<Result<Reached>, tokio::task::JoinError>)> {
+) -> Option<(
+    JobCtx,
+    std::result::Result<Result<Reached>, tokio::task::JoinError>,
+)> {
     let mut handle = r.handle;
     match tokio::time::timeout_at(deadline, &mut handle).await {
         Ok(joined) => Some((r.ctx, joined)),
