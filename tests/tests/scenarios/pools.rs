@@ -20,13 +20,19 @@
 //! `POOLS_TABLES=1000 POOLS_ROWS=1000 POOLS_MAX_CONNECTIONS=151 POOLS_WRITER_RATE=200
 //! POOLS_PEER=1 cargo test --release -p backfill-tests --test scenarios a_hundred -- --nocapture`
 //! (`POOLS_PEER=1` also times `mariadb-dump --single-transaction | mariadb` of the same
-//! database between the same servers, and prints the ratio; serve's peak RSS is printed).
-//! Tables are installed with windows of `POOLS_WINDOW_ROWS` rows (default 100: ten windows
-//! a table; 0 keeps install's defaults, one window for such a table).
+//! database between the same servers, once before our run and once after it, and prints
+//! the ratio to the faster of the two; serve's peak RSS, the machine's CPU and each
+//! server's statements during serve's run are printed).
+//! The tables are installed by one bulk install with `--create-target` (the source tables
+//! and their rows are made before the clock starts; the peer, too, creates its tables),
+//! with windows of `POOLS_WINDOW_ROWS` rows (default 100: ten windows a table; 0 keeps
+//! install's defaults, one window for such a table).
 //!
 //! The reuse of control connections is `pools_reuse.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use backfill_tests::bf::install::{install_with, InstallRequest, TableName};
+use backfill_tests::bf::install::bulk::{install_many, BulkRequest};
+use backfill_tests::bf::install::select::{TablePattern, TargetMap};
+use backfill_tests::bf::install::{InstallRequest, TableName};
 use backfill_tests::bf::store::commands;
 use backfill_tests::case::DDL;
 use backfill_tests::compare::compare;
@@ -230,10 +236,9 @@ async fn none_of_the_account_left(s: &Server) {
     let _ = c.disconnect().await;
 }
 
-async fn world(
-    source: &Server,
-    target: &Server,
-) -> (String, String, Vec<(JobId, Generation, String)>, String) {
+/// The source tables and their data (not timed: the peer is timed without them too).
+/// Returns the source, control and target databases and the state store's URL.
+fn world(source: &Server, target: &Server) -> (String, String, String, String) {
     let sdb = source.fresh_db("pools_s");
     let ctl = source.fresh_db("pools_c");
     let tdb = target.fresh_db("pools_t");
@@ -241,7 +246,7 @@ async fn world(
     let values: Vec<String> = (1..=rows())
         .map(|i| format!("({i}, {i}, 'v{i}')"))
         .collect();
-    let (mut src_sql, mut tgt_sql) = (String::new(), String::new());
+    let mut src_sql = String::new();
     for i in 1..=tables() {
         let ddl = DDL.replace("TABLE t ", &format!("TABLE t{i} "));
         src_sql.push_str(&format!("{ddl};\n"));
@@ -249,47 +254,73 @@ async fn world(
             1 => src_sql.push_str(&format!("INSERT INTO t1 VALUES {};\n", values.join(","))),
             _ => src_sql.push_str(&format!("INSERT INTO t{i} SELECT * FROM t1;\n")),
         }
-        tgt_sql.push_str(&format!("{ddl};\n"));
         // The client takes the SQL as an argument: sent every 100 tables (a thousand
         // tables' statements are over the argument size limit).
         if i % 100 == 0 || i == tables() {
             source.sql_in(&sdb, &std::mem::take(&mut src_sql));
-            target.sql_in(&tdb, &std::mem::take(&mut tgt_sql));
         }
     }
-    let pool = kernel::state::open(&state, &Default::default())
+    (sdb, ctl, tdb, state)
+}
+
+/// One bulk install of `sdb.t*` into `tdb` with `--create-target` (as an operator runs
+/// it, and as the peer creates its own tables), then a start of every job installed.
+async fn install_all(
+    source: &Server,
+    target: &Server,
+    (sdb, ctl, tdb, state): (&str, &str, &str, &str),
+) -> Vec<(JobId, Generation, String)> {
+    let mut base = InstallRequest::new(
+        state.to_string(),
+        source.url_user(USER, PW, sdb),
+        TableName::new(sdb, "t"),
+        target.url_user(USER, PW, tdb),
+        TableName::new(tdb, "t"),
+    );
+    // Several windows per table by default (the protocol's steps under the bound);
+    // POOLS_WINDOW_ROWS=0 keeps install's default sizes (the benchmark's setting).
+    match env("POOLS_WINDOW_ROWS", 100) {
+        0 => {}
+        w => {
+            base.window_rows = w;
+            base.page_rows = (w / 2).max(1);
+        }
+    }
+    base.control_schema = ctl.to_string();
+    base.create_target = true;
+    let req = BulkRequest {
+        base,
+        sources: vec![TablePattern {
+            db: sdb.to_string(),
+            table: "t*".into(),
+            glob: true,
+        }],
+        target: TargetMap::Pattern {
+            db: tdb.to_string(),
+            prefix: String::new(),
+            suffix: String::new(),
+        },
+    };
+    let report = install_many(&req).await.unwrap();
+    let problems: Vec<String> = report
+        .refused()
+        .map(|(s, _, r)| format!("{s}: refused {r:?}"))
+        .chain(report.failed().map(|(s, _, e)| format!("{s}: {e}")))
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+    let pool = kernel::state::open(state, &Default::default())
         .await
         .unwrap();
     let mut jobs = Vec::new();
-    for i in 1..=tables() {
-        let table = format!("t{i}");
-        let mut req = InstallRequest::new(
-            state.clone(),
-            source.url_user(USER, PW, &sdb),
-            TableName::new(&sdb, &table),
-            target.url_user(USER, PW, &tdb),
-            TableName::new(&tdb, &table),
-        );
-        // Several windows per table by default (the protocol's steps under the bound);
-        // POOLS_WINDOW_ROWS=0 keeps install's default sizes (the benchmark's setting).
-        match env("POOLS_WINDOW_ROWS", 100) {
-            0 => {}
-            w => {
-                req.window_rows = w;
-                req.page_rows = (w / 2).max(1);
-            }
-        }
-        req.control_schema = ctl.clone();
-        let done = install_with(&pool, &req)
-            .await
-            .unwrap_or_else(|e| panic!("install {table}: {e}"));
+    for (s, _, done) in report.installed() {
         commands::start_within(&pool, done.job_id, tables() as u32)
             .await
             .unwrap();
-        jobs.push((done.job_id, done.generation, table));
+        jobs.push((done.job_id, done.generation, s.table.clone()));
     }
     pool.close().await;
-    (sdb, tdb, jobs, state)
+    assert_eq!(jobs.len(), tables(), "every table installed");
+    jobs
 }
 
 /// What the first serve run showed besides the sampler.
@@ -390,8 +421,12 @@ fn writer(source: &Server, sdb: &str, stop: Arc<AtomicBool>) -> tokio::task::Joi
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server() {
     let (source, target) = (server(ServerOpts::source()), server(ServerOpts::target()));
+    let (sdb, ctl, tdb, state) = world(&source, &target);
+    // The peer runs before ours too: after ours the servers still settle (purge, the
+    // state store's writes), which slows it and would flatter the ratio.
+    let peer_first = (env("POOLS_PEER", 0) == 1).then(|| peer_copy(&source, &sdb, &target));
     let t0 = Instant::now();
-    let (sdb, tdb, jobs, state) = world(&source, &target).await;
+    let jobs = install_all(&source, &target, (&sdb, &ctl, &tdb, &state)).await;
     let installed = t0.elapsed();
     // The sampler counts the account's connections, whoever holds them: the installs of
     // this test process (same account) must have left none before serve starts.
@@ -399,8 +434,12 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     none_of_the_account_left(&target).await;
     let root_state = target.url_db(&format!("{tdb}_state"));
     let data = tempfile::tempdir().unwrap();
+    // POOLS_LOG_DIR keeps serve's output (serve.out, serve.err) for a look afterwards.
     let logs = tempfile::tempdir().unwrap();
-    let log = logs.path().join("serve");
+    let log = match std::env::var("POOLS_LOG_DIR") {
+        Ok(d) => std::path::PathBuf::from(d).join("serve"),
+        Err(_) => logs.path().join("serve"),
+    };
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().to_string()
@@ -409,11 +448,13 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let seen = sampler(source.url(), target.url(), addr.clone(), stop.clone());
     let writes = writer(&source, &sdb, stop.clone());
     let t1 = Instant::now();
+    let before = Load::now(&source, &target);
     let serve =
         |extra: &[&str]| spawn_serve(&state, data.path(), &log, &source, &target, &addr, extra);
     let mut child = serve(&["--exit-when-idle"]);
     let w = watch(&mut child, &root_state, &addr).await;
     let ran = t1.elapsed();
+    let load = Load::now(&source, &target).since(&before);
     stop.store(true, Ordering::SeqCst);
     let (seen, writes) = (seen.await.unwrap(), writes.await.unwrap());
     let exit = child.wait().unwrap();
@@ -433,6 +474,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
         w.statuses,
         w.slowest
     );
+    eprintln!("pools load: {load}");
     assert!(
         seen.samples >= 10 && seen.source_peak >= 2,
         "the sampler saw serve: {seen:?}"
@@ -448,7 +490,79 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     every_job_streams_clean(&root_state, &source, &sdb, &target, &tdb, &jobs).await;
     idle_cost(&serve, &target, &format!("{tdb}_state")).await;
     if env("POOLS_PEER", 0) == 1 {
-        peer(&source, &sdb, &target, installed + ran);
+        let after = peer_copy(&source, &sdb, &target);
+        let best = peer_first.map_or(after, |p| p.min(after));
+        eprintln!(
+            "pools peer: mariadb-dump | mariadb {peer_first:?} before ours, {after:?} after; \
+             backfill install -> all STREAMING {:?}: ratio {:.2} to the faster peer run",
+            installed + ran,
+            (installed + ran).as_secs_f64() / best.as_secs_f64()
+        );
+    }
+}
+
+/// What the machine and the servers did over a stretch: the CPU time of the whole
+/// machine (every process: serve, both servers, the writer, the sampler) and the
+/// statements each server ran, for the benchmark's per-table figures.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    busy: u64,
+    total: u64,
+    source_q: u64,
+    target_q: u64,
+}
+
+impl Load {
+    fn now(source: &Server, target: &Server) -> Load {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+        let total: u64 = ticks.iter().take(8).sum();
+        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        let q = |s: &Server| -> u64 {
+            let sql = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                       WHERE VARIABLE_NAME = 'QUESTIONS'";
+            s.sql(sql).trim().parse().unwrap_or(0)
+        };
+        Load {
+            busy: total - idle,
+            total,
+            source_q: q(source),
+            target_q: q(target),
+        }
+    }
+
+    fn since(&self, before: &Load) -> Load {
+        Load {
+            busy: self.busy - before.busy,
+            total: self.total - before.total,
+            source_q: self.source_q - before.source_q,
+            target_q: self.target_q - before.target_q,
+        }
+    }
+}
+
+impl std::fmt::Display for Load {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = tables() as f64;
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        write!(
+            f,
+            "machine CPU busy {:.0} % of {cores} cores; statements: source {} ({:.0} a table), \
+             target+state {} ({:.0} a table)",
+            100.0 * self.busy as f64 / self.total.max(1) as f64,
+            self.source_q,
+            self.source_q as f64 / n,
+            self.target_q,
+            self.target_q as f64 / n
+        )
     }
 }
 
@@ -510,13 +624,30 @@ async fn idle_cost(
         .status()
         .unwrap()
         .success());
-    let exit = child.wait().unwrap();
-    assert!(exit.success(), "SIGTERM stops serve cleanly: {exit}");
+    // serve's own grace for its jobs is 20 s (SHUTDOWN_GRACE): past a minute it hangs.
+    let t = Instant::now();
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve did not stop within 60 s of SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        exit.success(),
+        "SIGTERM stops serve cleanly: {exit} after {:?}",
+        t.elapsed()
+    );
+    eprintln!("pools stop: SIGTERM to exit {:?}", t.elapsed());
 }
 
 /// `mariadb-dump --single-transaction DB | mariadb` of the same database between the
-/// same servers, timed, and the ratio of install -> all STREAMING to it.
-fn peer(source: &Server, sdb: &str, target: &Server, ours: Duration) {
+/// same servers into a fresh database, timed.
+fn peer_copy(source: &Server, sdb: &str, target: &Server) -> Duration {
     let pdb = target.fresh_db("pools_peer");
     let dump = format!(
         "mariadb-dump --no-defaults -h127.0.0.1 -uroot -P{} --single-transaction {sdb} \
@@ -530,13 +661,11 @@ fn peer(source: &Server, sdb: &str, target: &Server, ours: Duration) {
         .status()
         .unwrap()
         .success();
-    let peer = t.elapsed();
+    let took = t.elapsed();
     assert!(ok, "{dump}");
-    eprintln!(
-        "pools peer: mariadb-dump | mariadb {peer:?}; backfill install -> all STREAMING \
-         {ours:?}: ratio {:.2}",
-        ours.as_secs_f64() / peer.as_secs_f64()
-    );
+    // Its thousand tables would otherwise stay on the server our run uses.
+    target.sql(&format!("DROP DATABASE {pdb}"));
+    took
 }
 
 fn spawn_serve(
@@ -549,7 +678,14 @@ fn spawn_serve(
     extra: &[&str],
 ) -> std::process::Child {
     // Files, not pipes: a thousand tables' output must never block serve on a full pipe.
-    let file = |ext: &str| std::fs::File::create(log.with_extension(ext)).unwrap();
+    // Appended: each run's output follows the previous one's.
+    let file = |ext: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log.with_extension(ext))
+            .unwrap()
+    };
     backfill_tests::command()
         .args([
             "serve",
@@ -573,7 +709,7 @@ fn spawn_serve(
         .unwrap()
 }
 
-/// The last serve's stdout and stderr (it has exited).
+/// serve's stdout and stderr so far, every run's (the last has exited).
 fn output(data: &std::path::Path) -> (String, String) {
     let read = |ext: &str| std::fs::read_to_string(data.with_extension(ext)).unwrap_or_default();
     (read("out"), read("err"))
