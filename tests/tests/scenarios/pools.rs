@@ -488,7 +488,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let mut again = serve(&["--exit-when-idle"]);
     assert!(again.wait().unwrap().success(), "{:?}", output(&log));
     every_job_streams_clean(&root_state, &source, &sdb, &target, &tdb, &jobs).await;
-    idle_cost(&serve, &target, &format!("{tdb}_state")).await;
+    idle_cost(&serve, &target).await;
     if env("POOLS_PEER", 0) == 1 {
         let after = peer_copy(&source, &sdb, &target);
         let best = peer_first.map_or(after, |p| p.min(after));
@@ -526,16 +526,11 @@ impl Load {
         // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
         let total: u64 = ticks.iter().take(8).sum();
         let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
-        let q = |s: &Server| -> u64 {
-            let sql = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
-                       WHERE VARIABLE_NAME = 'QUESTIONS'";
-            s.sql(sql).trim().parse().unwrap_or(0)
-        };
         Load {
             busy: total - idle,
             total,
-            source_q: q(source),
-            target_q: q(target),
+            source_q: questions(source),
+            target_q: questions(target),
         }
     }
 
@@ -547,6 +542,13 @@ impl Load {
             target_q: self.target_q - before.target_q,
         }
     }
+}
+
+/// The statements a server has run since it started (its global `Questions`).
+fn questions(s: &Server) -> u64 {
+    let q = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = 'QUESTIONS'";
+    s.sql(q).trim().parse().unwrap()
 }
 
 impl std::fmt::Display for Load {
@@ -568,17 +570,9 @@ impl std::fmt::Display for Load {
 
 /// serve running idle with every table STREAMING: CPU share and state-store queries per
 /// second over `POOLS_IDLE_SECS`; then SIGTERM stops it cleanly.
-async fn idle_cost(
-    serve: &dyn Fn(&[&str]) -> std::process::Child,
-    target: &Server,
-    state_db: &str,
-) {
+async fn idle_cost(serve: &dyn Fn(&[&str]) -> std::process::Child, target: &Server) {
     let secs = env("POOLS_IDLE_SECS", 3).max(1);
-    let questions = || -> u64 {
-        let q = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
-                 WHERE VARIABLE_NAME = 'QUESTIONS'";
-        target.sql_in(state_db, q).trim().parse().unwrap()
-    };
+    let questions = || questions(target);
     let mut child = serve(&[]);
     let pid = child.id();
     let cpu = || -> u64 {
