@@ -45,7 +45,9 @@ pub use hold::holds;
 pub use markers::{marker, markers_of, wait_for_marker, wait_for_position, MarkerSeen, WAIT_POLL};
 pub use paused::{ddls, pauses, DdlRow, PauseRow};
 pub use prune::{horizon, prune_batch, Horizon};
-pub use read::{read_range, seq_at_or_before, table_records};
+pub use read::{
+    read_links, read_range, seq_at_or_before, table_records, table_seqs_desc, ChainLink,
+};
 pub use record::{
     Entry, Hold, LineageSwitch, LogRecord, PauseSeen, RawRows, RecordBody, StatementSeen, XaHeld,
 };

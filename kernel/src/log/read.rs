@@ -68,6 +68,83 @@ pub async fn read_range(
     Ok(out)
 }
 
+/// The chain fields of one L record, read without its body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainLink {
+    pub seq: LSeq,
+    pub prev_chain: Digest,
+    pub chain: Digest,
+    pub body_digest: Digest,
+}
+
+impl ChainLink {
+    /// The record's own chain step: its chain digest is the step from its predecessor's
+    /// over its seq and body digest. (Whether the body hashes to `body_digest` is checked
+    /// by every reader of the body.)
+    pub fn step_verifies(&self) -> bool {
+        chain_next(&self.prev_chain, self.seq, &self.body_digest) == self.chain
+    }
+}
+
+/// The chain fields of the records with `after < seq <= upto`, at most `limit`, in order,
+/// as stored: no body is read, and nothing is checked here (a hole or a broken step is
+/// the caller's finding, so one bad record does not hide the ones after it).
+pub async fn read_links(
+    pool: &MySqlPool,
+    stream: &str,
+    after: LSeq,
+    upto: LSeq,
+    limit: u32,
+) -> Result<Vec<ChainLink>> {
+    let rows = sqlx::query(
+        "SELECT seq, body_digest, prev_chain, chain FROM capture_log WHERE stream = ? \
+         AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+    )
+    .bind(stream)
+    .bind(after)
+    .bind(upto)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading L's chain"))?;
+    rows.iter()
+        .map(|row| {
+            Ok(ChainLink {
+                seq: row.try_get("seq").map_err(st("reading L's chain"))?,
+                prev_chain: digest_col(row, "prev_chain")?,
+                chain: digest_col(row, "chain")?,
+                body_digest: digest_col(row, "body_digest")?,
+            })
+        })
+        .collect()
+}
+
+/// The seqs of the records L's table index names for `schema`.`table` with
+/// `after < seq <= upto`, newest first, at most `limit` (no body is read).
+pub async fn table_seqs_desc(
+    pool: &MySqlPool,
+    stream: &str,
+    schema: &str,
+    table: &str,
+    after: LSeq,
+    upto: LSeq,
+    limit: u32,
+) -> Result<Vec<LSeq>> {
+    sqlx::query_scalar(
+        "SELECT seq FROM capture_log_table WHERE stream = ? AND schema_name = ? \
+         AND table_name = ? AND seq > ? AND seq <= ? ORDER BY seq DESC LIMIT ?",
+    )
+    .bind(stream)
+    .bind(schema)
+    .bind(table)
+    .bind(after)
+    .bind(upto)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+    .map_err(st("reading L's table index"))
+}
+
 /// Records touching `schema`.`table` with `after < seq <= upto`, at most `limit`.
 pub async fn table_records(
     pool: &MySqlPool,

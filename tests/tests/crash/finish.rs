@@ -534,6 +534,26 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
                 tgt.sql_in(&sdb, "UPDATE ledger_journal j JOIN j_saved s ON s.job_id = j.job_id AND s.seq = j.seq SET j.record = s.record");
             }),
         ),
+        (
+            // A record of L between B and F that no replay reads again (the cursor is at
+            // F after the first case): its chain digest no longer follows from its fields.
+            "L",
+            "chain digest does not verify".into(),
+            {
+                let (sdb, stream) = (w.state_db.clone(), w.scope().stream.clone());
+                Box::new(move || {
+                    tgt.sql_in(&sdb, &format!("CREATE TABLE l_saved AS SELECT l.stream, l.seq, l.chain FROM capture_log l \
+                        WHERE l.stream = '{stream}' AND l.seq = 1 + (SELECT MIN(seq) FROM capture_marker WHERE stream = '{stream}' AND kind = 'B'); \
+                        UPDATE capture_log l JOIN l_saved s ON s.stream = l.stream AND s.seq = l.seq SET l.chain = UNHEX(SHA2('x', 256))"));
+                })
+            },
+            Box::new({
+                let sdb = w.state_db.clone();
+                move || {
+                    tgt.sql_in(&sdb, "UPDATE capture_log l JOIN l_saved s ON s.stream = l.stream AND s.seq = l.seq SET l.chain = s.chain");
+                }
+            }),
+        ),
     ];
     // The credential is restored by value below: keep the true digest first.
     let true_digest = tgt.sql_in(

@@ -68,7 +68,22 @@ async fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
     }
 }
 
-/// Reads L from B to F: links, record errors, and the table's last group at or before F.
+/// Chain fields read per round trip.
+const LINKS_PAGE: u32 = 5_000;
+
+/// Reads L from B to F: the chain fields of every record (links and each record's own
+/// chain step), and the table's last group at or before F.
+///
+/// Why no other body is read: the check of DESIGN §7 is that L's hash chain is intact
+/// from B to F, and the chain is over (prev, seq, body digest), so the chain fields
+/// decide it; a body is checked against its digest by every reader of it (replay applied
+/// the table's records through that check). The one group the audit needs whole is the
+/// table's last one up to F, which T's cursor must name: it is found through L's table
+/// index (written in the transaction that appends the record, and the index replay
+/// itself follows), read, verified and built here. Reading every body of the stream from
+/// B to F made each activation cost the whole stream's traffic since its B: quadratic
+/// in the tables of a stream (issue 17). A change replay missed anywhere in (B, F] is
+/// the field check's finding (`super::fields`), not this one's.
 async fn read_log(
     pool: &MySqlPool,
     scope: &Scope,
@@ -90,68 +105,124 @@ async fn read_log(
     let (Some(b), Some(f)) = (facts.b.clone(), facts.f.clone()) else {
         return Ok(facts);
     };
-    let mut after = log::LSeq(b.seq.0.saturating_sub(1));
-    let mut open: Vec<log::StoredRecord> = Vec::new();
-    while after < f.seq {
-        let page = match log::read_range(pool, &scope.stream, after, f.seq, 500).await {
-            Ok(p) => p,
-            Err(e) if e.is_transient() => return Err(e),
-            Err(e) => {
-                facts.read_errors.push(e.to_string());
-                // Step over the bad record one at a time so later ones are still checked.
-                after = after.next();
-                continue;
-            }
-        };
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        for r in page {
-            facts.links.push(Link {
-                seq: r.seq,
-                prev: r.prev_chain,
-                chain: r.chain,
-            });
-            track_group(scope, chain, &mut open, r, &mut facts);
-        }
-    }
+    let from = log::LSeq(b.seq.0.saturating_sub(1));
+    read_links(pool, &scope.stream, from, f.seq, &mut facts).await?;
+    last_group(pool, scope, chain, from, f.seq, &mut facts).await?;
     Ok(facts)
 }
 
-/// Group assembly for the table: chunks of one group are consecutive records. `open` holds
-/// the chunks of the group being read; a complete group with changes of the table becomes
-/// `facts.last_group`, one that does not build is a read error.
-fn track_group(
+/// Every record's chain fields in `(after, upto]` into `facts.links`; a record whose own
+/// chain step does not verify is a read error naming it.
+async fn read_links(
+    pool: &MySqlPool,
+    stream: &str,
+    mut after: log::LSeq,
+    upto: log::LSeq,
+    facts: &mut LogFacts,
+) -> Result<()> {
+    while after < upto {
+        let page = log::read_links(pool, stream, after, upto, LINKS_PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for l in page {
+            if !l.step_verifies() {
+                facts
+                    .read_errors
+                    .push(format!("L record {}: chain digest does not verify", l.seq));
+            }
+            facts.links.push(Link {
+                seq: l.seq,
+                prev: l.prev_chain,
+                chain: l.chain,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Index entries of the table looked at, newest first, before the audit gives up looking
+/// for a group with changes (entries of pauses and DDLs only hold none).
+const LAST_GROUP_LOOK: u32 = 64;
+
+/// The table's last complete group with changes in `(after, upto]` into
+/// `facts.last_group`: the index's newest entries, each read as its whole group (chunks
+/// are consecutive records), verified and built; a group that does not read or build is
+/// a read error and ends the search (an older group must not stand in for it).
+async fn last_group(
+    pool: &MySqlPool,
     scope: &Scope,
     chain: Option<&crate::table::schema::Chain>,
-    open: &mut Vec<log::StoredRecord>,
-    r: log::StoredRecord,
+    after: log::LSeq,
+    upto: log::LSeq,
     facts: &mut LogFacts,
-) {
-    let touches = !replay::table_part(scope, chain, &r)
-        .map(|c| c.is_empty())
-        .unwrap_or(false);
-    let continues = open
-        .last()
-        .is_some_and(|o| o.record.end.is_none() && o.record.start == r.record.start);
-    if !(continues || touches) {
-        open.clear();
-        return;
-    }
-    if !continues {
-        open.clear();
-    }
-    let done = r.record.end.is_some();
-    open.push(r);
-    if done {
-        match replay::build_group(scope, chain, std::mem::take(open)) {
+) -> Result<()> {
+    let (db, table) = (&scope.source_db, &scope.source_table);
+    let seqs =
+        log::table_seqs_desc(pool, &scope.stream, db, table, after, upto, LAST_GROUP_LOOK).await?;
+    let mut below = log::LSeq::MAX;
+    for seq in seqs {
+        if seq >= below {
+            continue; // a chunk of a group already looked at
+        }
+        let chunks = match group_at(pool, &scope.stream, seq, upto).await {
+            Ok(c) => c,
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => {
+                facts.read_errors.push(e.to_string());
+                return Ok(());
+            }
+        };
+        below = chunks.first().map_or(seq, |c| c.seq);
+        match replay::build_group(scope, chain, chunks) {
             Ok(replay::Built::Complete { group, .. }) if !group.changes.is_empty() => {
                 facts.last_group = Some((group.end.clone(), group.digest()));
+                return Ok(());
             }
             Ok(_) => {}
-            Err(d) => facts.read_errors.push(d.message),
+            Err(d) => {
+                facts.read_errors.push(d.message);
+                return Ok(());
+            }
         }
-        open.clear();
     }
+    Ok(())
+}
+
+/// Every chunk of the group holding record `seq`, verified and in order: from the group's
+/// first chunk (`seq` minus its chunk number) to the one with an end, at most to `upto`.
+async fn group_at(
+    pool: &MySqlPool,
+    stream: &str,
+    seq: log::LSeq,
+    upto: log::LSeq,
+) -> Result<Vec<log::StoredRecord>> {
+    let one = log::read_range(pool, stream, log::LSeq(seq.0.saturating_sub(1)), seq, 1).await?;
+    let Some(r) = one.into_iter().next() else {
+        return Err(kernel::Error::definite(
+            kernel::error::DefiniteCode::EvidenceCorrupt,
+            format!("L's table index names record {seq}, which L does not hold"),
+        ));
+    };
+    let first = log::LSeq(seq.0.saturating_sub(u64::from(r.record.chunk)));
+    let mut chunks = Vec::new();
+    let mut after = log::LSeq(first.0.saturating_sub(1));
+    while chunks
+        .last()
+        .is_none_or(|c: &log::StoredRecord| c.record.end.is_none())
+        && after < upto
+    {
+        let page = log::read_range(pool, stream, after, upto, 64).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for c in page {
+            let done = c.record.end.is_some();
+            chunks.push(c);
+            if done {
+                break;
+            }
+        }
+    }
+    Ok(chunks)
 }
 
 /// The registry's entries, usage and registered sum of one job as of one instant: every
