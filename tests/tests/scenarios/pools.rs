@@ -674,6 +674,9 @@ fn spawn_serve(
     // Files, not pipes: a thousand tables' output must never block serve on a full pipe.
     // Appended: each run's output follows the previous one's.
     let file = |ext: &str| {
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -170,11 +170,21 @@ impl Finish<'_> {
         crate::store::commands::has(self.pool, job, g, crate::store::commands::CANCEL).await
     }
 
-    async fn activate_on(
-        &self,
-        tc: &mut mysql_async::Conn,
-        stop: &CancellationToken,
-    ) -> Result<Option<Activation>> {
+    /// The fence alone (F written if needed, recorded in J, J moved to `Replaying`),
+    /// outside any target-write permit: it writes no target row (F is a source intent, J
+    /// is in the state store, T is only read), and most of its time is the wait for L to
+    /// hold F. Taken before the permits (`activate_versions`), it no longer holds a
+    /// target-write slot idle while a capture round trip passes; [`Finish::activate`]
+    /// then finds F recorded and goes on. Idempotent (`fence::fence`).
+    pub async fn fence_ahead(&self) -> Result<()> {
+        let mut tc = self.target_conn().await?;
+        let r = self.fence_on(&mut tc).await;
+        tc.close().await;
+        r.map(|_| ())
+    }
+
+    /// B, and the fence with J moved past `Fenced`.
+    async fn fence_on(&self, tc: &mut mysql_async::Conn) -> Result<(MarkerAt, fence::Fenced)> {
         let b = self.b().await?;
         let fenced = fence::fence(FenceEnv {
             pool: self.pool,
@@ -200,6 +210,17 @@ impl Finish<'_> {
             )
             .await?;
         }
+        Ok((b, fenced))
+    }
+
+    async fn activate_on(
+        &self,
+        tc: &mut mysql_async::Conn,
+        stop: &CancellationToken,
+    ) -> Result<Option<Activation>> {
+        let started = std::time::Instant::now();
+        let (b, fenced) = self.fence_on(tc).await?;
+        let fenced_at = started.elapsed();
         let replayed = if fenced.head.record.phase == Phase::Streaming {
             Outcome::default()
         } else {
@@ -210,6 +231,7 @@ impl Finish<'_> {
             // the version before it; the caller runs again with the next one's.
             return Err(version_applied(&self.scope, v));
         }
+        let replayed_at = started.elapsed();
         crate::seams::activation_gate::reached(self.scope.job).await;
         // The audit's material reads do not depend on the field check: they run while it
         // does (audit::prefetch says why reading them early is safe). Not on a table
@@ -223,6 +245,7 @@ impl Finish<'_> {
             }
         });
         let fields = fields?;
+        let checked_at = started.elapsed();
         // The last instant before T may record the activation credential. A cancel
         // recorded after this check finds the credential in T and drains to K (T decides).
         if self.stopped(stop).await? {
@@ -246,6 +269,15 @@ impl Finish<'_> {
             prefetched,
         )
         .await?;
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(
+            job = %self.scope.job,
+            fence_ms = ms(fenced_at),
+            replay_ms = ms(replayed_at.saturating_sub(fenced_at)),
+            field_check_ms = ms(checked_at.saturating_sub(replayed_at)),
+            audit_ms = ms(started.elapsed().saturating_sub(checked_at)),
+            "activation steps"
+        );
         Ok(Some(Activation {
             b,
             f: fenced.f,
@@ -460,9 +492,13 @@ async fn activate_versions(
         let f = finish(ctx, scope, &tctx, chain, cfg);
         let what = "replay of (B, F] and activation";
         // Boxed: the activation future is large (fence, replay and audit state).
-        let work = Box::pin(f.activate_unless(&ctx.cancel));
         let n = cfg.apply_streams;
-        let r = under_write_permits(ctx, what, n, &ctx.cancel, work).await;
+        let r = async {
+            f.fence_ahead().await?;
+            let work = Box::pin(f.activate_unless(&ctx.cancel));
+            under_write_permits(ctx, what, n, &ctx.cancel, work).await
+        }
+        .await;
         match r {
             Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
                 let b = replay::find_marker(&ctx.pool, scope, IntentKind::B, None)
