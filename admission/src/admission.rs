@@ -112,6 +112,26 @@ impl Admission {
             .await
     }
 
+    /// As [`Admission::acquire_read`], queued ahead of every read request that is not
+    /// itself ahead (FIFO among those that are). For a reader that already holds
+    /// target-write permits (the activation's field check): behind a queue of windows it
+    /// would keep those permits idle, and the windows' own page writes wait for them. A
+    /// window's read still cannot starve: each ahead request holds target-write permits,
+    /// so at most `target_writes` of them wait or run at once.
+    pub async fn acquire_read_ahead(
+        &self,
+        owner: &str,
+        deadline: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Permit, AdmissionError> {
+        let mut permits = self
+            .acquire_in(PoolKind::ReadWindow, owner, 1, deadline, cancel, true)
+            .await?;
+        permits.pop().ok_or(AdmissionError::InvalidLimit {
+            field: "permits asked",
+        })
+    }
+
     /// Waits (FIFO) for a target-write permit, at most `deadline`.
     pub async fn acquire_write(
         &self,
@@ -196,6 +216,19 @@ impl Admission {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Permit>, AdmissionError> {
+        self.acquire_in(kind, owner, n, deadline, cancel, false)
+            .await
+    }
+
+    async fn acquire_in(
+        &self,
+        kind: PoolKind,
+        owner: &str,
+        n: usize,
+        deadline: Duration,
+        cancel: &CancellationToken,
+        ahead: bool,
+    ) -> Result<Vec<Permit>, AdmissionError> {
         if cancel.is_cancelled() {
             return Err(cancelled(kind, owner));
         }
@@ -209,7 +242,7 @@ impl Admission {
                     capacity: pool.capacity(),
                 });
             }
-            pool.take_or_enqueue(owner, n, Instant::now())
+            pool.take_or_enqueue(owner, n, Instant::now(), ahead)
         };
         let (ids, granted) = match admit {
             Admit::Granted(ids) => return Ok(self.permits(&ids, owner)),

@@ -37,6 +37,8 @@ struct Waiter {
     owner: String,
     since: Instant,
     grant: oneshot::Sender<()>,
+    /// Queued ahead of every request that is not ([`PoolState::take_or_enqueue`]).
+    ahead: bool,
 }
 
 pub(crate) struct PoolState {
@@ -79,7 +81,18 @@ impl PoolState {
     /// Takes `n` permits at once only if `n` are free and nobody is queued ahead:
     /// all or none, so two owners each holding part of what they need cannot occur.
     fn try_take_n(&mut self, owner: &str, n: usize, now: Instant) -> Option<Vec<PermitId>> {
-        if self.free() < n.max(1) || !self.waiters.is_empty() {
+        self.try_take_if(owner, n, now, self.waiters.is_empty())
+    }
+
+    /// Takes `n` permits if `n` are free and `first` (nobody it must wait behind).
+    fn try_take_if(
+        &mut self,
+        owner: &str,
+        n: usize,
+        now: Instant,
+        first: bool,
+    ) -> Option<Vec<PermitId>> {
+        if self.free() < n.max(1) || !first {
             return None;
         }
         let ids: Vec<PermitId> = (0..n.max(1)).map(|_| self.next_id()).collect();
@@ -93,18 +106,42 @@ impl PoolState {
     /// back. A queued request is granted only whole and only at the head of the queue
     /// (FIFO): later requests never overtake it, even smaller ones, so it cannot starve.
     /// `n` above the capacity is the caller's to refuse (it would never be granted).
-    pub(crate) fn take_or_enqueue(&mut self, owner: &str, n: usize, now: Instant) -> Admit {
-        if let Some(ids) = self.try_take_n(owner, n, now) {
+    ///
+    /// An `ahead` request goes before every queued request that is not ahead (FIFO among
+    /// the ahead ones), and takes free capacity even when requests that are not ahead
+    /// wait. Who may ask ahead is the caller's argument to make: a request that is not
+    /// ahead still cannot starve as long as the ahead requests are few at any time (the
+    /// activation's field check, one per table holding target-write permits).
+    pub(crate) fn take_or_enqueue(
+        &mut self,
+        owner: &str,
+        n: usize,
+        now: Instant,
+        ahead: bool,
+    ) -> Admit {
+        let first = match ahead {
+            true => !self.waiters.iter().any(|w| w.ahead),
+            false => self.waiters.is_empty(),
+        };
+        if let Some(ids) = self.try_take_if(owner, n, now, first) {
             return Admit::Granted(ids);
         }
         let ids: Vec<PermitId> = (0..n.max(1)).map(|_| self.next_id()).collect();
         let (grant, granted) = oneshot::channel();
-        self.waiters.push_back(Waiter {
-            ids: ids.clone(),
-            owner: owner.to_owned(),
-            since: now,
-            grant,
-        });
+        let at = match ahead {
+            true => self.waiters.iter().take_while(|w| w.ahead).count(),
+            false => self.waiters.len(),
+        };
+        self.waiters.insert(
+            at,
+            Waiter {
+                ids: ids.clone(),
+                owner: owner.to_owned(),
+                since: now,
+                grant,
+                ahead,
+            },
+        );
         Admit::Queued(ids, granted)
     }
 
@@ -291,8 +328,8 @@ mod tests {
         let now = Instant::now();
         let mut pool = PoolState::new(PoolKind::TargetWrite, 1);
         let a = pool.try_take("a", now).expect("free");
-        let (b, mut b_rx) = queued(pool.take_or_enqueue("b", 1, now));
-        let (_c, mut c_rx) = queued(pool.take_or_enqueue("c", 1, now));
+        let (b, mut b_rx) = queued(pool.take_or_enqueue("b", 1, now, false));
+        let (_c, mut c_rx) = queued(pool.take_or_enqueue("c", 1, now, false));
         // Nobody may jump the queue, even with a non-blocking attempt.
         assert!(pool.try_take("d", now).is_none());
         pool.release(a, now);
@@ -307,7 +344,7 @@ mod tests {
         let now = Instant::now();
         let mut pool = PoolState::new(PoolKind::ReadWindow, 1);
         let a = pool.try_take("a", now).expect("free");
-        let (b, _b_rx) = queued(pool.take_or_enqueue("b", 1, now));
+        let (b, _b_rx) = queued(pool.take_or_enqueue("b", 1, now, false));
         pool.release(a, now);
         assert_eq!(pool.free(), 0);
         pool.abandon(&[b], now);
@@ -320,14 +357,14 @@ mod tests {
         let mut pool = PoolState::new(PoolKind::TargetWrite, 3);
         let a = pool.try_take("a", now).expect("free");
         // 2 are free but 3 are asked: nothing is taken (no partial holding).
-        let (ids, mut rx) = match pool.take_or_enqueue("streams", 3, now) {
+        let (ids, mut rx) = match pool.take_or_enqueue("streams", 3, now, false) {
             Admit::Queued(ids, rx) => (ids, rx),
             Admit::Granted(_) => panic!("expected to be queued"),
         };
         assert_eq!(ids.len(), 3);
         assert_eq!(pool.free(), 2);
         // A smaller request behind it waits too (FIFO): it cannot starve the big one.
-        let (_d, mut d_rx) = queued(pool.take_or_enqueue("d", 1, now));
+        let (_d, mut d_rx) = queued(pool.take_or_enqueue("d", 1, now, false));
         assert!(pool.try_take("e", now).is_none());
         pool.release(a, now);
         assert!(rx.try_recv().is_ok());
@@ -344,14 +381,53 @@ mod tests {
         let now = Instant::now();
         let mut pool = PoolState::new(PoolKind::TargetWrite, 2);
         let _a = pool.try_take("a", now).expect("free");
-        let (ids, _rx) = match pool.take_or_enqueue("streams", 2, now) {
+        let (ids, _rx) = match pool.take_or_enqueue("streams", 2, now, false) {
             Admit::Queued(ids, rx) => (ids, rx),
             Admit::Granted(_) => panic!("expected to be queued"),
         };
-        let (_d, mut d_rx) = queued(pool.take_or_enqueue("d", 1, now));
+        let (_d, mut d_rx) = queued(pool.take_or_enqueue("d", 1, now, false));
         pool.abandon(&ids, now);
         assert!(d_rx.try_recv().is_ok());
         assert_eq!(pool.free(), 0);
+    }
+
+    #[test]
+    fn an_ahead_request_goes_before_plain_waiters_and_after_earlier_ahead_ones() {
+        let now = Instant::now();
+        let mut pool = PoolState::new(PoolKind::ReadWindow, 1);
+        let a = pool.try_take("a", now).expect("free");
+        let (b, mut b_rx) = queued(pool.take_or_enqueue("window b", 1, now, false));
+        let (x, mut x_rx) = queued(pool.take_or_enqueue("check x", 1, now, true));
+        let (y, mut y_rx) = queued(pool.take_or_enqueue("check y", 1, now, true));
+        let names: Vec<String> = pool
+            .snapshot(now)
+            .waiting
+            .iter()
+            .map(|w| w.owner.clone())
+            .collect();
+        assert_eq!(names, ["check x", "check y", "window b"]);
+        pool.release(a, now);
+        assert!(x_rx.try_recv().is_ok());
+        assert!(y_rx.try_recv().is_err() && b_rx.try_recv().is_err());
+        pool.release(x, now);
+        assert!(y_rx.try_recv().is_ok());
+        assert!(b_rx.try_recv().is_err());
+        pool.release(y, now);
+        assert!(b_rx.try_recv().is_ok());
+        pool.release(b, now);
+        // Free capacity goes to an ahead request even while a plain one waits for more.
+        let mut wide = PoolState::new(PoolKind::TargetWrite, 2);
+        let c = wide.try_take("c", now).expect("free");
+        let (_two, _two_rx) = queued(wide.take_or_enqueue("streams", 2, now, false));
+        assert!(matches!(
+            wide.take_or_enqueue("check z", 1, now, true),
+            Admit::Granted(_)
+        ));
+        assert!(matches!(
+            wide.take_or_enqueue("plain", 1, now, false),
+            Admit::Queued(..)
+        ));
+        wide.release(c, now);
     }
 
     #[test]
@@ -361,8 +437,8 @@ mod tests {
         let a = pool.try_take("a", now).expect("free");
         let _b = pool.try_take("b", now).expect("free");
         pool.hold(a, "statement may still run".into(), now);
-        let _c = queued(pool.take_or_enqueue("c", 1, now));
-        let _d = queued(pool.take_or_enqueue("d", 1, now));
+        let _c = queued(pool.take_or_enqueue("c", 1, now, false));
+        let _d = queued(pool.take_or_enqueue("d", 1, now, false));
         let snap = pool.snapshot(now);
         let blocked: Vec<bool> = snap.waiting.iter().map(|w| w.blocked_by_holds).collect();
         assert_eq!(blocked, [true, false]);

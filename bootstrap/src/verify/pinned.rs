@@ -437,6 +437,7 @@ pub async fn replay_and_compare(
     cursor: &mut VerifyCursor,
 ) -> Result<Report> {
     let (pool, scope) = (replayer.pool, replayer.scope);
+    let started = std::time::Instant::now();
     let mut pinned = pin_source(src, key, options).await?;
     pinned.place_in_stream(pool, &scope.stream).await?;
     let p = pinned.snapshot_position().cloned().ok_or_else(|| {
@@ -446,7 +447,9 @@ pub async fn replay_and_compare(
         )
     })?;
     let deadline = tokio::time::Instant::now() + CAPTURE_WAIT;
+    let pinned_at = started.elapsed();
     kernel::log::wait_for_position(pool, &scope.stream, &p, deadline).await?;
+    let reached_at = started.elapsed();
     let upto = l_seq_at(pool, &scope.stream, &p).await?;
     check_cursor_not_past(replayer.target, replayer.ctx, &p).await?;
     let done = replayer.run(b_seq, Until::CatchUp { upto }).await?;
@@ -459,7 +462,16 @@ pub async fn replay_and_compare(
             scope.job
         )));
     }
-    tracing::info!(job = %scope.job, %p, groups = done.groups_applied, "target replayed to the source snapshot P");
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        job = %scope.job,
+        %p,
+        groups = done.groups_applied,
+        pin_ms = ms(pinned_at),
+        wait_ms = ms(reached_at.saturating_sub(pinned_at)),
+        replay_ms = ms(started.elapsed().saturating_sub(reached_at)),
+        "target replayed to the source snapshot P"
+    );
     pinned.compare(tgt, cursor).await
 }
 

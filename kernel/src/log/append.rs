@@ -83,6 +83,7 @@ pub(super) async fn append_tx(
     }
     crate::failpoint::hit("capture.before_commit");
     tx.commit().await.map_err(st("committing L and D"))?;
+    super::wake::appended();
     Ok(next)
 }
 

@@ -80,6 +80,7 @@ pub async fn wait_for_marker(
     nonce: crate::ids::Nonce,
     deadline: Instant,
 ) -> Result<MarkerSeen> {
+    let mut woken = super::wake::subscribe();
     loop {
         if let Some(m) = marker(pool, stream, nonce).await? {
             return Ok(m);
@@ -90,7 +91,7 @@ pub async fn wait_for_marker(
                  is the capture running?"
             )));
         }
-        tokio::time::sleep(WAIT_POLL).await;
+        super::wake::pause(&mut woken, WAIT_POLL).await;
     }
 }
 
@@ -101,6 +102,7 @@ pub async fn wait_for_position(
     pos: &BinlogPos,
     deadline: Instant,
 ) -> Result<Position> {
+    let mut woken = super::wake::subscribe();
     loop {
         if let Some(d) = load_position(pool, stream).await? {
             let ord = d
@@ -117,7 +119,7 @@ pub async fn wait_for_position(
                 "L of stream `{stream}` has not reached {pos} yet (deadline passed)"
             )));
         }
-        tokio::time::sleep(WAIT_POLL).await;
+        super::wake::pause(&mut woken, WAIT_POLL).await;
     }
 }
 

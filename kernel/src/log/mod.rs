@@ -21,7 +21,8 @@
 //! that transaction keeps in step with D, `read` the verified reads, `markers` the
 //! intent markers and the bounded waits on them, `paused` the reader's pauses, `seq` the
 //! typed record number [`LSeq`], `prune` the deletion of records below a GC horizon,
-//! `switch` the lineage switch record of a repoint.
+//! `switch` the lineage switch record of a repoint, `wake` the in-process wake-ups of
+//! the waits on L.
 mod append;
 mod body;
 mod chain;
@@ -37,6 +38,7 @@ mod seq;
 mod switch;
 #[cfg(test)]
 mod tests;
+pub mod wake;
 
 pub use append::{append, append_fenced};
 pub use chain::{chain_next, check_tail, verify_chain, StoredRecord, Tail, GENESIS};

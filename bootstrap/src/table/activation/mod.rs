@@ -294,7 +294,10 @@ impl Finish<'_> {
     /// at once). It is taken while this finish holds its target-write permits; no cycle
     /// can form, because a read-permit holder (a window's read view) never waits for a
     /// write permit: it releases its read permit once its connection is closed, before
-    /// its pages are applied. The permit is released when the comparer has closed its
+    /// its pages are applied. It is asked ahead of the windows' reads
+    /// (`acquire_read_ahead`): queued behind them it kept the target-write permits idle
+    /// while the windows' page writes waited for those permits (measured at 1 000 tables:
+    /// the first 100 field checks took 505 ms each, 65-88 ms once the windows were done). The permit is released when the comparer has closed its
     /// connections, and kept as a hold (release unknown) when it says it could not.
     async fn compare_fields(&self, b_seq: LSeq) -> Result<Option<FieldSample>> {
         let Some(gate) = self.fields else {
@@ -304,7 +307,7 @@ impl Finish<'_> {
         let owner = format!("job {job} {g} activation field check");
         let permit = gate
             .admission
-            .acquire_read(&owner, gate.permit_timeout, gate.cancel)
+            .acquire_read_ahead(&owner, gate.permit_timeout, gate.cancel)
             .await
             .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
         let started = std::time::Instant::now();
