@@ -43,12 +43,12 @@ pub const SCHEMA: &str = "_backfill_ledger_schema";
 /// is the value 0, not "the next id"), and with backslash escapes.
 pub const TARGET_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION";
 
-/// Statements every target session runs on connect.
+/// Statements every target session runs on connect: one SET of the time zone and the
+/// sql_mode (one round trip; a target connection is opened per write, so each counts).
 pub fn session_init() -> Vec<String> {
-    vec![
-        "SET time_zone = '+00:00'".into(),
-        format!("SET SESSION sql_mode = '{TARGET_SQL_MODE}'"),
-    ]
+    vec![format!(
+        "SET time_zone = '+00:00', SESSION sql_mode = '{TARGET_SQL_MODE}'"
+    )]
 }
 
 /// Connection options for the target: `url` plus [`session_init`], and `SET NAMES binary`

@@ -332,6 +332,21 @@ struct Watched {
     status_pools: bool,
     last_metrics: String,
     peak_rss_mib: f64,
+    /// serve's CPU (user + system, ticks of 1/100 s) as last seen, at most a second
+    /// before it exited.
+    cpu_ticks: u64,
+}
+
+/// CPU time of a process so far (user + system, in ticks of 1/100 s; 0 once it is gone).
+fn cpu_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<&str> = s
+        .rsplit_once(')')
+        .map_or("", |x| x.1)
+        .split_whitespace()
+        .collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
 }
 
 /// `VmHWM` of a process in MiB (0 once it is gone).
@@ -357,6 +372,7 @@ async fn watch(child: &mut std::process::Child, root_state: &str, addr: &str) ->
             panic!("serve did not become idle in 1800 s");
         }
         w.peak_rss_mib = w.peak_rss_mib.max(peak_rss_mib(child.id()));
+        w.cpu_ticks = w.cpu_ticks.max(cpu_ticks(child.id()));
         let at = Instant::now();
         let r = tokio::task::spawn_blocking({
             let s = root_state.to_string();
@@ -449,6 +465,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let writes = writer(&source, &sdb, stop.clone());
     let t1 = Instant::now();
     let before = Load::now(&source, &target);
+    let com_before = com_counts(&target);
     let serve =
         |extra: &[&str]| spawn_serve(&state, data.path(), &log, &source, &target, &addr, extra);
     let mut child = serve(&["--exit-when-idle"]);
@@ -474,7 +491,15 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
         w.statuses,
         w.slowest
     );
-    eprintln!("pools load: {load}");
+    eprintln!(
+        "pools load: {load}; serve's own CPU {:.1} s ({:.1} ms a table)",
+        w.cpu_ticks as f64 / 100.0,
+        w.cpu_ticks as f64 * 10.0 / tables() as f64
+    );
+    eprintln!(
+        "pools target statements by kind (a table): {}",
+        com_since(&com_before, &com_counts(&target))
+    );
     assert!(
         seen.samples >= 10 && seen.source_peak >= 2,
         "the sampler saw serve: {seen:?}"
@@ -544,6 +569,36 @@ impl Load {
     }
 }
 
+/// A server's `Com_*` counters (statements by kind since it started).
+fn com_counts(s: &Server) -> std::collections::BTreeMap<String, u64> {
+    let q = "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME LIKE 'COM\\_%' AND VARIABLE_VALUE > 0";
+    s.sql(q)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(k, v)| Some((k.to_lowercase(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+/// The kinds that grew from `before` to `after`, most first, as counts a table.
+fn com_since(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> String {
+    let mut grew: Vec<(&String, u64)> = after
+        .iter()
+        .map(|(k, v)| (k, v - before.get(k).copied().unwrap_or(0).min(*v)))
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    grew.sort_by(|a, b| b.1.cmp(&a.1));
+    let n = tables() as f64;
+    grew.iter()
+        .take(14)
+        .map(|(k, d)| format!("{} {:.1}", k.trim_start_matches("com_"), *d as f64 / n))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The statements a server has run since it started (its global `Questions`).
 fn questions(s: &Server) -> u64 {
     let q = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
@@ -575,16 +630,7 @@ async fn idle_cost(serve: &dyn Fn(&[&str]) -> std::process::Child, target: &Serv
     let questions = || questions(target);
     let mut child = serve(&[]);
     let pid = child.id();
-    let cpu = || -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let f: Vec<&str> = s
-            .rsplit_once(')')
-            .map_or("", |x| x.1)
-            .split_whitespace()
-            .collect();
-        f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-            + f.get(12).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-    };
+    let cpu = || cpu_ticks(pid);
     // Its start (leases, the re-audit of every table) is not idle: each second is
     // printed, and the figure is the last half of the run.
     let (mut series, mut last) = (Vec::new(), (cpu(), questions(), Instant::now()));

@@ -233,15 +233,15 @@ impl Finish<'_> {
         }
         let replayed_at = started.elapsed();
         crate::seams::activation_gate::reached(self.scope.job).await;
-        // The audit's material reads do not depend on the field check: they run while it
-        // does (audit::prefetch says why reading them early is safe). Not on a table
-        // already STREAMING, whose materials retention may be releasing.
+        // The audit's reads of materials and of L from B to F do not depend on the field
+        // check: they run while it does (audit::prefetch says why reading them early is
+        // safe). Not on a table already STREAMING, whose evidence retention may release.
         let streaming = fenced.head.record.phase == Phase::Streaming;
         let (fields, prefetched) = tokio::join!(self.compare_fields(b.seq), async {
             if streaming {
                 Default::default()
             } else {
-                audit::prefetch(self.pool, &self.scope, self.store).await
+                audit::prefetch(self.pool, &self.scope, self.store, self.chain).await
             }
         });
         let fields = fields?;

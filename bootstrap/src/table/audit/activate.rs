@@ -2,9 +2,8 @@
 //! then J to STREAMING, each step safe to repeat after a crash (see the module doc of
 //! [`super`]); and [`advance_j`], the J steps from FENCED to STREAMING.
 use super::checks::{audit, Require};
-use super::evidence::Snapshot;
 use super::fields::FieldSample;
-use super::gather::{gather_with, Sources};
+use super::gather::{gather_with, Prefetched, Sources};
 use super::report::AuditReport;
 use kernel::error::DefiniteCode;
 use kernel::ids::{Generation, JobId};
@@ -61,14 +60,14 @@ pub async fn advance_j(
 /// A failed audit is a definite `evidence_corrupt` error naming every finding; neither T
 /// nor J is written. `fields` is the field comparison run just before (see
 /// [`super::fields`]); a difference in it fails the audit like any finding. `prefetched`
-/// holds the materials read ahead by [`super::gather::prefetch`] (empty: all are read
+/// holds the materials and L read ahead by [`super::gather::prefetch`] (empty: all are read
 /// here); it must be empty when J is STREAMING already.
 pub async fn activate(
     s: &mut Sources<'_>,
     journal: &Journal,
     lease: &ledger::lease::Lease,
     fields: Option<FieldSample>,
-    prefetched: Snapshot,
+    prefetched: Prefetched,
 ) -> Result<Activated> {
     let (job, g) = (s.scope.job, s.scope.generation);
     let head = journal.head(job, g).await?.ok_or_else(|| {
@@ -102,7 +101,7 @@ pub async fn activate(
         Require::Gate
     };
     let prefetched = if head.record.phase == Phase::Streaming {
-        Snapshot::default()
+        Prefetched::default()
     } else {
         prefetched
     };

@@ -272,36 +272,60 @@ async fn snap_registered(
     }
 }
 
-/// The materials [`gather_with`] will read, read ahead: the activation reads them while
-/// its field check runs on the servers, instead of after it.
+/// What [`gather_with`] may take as already read: materials, and L from B to F.
+#[derive(Clone, Debug, Default)]
+pub struct Prefetched {
+    pub materials: Snapshot,
+    /// L's facts, with the B and F of J's head they were read for.
+    pub log: Option<(Option<BinlogPos>, Option<BinlogPos>, LogFacts)>,
+}
+
+/// The materials and L facts [`gather_with`] will read, read ahead: the activation reads
+/// them while its field check runs on the servers, instead of after it.
 ///
 /// Why an answer read early is still the answer: materials are content-addressed (a
-/// digest's bytes never change), and nothing releases a table-generation's materials
-/// before it is STREAMING (retention starts after activation), so a material present and
-/// verified now is present and verified at the audit. Callers prefetch only before
-/// STREAMING. A read that fails here is not trusted: it is left out, and the audit reads
-/// it again itself. The registry and the chain are read again by the audit, which reads
-/// any material registered since.
-pub async fn prefetch(pool: &MySqlPool, scope: &Scope, store: &dyn MaterialStore) -> Snapshot {
+/// digest's bytes never change), and nothing releases a table-generation's materials or
+/// L records before it is STREAMING (retention starts after activation), so a material
+/// present and verified now is present and verified at the audit. L's records from B to
+/// F are appended once and never rewritten, J records B and F once and never changes
+/// them (`ledger::record::check_transition`), and the audit uses these facts only when
+/// J's head still names the same B and F. Callers prefetch only before STREAMING. A
+/// material read that fails here is not trusted: it is left out, and the audit reads it
+/// again itself; so is L when its read fails. The registry and the chain are read again
+/// by the audit, which reads any material registered since.
+pub async fn prefetch(
+    pool: &MySqlPool,
+    scope: &Scope,
+    store: &dyn MaterialStore,
+    schema_chain: Option<&crate::table::schema::Chain>,
+) -> Prefetched {
     let (job, g) = (scope.job, scope.generation);
     let journal = Journal::new(pool.clone());
     let chain = journal.chain(job, g).await.ok();
     let entries = Registry::new(pool.clone()).entries(job, g).await.ok();
     let mut materials = Snapshot::default();
-    snap_registered(store, entries.as_deref(), chain.as_deref(), &mut materials).await;
+    let (_, log) = tokio::join!(
+        snap_registered(store, entries.as_deref(), chain.as_deref(), &mut materials),
+        async {
+            let head = journal.head(job, g).await.ok()??;
+            let (b, f) = (head.record.b.clone(), head.record.f.clone());
+            let facts = read_log(pool, scope, schema_chain, b.as_ref(), f.as_ref()).await;
+            facts.ok().map(|l| (b, f, l))
+        }
+    );
     materials
         .answers
         .retain(|_, a| matches!(a, Stored::Manifest(_) | Stored::Facts(_)));
-    materials
+    Prefetched { materials, log }
 }
 
 /// Gathers every piece of evidence the audit checks.
 pub async fn gather(s: &mut Sources<'_>) -> Result<Evidence> {
-    gather_with(s, Snapshot::default()).await
+    gather_with(s, Prefetched::default()).await
 }
 
 /// [`gather`], with the material answers of a [`prefetch`] taken as already read.
-pub async fn gather_with(s: &mut Sources<'_>, prefetched: Snapshot) -> Result<Evidence> {
+pub async fn gather_with(s: &mut Sources<'_>, prefetched: Prefetched) -> Result<Evidence> {
     let (job, g) = (s.scope.job, s.scope.generation);
     let journal = Journal::new(s.pool.clone());
     let rows = journal.rows(job, g).await?;
@@ -311,7 +335,10 @@ pub async fn gather_with(s: &mut Sources<'_>, prefetched: Snapshot) -> Result<Ev
     let chain = err_text(journal.chain(job, g).await);
     let reg = Registry::new(s.pool.clone());
     let registry = err_text(registry_view(&reg, job, g).await);
-    let mut materials = prefetched;
+    let Prefetched {
+        mut materials,
+        log: early_log,
+    } = prefetched;
     snap_registered(
         s.store,
         registry.as_ref().ok().map(|(e, _, _)| e.as_slice()),
@@ -322,16 +349,14 @@ pub async fn gather_with(s: &mut Sources<'_>, prefetched: Snapshot) -> Result<Ev
     let credentials = err_text(target::page_credentials(s.target, s.ctx).await);
     let cursor = err_text(target::replay_cursor(s.target, s.ctx, false).await);
     let activation = err_text(target::read_activation(s.target, s.ctx).await);
-    let log = err_text(
-        read_log(
-            s.pool,
-            s.scope,
-            s.chain,
-            head.as_ref().and_then(|h| h.b.as_ref()),
-            head.as_ref().and_then(|h| h.f.as_ref()),
-        )
-        .await,
+    let (jb, jf) = (
+        head.as_ref().and_then(|h| h.b.as_ref()),
+        head.as_ref().and_then(|h| h.f.as_ref()),
     );
+    let log = match early_log {
+        Some((b, f, facts)) if b.as_ref() == jb && f.as_ref() == jf && jf.is_some() => Ok(facts),
+        _ => err_text(read_log(s.pool, s.scope, s.chain, jb, jf).await),
+    };
     let b_seq = match &log {
         Ok(l) => l.b.as_ref().map_or(kernel::log::LSeq::ZERO, |m| m.seq),
         Err(_) => kernel::log::LSeq::ZERO,

@@ -59,7 +59,7 @@ pub use evidence::{
     Evidence, Facts, Link, LogFacts, PageFacts, ReleasedEvidence, Snapshot, Stored,
 };
 pub use fields::{FieldComparer, FieldConfig, FieldRequest, FieldSample};
-pub use gather::{gather, prefetch, Sources};
+pub use gather::{gather, prefetch, Prefetched, Sources};
 pub use report::{AuditReport, Check, Finding};
 
 #[cfg(test)]
