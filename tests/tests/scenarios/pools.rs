@@ -591,7 +591,7 @@ fn com_since(
         .map(|(k, v)| (k, v - before.get(k).copied().unwrap_or(0).min(*v)))
         .filter(|(_, d)| *d > 0)
         .collect();
-    grew.sort_by(|a, b| b.1.cmp(&a.1));
+    grew.sort_by_key(|g| std::cmp::Reverse(g.1));
     let n = tables() as f64;
     grew.iter()
         .take(14)

@@ -297,8 +297,9 @@ impl Finish<'_> {
     /// its pages are applied. It is asked ahead of the windows' reads
     /// (`acquire_read_ahead`): queued behind them it kept the target-write permits idle
     /// while the windows' page writes waited for those permits (measured at 1 000 tables:
-    /// the first 100 field checks took 505 ms each, 65-88 ms once the windows were done). The permit is released when the comparer has closed its
-    /// connections, and kept as a hold (release unknown) when it says it could not.
+    /// the first 100 field checks took 505 ms each, 65-88 ms once the windows were done).
+    /// The permit is released when the comparer has closed its connections, and kept as a
+    /// hold (release unknown) when it says it could not.
     async fn compare_fields(&self, b_seq: LSeq) -> Result<Option<FieldSample>> {
         let Some(gate) = self.fields else {
             return Ok(None);
