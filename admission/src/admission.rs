@@ -108,7 +108,7 @@ impl Admission {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Result<Permit, AdmissionError> {
-        self.acquire(PoolKind::ReadWindow, owner, deadline, cancel)
+        self.acquire(PoolKind::ReadWindow, owner, deadline, cancel, false)
             .await
     }
 
@@ -124,12 +124,8 @@ impl Admission {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Result<Permit, AdmissionError> {
-        let mut permits = self
-            .acquire_in(PoolKind::ReadWindow, owner, 1, deadline, cancel, true)
-            .await?;
-        permits.pop().ok_or(AdmissionError::InvalidLimit {
-            field: "permits asked",
-        })
+        self.acquire(PoolKind::ReadWindow, owner, deadline, cancel, true)
+            .await
     }
 
     /// Waits (FIFO) for a target-write permit, at most `deadline`.
@@ -139,7 +135,7 @@ impl Admission {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Result<Permit, AdmissionError> {
-        self.acquire(PoolKind::TargetWrite, owner, deadline, cancel)
+        self.acquire(PoolKind::TargetWrite, owner, deadline, cancel, false)
             .await
     }
 
@@ -154,7 +150,7 @@ impl Admission {
         deadline: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Permit>, AdmissionError> {
-        self.acquire_n(PoolKind::TargetWrite, owner, n, deadline, cancel)
+        self.acquire_n(PoolKind::TargetWrite, owner, n, deadline, cancel, false)
             .await
     }
 
@@ -201,26 +197,19 @@ impl Admission {
         owner: &str,
         deadline: Duration,
         cancel: &CancellationToken,
+        ahead: bool,
     ) -> Result<Permit, AdmissionError> {
-        let mut permits = self.acquire_n(kind, owner, 1, deadline, cancel).await?;
+        let mut permits = self
+            .acquire_n(kind, owner, 1, deadline, cancel, ahead)
+            .await?;
         permits.pop().ok_or(AdmissionError::InvalidLimit {
             field: "permits asked",
         })
     }
 
+    /// `n` permits of `kind` granted together; `ahead`: queued before the requests that
+    /// are not (`PoolState::take_or_enqueue`).
     async fn acquire_n(
-        &self,
-        kind: PoolKind,
-        owner: &str,
-        n: usize,
-        deadline: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<Permit>, AdmissionError> {
-        self.acquire_in(kind, owner, n, deadline, cancel, false)
-            .await
-    }
-
-    async fn acquire_in(
         &self,
         kind: PoolKind,
         owner: &str,

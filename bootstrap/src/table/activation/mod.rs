@@ -62,6 +62,14 @@ pub struct FieldGate<'a> {
     pub cancel: &'a CancellationToken,
 }
 
+/// A fence taken: B, F recorded in J, and how long it took.
+#[derive(Debug)]
+pub struct FenceTaken {
+    b: MarkerAt,
+    fenced: fence::Fenced,
+    took: Duration,
+}
+
 /// Where the finish got to.
 #[derive(Debug)]
 pub struct Activation {
@@ -154,8 +162,26 @@ impl Finish<'_> {
     /// credential when the job is asked to stop (`stop`) or a cancel is recorded for it:
     /// DESIGN §8, a CANCELING table is never published.
     pub async fn activate_unless(&self, stop: &CancellationToken) -> Result<Option<Activation>> {
+        self.activate_after(None, stop).await
+    }
+
+    /// As [`Finish::activate_unless`], going on from a fence [`Finish::fence_ahead`] took
+    /// (J's B and F never change once recorded, and J changes only under this job's lease).
+    pub async fn activate_fenced(
+        &self,
+        fenced: FenceTaken,
+        stop: &CancellationToken,
+    ) -> Result<Option<Activation>> {
+        self.activate_after(Some(fenced), stop).await
+    }
+
+    async fn activate_after(
+        &self,
+        fenced: Option<FenceTaken>,
+        stop: &CancellationToken,
+    ) -> Result<Option<Activation>> {
         let mut tc = self.target_conn().await?;
-        let r = self.activate_on(&mut tc, stop).await;
+        let r = self.activate_on(&mut tc, fenced, stop).await;
         tc.close().await;
         r
     }
@@ -174,17 +200,18 @@ impl Finish<'_> {
     /// outside any target-write permit: it writes no target row (F is a source intent, J
     /// is in the state store, T is only read), and most of its time is the wait for L to
     /// hold F. Taken before the permits (`activate_versions`), it no longer holds a
-    /// target-write slot idle while a capture round trip passes; [`Finish::activate`]
-    /// then finds F recorded and goes on. Idempotent (`fence::fence`).
-    pub async fn fence_ahead(&self) -> Result<()> {
+    /// target-write slot idle while a capture round trip passes; [`Finish::activate_fenced`]
+    /// goes on from it. Idempotent (`fence::fence`).
+    pub async fn fence_ahead(&self) -> Result<FenceTaken> {
         let mut tc = self.target_conn().await?;
         let r = self.fence_on(&mut tc).await;
         tc.close().await;
-        r.map(|_| ())
+        r
     }
 
     /// B, and the fence with J moved past `Fenced`.
-    async fn fence_on(&self, tc: &mut mysql_async::Conn) -> Result<(MarkerAt, fence::Fenced)> {
+    async fn fence_on(&self, tc: &mut mysql_async::Conn) -> Result<FenceTaken> {
+        let started = std::time::Instant::now();
         let b = self.b().await?;
         let fenced = fence::fence(FenceEnv {
             pool: self.pool,
@@ -210,17 +237,28 @@ impl Finish<'_> {
             )
             .await?;
         }
-        Ok((b, fenced))
+        Ok(FenceTaken {
+            b,
+            fenced,
+            took: started.elapsed(),
+        })
     }
 
     async fn activate_on(
         &self,
         tc: &mut mysql_async::Conn,
+        fenced: Option<FenceTaken>,
         stop: &CancellationToken,
     ) -> Result<Option<Activation>> {
+        let FenceTaken {
+            b,
+            fenced,
+            took: fence_took,
+        } = match fenced {
+            Some(f) => f,
+            None => self.fence_on(tc).await?,
+        };
         let started = std::time::Instant::now();
-        let (b, fenced) = self.fence_on(tc).await?;
-        let fenced_at = started.elapsed();
         let replayed = if fenced.head.record.phase == Phase::Streaming {
             Outcome::default()
         } else {
@@ -272,8 +310,8 @@ impl Finish<'_> {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         tracing::info!(
             job = %self.scope.job,
-            fence_ms = ms(fenced_at),
-            replay_ms = ms(replayed_at.saturating_sub(fenced_at)),
+            fence_ms = ms(fence_took),
+            replay_ms = ms(replayed_at),
             field_check_ms = ms(checked_at.saturating_sub(replayed_at)),
             audit_ms = ms(started.elapsed().saturating_sub(checked_at)),
             "activation steps"
@@ -498,8 +536,8 @@ async fn activate_versions(
         // Boxed: the activation future is large (fence, replay and audit state).
         let n = cfg.apply_streams;
         let r = async {
-            f.fence_ahead().await?;
-            let work = Box::pin(f.activate_unless(&ctx.cancel));
+            let fenced = f.fence_ahead().await?;
+            let work = Box::pin(f.activate_fenced(fenced, &ctx.cancel));
             under_write_permits(ctx, what, n, &ctx.cancel, work).await
         }
         .await;

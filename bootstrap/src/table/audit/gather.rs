@@ -145,9 +145,10 @@ async fn read_links(
 const LAST_GROUP_LOOK: u32 = 64;
 
 /// The table's last complete group with changes in `(after, upto]` into
-/// `facts.last_group`: the index's newest entries, each read as its whole group (chunks
-/// are consecutive records), verified and built; a group that does not read or build is
-/// a read error and ends the search (an older group must not stand in for it).
+/// `facts.last_group`: the index's newest entries, each read as its whole group from its
+/// first chunk (chunks are consecutive records) and built as replay builds it
+/// ([`replay::finish_group`]); a group that does not read or build is a read error and
+/// ends the search (an older group must not stand in for it).
 async fn last_group(
     pool: &MySqlPool,
     scope: &Scope,
@@ -164,23 +165,22 @@ async fn last_group(
         if seq >= below {
             continue; // a chunk of a group already looked at
         }
-        let chunks = match group_at(pool, &scope.stream, seq, upto).await {
-            Ok(c) => c,
-            Err(e) if e.is_transient() => return Err(e),
-            Err(e) => {
-                facts.read_errors.push(e.to_string());
-                return Ok(());
+        let built = match first_chunk(pool, &scope.stream, seq).await {
+            Ok(first) => {
+                below = first.seq;
+                replay::finish_group(pool, scope, chain, vec![first], upto).await
             }
+            Err(e) => Err(e),
         };
-        below = chunks.first().map_or(seq, |c| c.seq);
-        match replay::build_group(scope, chain, chunks) {
+        match built {
             Ok(replay::Built::Complete { group, .. }) if !group.changes.is_empty() => {
                 facts.last_group = Some((group.end.clone(), group.digest()));
                 return Ok(());
             }
             Ok(_) => {}
-            Err(d) => {
-                facts.read_errors.push(d.message);
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => {
+                facts.read_errors.push(e.to_string());
                 return Ok(());
             }
         }
@@ -188,41 +188,30 @@ async fn last_group(
     Ok(())
 }
 
-/// Every chunk of the group holding record `seq`, verified and in order: from the group's
-/// first chunk (`seq` minus its chunk number) to the one with an end, at most to `upto`.
-async fn group_at(
-    pool: &MySqlPool,
-    stream: &str,
-    seq: log::LSeq,
-    upto: log::LSeq,
-) -> Result<Vec<log::StoredRecord>> {
-    let one = log::read_range(pool, stream, log::LSeq(seq.0.saturating_sub(1)), seq, 1).await?;
-    let Some(r) = one.into_iter().next() else {
-        return Err(kernel::Error::definite(
+/// The first chunk of the group holding record `seq` (`seq` minus its chunk number),
+/// verified; `seq` itself is read once only when it is the first.
+async fn first_chunk(pool: &MySqlPool, stream: &str, seq: log::LSeq) -> Result<log::StoredRecord> {
+    let at = |s: log::LSeq| log::read_range(pool, stream, log::LSeq(s.0.saturating_sub(1)), s, 1);
+    let missing = |s: log::LSeq| {
+        kernel::Error::definite(
             kernel::error::DefiniteCode::EvidenceCorrupt,
-            format!("L's table index names record {seq}, which L does not hold"),
-        ));
+            format!("L's table index names record {seq}, but L does not hold record {s}"),
+        )
     };
-    let first = log::LSeq(seq.0.saturating_sub(u64::from(r.record.chunk)));
-    let mut chunks = Vec::new();
-    let mut after = log::LSeq(first.0.saturating_sub(1));
-    while chunks
-        .last()
-        .is_none_or(|c: &log::StoredRecord| c.record.end.is_none())
-        && after < upto
-    {
-        let page = log::read_range(pool, stream, after, upto, 64).await?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        for c in page {
-            let done = c.record.end.is_some();
-            chunks.push(c);
-            if done {
-                break;
-            }
-        }
+    let r = at(seq)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| missing(seq))?;
+    if r.record.chunk == 0 {
+        return Ok(r);
     }
-    Ok(chunks)
+    let first = log::LSeq(seq.0.saturating_sub(u64::from(r.record.chunk)));
+    at(first)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| missing(first))
 }
 
 /// The registry's entries, usage and registered sum of one job as of one instant: every

@@ -79,7 +79,7 @@ pub use batch::WritePermits;
 pub use driver::{catch_up, follow, follow_admitted, replay_to, Outcome, Replayer, Until};
 pub use group::{build_group, cmp_end, coverage, table_part, Built, Coverage};
 pub use progress::{behind_bytes, replay_progress, Lag, Progress};
-pub use source::{find_marker, next_groups, stream_of, Batch, MarkerAt};
+pub use source::{find_marker, finish_group, next_groups, stream_of, Batch, MarkerAt};
 
 use kernel::ids::{Generation, JobId};
 use ledger::apply::Limits;

@@ -89,7 +89,7 @@ pub async fn stream_of(
 
 /// Reads the rest of the group whose chunks `chunks` are so far (its later chunks are
 /// the next L records) and builds it.
-async fn finish_group(
+pub async fn finish_group(
     pool: &MySqlPool,
     scope: &Scope,
     chain: Option<&Chain>,
