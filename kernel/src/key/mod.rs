@@ -32,19 +32,11 @@ pub mod weigh;
 
 /// A key value as a byte string whose memcmp order and equality are the server's.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
-pub struct SortKey(#[serde(with = "serde_bytes_compat")] pub Vec<u8>);
+pub struct SortKey(#[serde(with = "serde_bytes")] pub Vec<u8>);
 
-mod serde_bytes_compat {
-    //! A `Vec<u8>` serialised as postcard bytes (length + raw), the same as `Vec<u8>`'s own
-    //! encoding in postcard; kept explicit so the format never depends on a derive.
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        v.serialize(s)
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        Vec::<u8>::deserialize(d)
-    }
-}
+// `serde_bytes`: a byte string in postcard is the same varint length and raw bytes as a
+// `Vec<u8>` (the golden fixtures of plans and manifests pin it), read in one copy instead
+// of byte by byte.
 
 impl fmt::Debug for SortKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

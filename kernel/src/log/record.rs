@@ -134,7 +134,9 @@ pub struct RawRows {
     pub table: String,
     pub event_pos: u64,
     pub event_type: u8,
+    #[serde(with = "serde_bytes")]
     pub table_map: Vec<u8>,
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 
