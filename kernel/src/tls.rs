@@ -72,9 +72,19 @@ pub fn split(url: &str) -> Result<(String, Mode, Option<PathBuf>), String> {
 
 /// mysql_async options for `url`, with the TLS of its `ssl-mode`/`ssl-ca` parameters.
 /// The error text never contains the password.
+///
+/// `prefer_socket` is false unless the URL sets it: mysql_async's default (true) moves a
+/// connection made to a loopback address onto the unix socket the server names in
+/// `@@socket`, which (its own documentation says) can be another server's socket on this
+/// host, e.g. behind a container's forwarded port; and it opens every connection twice
+/// (TCP, then the socket). A connection goes where the URL says.
 pub fn mysql_opts(url: &str) -> Result<Opts, String> {
     let (base, mode, ca) = split(url)?;
     let opts = Opts::from_url(&base).map_err(|e| crate::redact::redact_text(&e.to_string()))?;
+    let opts = match sets_prefer_socket(&base) {
+        true => opts,
+        false => OptsBuilder::from_opts(opts).prefer_socket(false).into(),
+    };
     let ssl = match mode {
         Mode::Disabled | Mode::Preferred => return Ok(opts),
         Mode::Required => SslOpts::default()
@@ -93,6 +103,14 @@ pub fn mysql_opts(url: &str) -> Result<Opts, String> {
         None => ssl,
     };
     Ok(OptsBuilder::from_opts(opts).ssl_opts(Some(ssl)).into())
+}
+
+/// Whether the URL's query names `prefer_socket` (then its value is the user's choice).
+fn sets_prefer_socket(url: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, q)| {
+        q.split('&')
+            .any(|p| p.split_once('=').map_or(p, |(k, _)| k) == "prefer_socket")
+    })
 }
 
 fn percent_decode(s: &str) -> String {
@@ -151,6 +169,22 @@ pub fn with_plain_hint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_goes_where_the_url_says_unless_prefer_socket_is_asked() {
+        assert!(!mysql_opts("mysql://u@127.0.0.1:3306/db")
+            .unwrap()
+            .prefer_socket());
+        assert!(!mysql_opts("mysql://u@localhost/db?ssl-mode=DISABLED")
+            .unwrap()
+            .prefer_socket());
+        assert!(mysql_opts("mysql://u@127.0.0.1/db?prefer_socket=true")
+            .unwrap()
+            .prefer_socket());
+        assert!(!mysql_opts("mysql://u@127.0.0.1/db?prefer_socket=false")
+            .unwrap()
+            .prefer_socket());
+    }
 
     #[test]
     fn tls_parameters_are_split_off_and_applied() {
