@@ -43,11 +43,13 @@ pub const SCHEMA: &str = "_backfill_ledger_schema";
 /// is the value 0, not "the next id"), and with backslash escapes.
 pub const TARGET_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION";
 
-/// Statements every target session runs on connect: one SET of the time zone and the
-/// sql_mode (one round trip; a target connection is opened per write, so each counts).
+/// Statements every target session runs on connect: one SET of the time zone, the
+/// sql_mode and autocommit (one round trip; a target connection is opened per write, so
+/// each counts). autocommit is set, not assumed, so that a lone read such as
+/// [`replay_cursor`] is its own transaction even on a server whose global default is 0.
 pub fn session_init() -> Vec<String> {
     vec![format!(
-        "SET time_zone = '+00:00', SESSION sql_mode = '{TARGET_SQL_MODE}'"
+        "SET time_zone = '+00:00', SESSION sql_mode = '{TARGET_SQL_MODE}', autocommit = 1"
     )]
 }
 
@@ -230,13 +232,11 @@ pub(crate) async fn check_owner(
     ctx: &TargetCtx,
 ) -> Result<()> {
     let now: Option<u64> = tx
-        .exec_first(
-            format!(
-                "SELECT token FROM {} WHERE job_id = ? AND generation = ? LOCK IN SHARE MODE",
-                ctx.t(OWNER)
-            ),
-            (ctx.job.0, ctx.generation.0),
-        )
+        .query_first(format!(
+            "SELECT token FROM {} WHERE {} LOCK IN SHARE MODE",
+            ctx.t(OWNER),
+            of_job(ctx)
+        ))
         .await
         .map_err(my("checking the target owner"))?;
     if now != Some(ctx.token) {
@@ -258,13 +258,11 @@ pub struct PageCredential {
 /// Every page credential of a table-generation, in (window, page) order.
 pub async fn page_credentials(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<PageCredential>> {
     let rows: Vec<(u32, u32, u32, Vec<u8>, u32)> = conn
-        .exec(
-            format!(
-                "SELECT window_id, page_no, attempt, digest, row_count FROM {} WHERE job_id = ? AND generation = ? ORDER BY window_id, page_no",
-                ctx.t(PAGES)
-            ),
-            (ctx.job.0, ctx.generation.0),
-        )
+        .query(format!(
+            "SELECT window_id, page_no, attempt, digest, row_count FROM {} WHERE {} ORDER BY window_id, page_no",
+            ctx.t(PAGES),
+            of_job(ctx)
+        ))
         .await
         .map_err(my("reading T page credentials"))?;
     rows.into_iter()
@@ -342,6 +340,16 @@ pub(crate) fn cursor_values(c: &ReplayCursor) -> [mysql_async::Value; 5] {
 }
 
 type CursorRow = (String, u64, Option<String>, u32, Vec<u8>);
+
+/// `job_id = J AND generation = G` of `ctx`, as integer literals (exact). The hot reads of
+/// T are text statements with it: most run on a fresh connection, where a prepared
+/// statement costs a PREPARE round trip before its EXECUTE.
+fn of_job(ctx: &TargetCtx) -> String {
+    format!(
+        "job_id = {} AND generation = {}",
+        ctx.job.0, ctx.generation.0
+    )
+}
 type PartCursorRow = (u32, u32, String, u64, Option<String>, u32, Vec<u8>);
 
 /// T's replay cursor of a table-generation; `locked` waits for an in-flight writer.
@@ -350,20 +358,21 @@ pub async fn replay_cursor(
     ctx: &TargetCtx,
     locked: bool,
 ) -> Result<Option<ReplayCursor>> {
+    // One autocommitted text statement (every target session sets autocommit = 1,
+    // [`session_init`]): it is its own transaction, and LOCK IN SHARE MODE waits for a
+    // writer in flight exactly as it did inside START TRANSACTION .. COMMIT. The ids are
+    // integers, so the literals are exact. One round trip where the prepared read in a
+    // transaction took four on the fresh connection most callers have.
     let sql = format!(
-        "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ?{}",
+        "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE {}{}",
         ctx.t(CURSOR),
+        of_job(ctx),
         if locked { " LOCK IN SHARE MODE" } else { "" }
     );
-    let mut tx = conn
-        .start_transaction(Default::default())
+    let row: Option<CursorRow> = conn
+        .query_first(sql)
         .await
         .map_err(my("reading T's cursor"))?;
-    let row: Option<CursorRow> = tx
-        .exec_first(sql, (ctx.job.0, ctx.generation.0))
-        .await
-        .map_err(my("reading T's cursor"))?;
-    tx.commit().await.map_err(my("reading T's cursor"))?;
     row.map(|r| cursor_of(ctx, r, "T cursor")).transpose()
 }
 
@@ -409,23 +418,19 @@ pub async fn replay_cursors(
         .await
         .map_err(my(what))?;
     let main: Option<CursorRow> = tx
-        .exec_first(
-            format!(
-                "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ? LOCK IN SHARE MODE",
-                ctx.t(CURSOR)
-            ),
-            (ctx.job.0, ctx.generation.0),
-        )
+        .query_first(format!(
+            "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE {} LOCK IN SHARE MODE",
+            ctx.t(CURSOR),
+            of_job(ctx)
+        ))
         .await
         .map_err(my(what))?;
     let parts: Vec<PartCursorRow> = match tx
-        .exec(
-            format!(
-                "SELECT part, parts, file, pos, gtid, rows_done, group_digest FROM {} WHERE job_id = ? AND generation = ? ORDER BY part LOCK IN SHARE MODE",
-                ctx.t(CURSOR_PARTS)
-            ),
-            (ctx.job.0, ctx.generation.0),
-        )
+        .query(format!(
+            "SELECT part, parts, file, pos, gtid, rows_done, group_digest FROM {} WHERE {} ORDER BY part LOCK IN SHARE MODE",
+            ctx.t(CURSOR_PARTS),
+            of_job(ctx)
+        ))
         .await
     {
         Ok(rows) => rows,
@@ -519,13 +524,11 @@ pub async fn write_activation(conn: &mut Conn, ctx: &TargetCtx, a: &Activation) 
 /// The activation credential in T, verified against its stored digest.
 pub async fn read_activation(conn: &mut Conn, ctx: &TargetCtx) -> Result<Option<Activation>> {
     let row: Option<(Vec<u8>, Vec<u8>)> = conn
-        .exec_first(
-            format!(
-                "SELECT credential, digest FROM {} WHERE job_id = ? AND generation = ?",
-                ctx.t(ACTIVATION)
-            ),
-            (ctx.job.0, ctx.generation.0),
-        )
+        .query_first(format!(
+            "SELECT credential, digest FROM {} WHERE {}",
+            ctx.t(ACTIVATION),
+            of_job(ctx)
+        ))
         .await
         .map_err(my("reading the activation credential"))?;
     let Some((bytes, d)) = row else {
