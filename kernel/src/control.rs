@@ -176,25 +176,23 @@ pub async fn write_intent(
     intent: &Intent,
 ) -> crate::Result<()> {
     use mysql_async::prelude::Queryable;
+    // A text statement: every value is an integer or one of the fixed ASCII kind names,
+    // so the literals are exact, and a marker costs one round trip, not a PREPARE and an
+    // EXECUTE (markers are written on fresh or reset connections, where nothing is cached).
+    let opt = |v: Option<u32>| v.map_or_else(|| "NULL".to_string(), |v| v.to_string());
     let sql = format!(
         "INSERT INTO {}.{} (job_id, generation, kind, window_id, attempt, nonce) \
-         VALUES (?, ?, ?, ?, ?, ?)",
+         VALUES ({}, {}, '{}', {}, {}, {})",
         quote_ident(schema),
-        quote_ident(TABLE)
+        quote_ident(TABLE),
+        intent.job.0,
+        intent.generation.0,
+        intent.kind.as_str(),
+        opt(intent.window.map(|w| w.0)),
+        opt(intent.attempt.map(|a| a.0)),
+        intent.nonce.0,
     );
-    conn.exec_drop(
-        sql,
-        (
-            intent.job.0,
-            intent.generation.0,
-            intent.kind.as_str(),
-            intent.window.map(|w| w.0),
-            intent.attempt.map(|a| a.0),
-            intent.nonce.0,
-        ),
-    )
-    .await
-    .map_err(|e| {
+    conn.query_drop(sql).await.map_err(|e| {
         crate::error::from_mysql(
             &format!(
                 "writing {} intent into `{schema}`.{TABLE}",
