@@ -27,8 +27,11 @@
 //! which would otherwise bring back the handshake's utf8mb4.
 use mysql_async::{Opts, OptsBuilder};
 
-/// The statement every data-plane session runs first.
-pub const SET_NAMES_BINARY: &str = "SET NAMES binary";
+/// The statement every data-plane session runs first. It also sets `autocommit = 1`: a
+/// marker's INSERT on the source and a lone read of T on the target are single autocommitted
+/// statements, which a server whose global `autocommit` is 0 would otherwise leave in an
+/// open transaction (a marker never committed, then rolled back by the connection's reset).
+pub const SET_NAMES_BINARY: &str = "SET NAMES binary, autocommit = 1";
 
 /// `opts` whose sessions run [`SET_NAMES_BINARY`] on connect and after every reset (its
 /// other setup statements kept).

@@ -75,9 +75,14 @@ pub fn label(o: &MySqlConnectOptions) -> String {
     format!("{}:{}", o.get_host(), o.get_port())
 }
 
-/// Sets `wsrep_sync_wait` on a new connection when its server runs wsrep (MariaDB Galera);
-/// anything else (MySQL, MariaDB without a provider) is left as it is.
+/// Sets `autocommit = 1` on a new connection (sqlx does not, and a server whose global
+/// default is 0 would keep every state-store write outside a transaction uncommitted, and
+/// lose it with the connection), and `wsrep_sync_wait` when its server runs wsrep (MariaDB
+/// Galera); anything else is left as it is.
 pub async fn set_session(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql("SET SESSION autocommit = 1")
+        .execute(&mut *conn)
+        .await?;
     let on: Option<(String, String)> = sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'")
         .fetch_optional(&mut *conn)
         .await?;

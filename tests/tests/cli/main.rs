@@ -11,6 +11,7 @@ mod keys_refusals;
 mod metrics;
 mod runbooks;
 mod secrets;
+mod serve_autocommit;
 mod serve_materials;
 mod serve_urls;
 mod status;
