@@ -9,6 +9,10 @@
 //! pattern that matches nothing or two sources mapped onto one target stop the command
 //! before any table is installed.
 //!
+//! The server-level facts (server facts, the account, the replication probe, whether the
+//! state store is on the source) are read once for the command ([`super::shared`], which
+//! argues why that is the same check).
+//!
 //! Tables are installed [`INSTALLS_AT_ONCE`] at a time, and reported in selection order.
 //! Running them side by side changes nothing above: the selection maps every source to a
 //! distinct target, each install's state-store transaction locks only its own source
@@ -17,7 +21,8 @@
 //! one table, from this command or another, are already serialised there.
 use super::checks::Refusal;
 use super::select::{self, TablePattern, TargetMap};
-use super::{install_checked, InstallRequest, Installed, TableName};
+use super::shared::Shared;
+use super::{install_checked_with, InstallRequest, Installed, TableName};
 use crate::io::connect;
 use kernel::error::DefiniteCode;
 use kernel::{Error, Result};
@@ -85,11 +90,11 @@ pub async fn select(req: &BulkRequest) -> Result<Vec<(TableName, TableName)>> {
     req.target.map(&found?)
 }
 
-/// Tables installed at once by [`install_many`]. An install is mostly round trips (server
-/// facts, the binlog and privilege probes, the key distribution, one state-store
-/// transaction), so a few side by side keep the servers busy; each holds two connections
-/// to the source (one of them a short binlog probe), one to the target and one to the
-/// state store while it runs.
+/// Tables installed at once by [`install_many`]. An install is mostly round trips (the
+/// table's facts, the binlog and privilege probes, the key distribution, one state-store
+/// transaction), so a few side by side keep the servers busy; each holds one connection to
+/// the source (two for the first, whose replication probe serves the whole command), one
+/// to the target and one to the state store while it runs.
 pub const INSTALLS_AT_ONCE: usize = 8;
 
 /// Installs every selected table, [`INSTALLS_AT_ONCE`] at a time, each on its own.
@@ -99,11 +104,12 @@ pub async fn install_many(req: &BulkRequest) -> Result<BulkReport> {
         .map_err(|why| Error::definite(DefiniteCode::Usage, why))?;
     let pairs = select(req).await?;
     let pool = kernel::state::open(&req.base.state_url, &Default::default()).await?;
+    let shared = Shared::default();
     let tables = stream::iter(pairs)
         .map(|(source, target)| {
-            let pool = &pool;
+            let (pool, shared) = (&pool, &shared);
             async move {
-                let outcome = install_one(pool, &req.base, &source, &target).await;
+                let outcome = install_one(pool, shared, &req.base, &source, &target).await;
                 (source, target, outcome)
             }
         })
@@ -117,6 +123,7 @@ pub async fn install_many(req: &BulkRequest) -> Result<BulkReport> {
 /// One table of a bulk install, through the single-table path.
 async fn install_one(
     pool: &sqlx::MySqlPool,
+    shared: &Shared,
     base: &InstallRequest,
     source: &TableName,
     target: &TableName,
@@ -124,7 +131,7 @@ async fn install_one(
     let mut one = base.clone();
     one.source_table = source.clone();
     one.target_table = target.clone();
-    let outcome = match install_checked(pool, &one).await {
+    let outcome = match install_checked_with(pool, &one, Some(shared)).await {
         Ok(Ok(done)) => Outcome::Installed(done),
         Ok(Err(refusals)) => Outcome::Refused(refusals),
         Err(e) => Outcome::Failed(kernel::redact::redact_text(&e.to_string())),

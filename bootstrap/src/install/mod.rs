@@ -19,6 +19,7 @@ pub mod identity;
 pub mod plan;
 pub mod privileges;
 pub mod select;
+pub mod shared;
 
 use crate::io::connect;
 use crate::store::jobs::{self, NewJob, TableRef};
@@ -178,6 +179,16 @@ pub async fn install_checked(
     pool: &MySqlPool,
     req: &InstallRequest,
 ) -> Result<std::result::Result<Installed, Vec<Refusal>>> {
+    install_checked_with(pool, req, None).await
+}
+
+/// [`install_checked`] for one table of a bulk command: the server-level reads come from
+/// `shared` ([`shared`]: read once for the command).
+pub async fn install_checked_with(
+    pool: &MySqlPool,
+    req: &InstallRequest,
+    shared: Option<&shared::Shared>,
+) -> Result<std::result::Result<Installed, Vec<Refusal>>> {
     checks::check_sizes(req.window_rows, req.page_rows)
         .map_err(|why| Error::definite(DefiniteCode::Usage, why))?;
     let source_opts = connect::opts(&req.source_url, "--source")?;
@@ -207,6 +218,7 @@ pub async fn install_checked(
             source_opts: &source_opts,
             target: &mut target,
             create: false,
+            shared,
         };
         s.run().await
     };
@@ -238,6 +250,8 @@ struct Session<'a> {
     /// The target table is missing and `--create-target` was given: created once every
     /// read-only check has passed.
     create: bool,
+    /// The bulk command's server-level reads ([`shared`]); None for a single table.
+    shared: Option<&'a shared::Shared>,
 }
 
 /// What the read-only checks found.
@@ -332,8 +346,11 @@ impl Session<'_> {
     /// Every check that writes nothing (but the state token). Pushes refusals; returns the
     /// facts when the source table could be sealed.
     async fn read_only_checks(&mut self, refusals: &mut Vec<Refusal>) -> Result<Option<Checked>> {
-        let source_facts = introspect::read_server_facts(self.source).await?;
-        let account = introspect::current_account(self.source).await?;
+        let (source_facts, account) = shared::source(self.shared, || async {
+            let facts = introspect::read_server_facts(self.source).await?;
+            Ok((facts, introspect::current_account(self.source).await?))
+        })
+        .await?;
         let status = self.binlog(&source_facts, &account, refusals).await?;
         let lineage = match &status {
             Some(_) => Some(self.lineage(&source_facts, refusals).await?),
@@ -352,12 +369,16 @@ impl Session<'_> {
         };
         if let Some(st) = &status {
             let opts = self.source_opts.clone();
-            if let Some(r) = privileges::probe_replication(opts, &st.position, &account).await? {
+            let probe = privileges::probe_replication(opts, &st.position, &account);
+            if let Some(r) = shared::replication(self.shared, || probe).await? {
                 refusals.push(r);
             }
         }
-        refusals.extend(self.state_on_source(&source_facts).await?);
-        let target_facts = introspect::read_server_facts(self.target).await?;
+        let shared = self.shared;
+        let on_source = shared::state_on_source(shared, || self.state_on_source(&source_facts));
+        refusals.extend(on_source.await?);
+        let target = &mut *self.target;
+        let target_facts = shared::target(shared, || introspect::read_server_facts(target)).await?;
         refusals.extend(self.target_table(sealed.as_ref()).await?);
         let (src, tgt) = (
             self.source_ref(&source_facts),

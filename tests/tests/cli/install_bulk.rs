@@ -466,3 +466,56 @@ async fn create_target_keeps_invisible_columns_invisible() {
     assert_eq!(target.sql_in(&tdb, "SELECT * FROM t"), "1\t2");
     assert_eq!(target.sql_in(&tdb, "SELECT hn, hs FROM t"), "7\tx'y");
 }
+
+/// A server-level refusal (here the account may not read the binlog) is read once for the
+/// whole command (`install::shared`) and listed under every table it refuses, with its fix;
+/// nothing is installed or created.
+#[tokio::test]
+async fn a_server_level_refusal_is_listed_under_every_table() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_r");
+    let tdb = target.fresh_db("bulk_rt");
+    let state = target.url_db(&format!("{tdb}_state"));
+    let ctl = kernel::control::DEFAULT_SCHEMA;
+    for sql in kernel::control::create_statements(ctl) {
+        source.sql(&sql);
+    }
+    for t in ["a", "b", "c"] {
+        source.sql_in(
+            &sdb,
+            &format!("CREATE TABLE {t} (id BIGINT NOT NULL PRIMARY KEY, v INT) ENGINE=InnoDB"),
+        );
+    }
+    let name = format!("u_bulk_repl_{}", std::process::id());
+    let account = format!("'{name}'@'%'");
+    source.sql(&format!(
+        "DROP USER IF EXISTS {account}; CREATE USER {account} IDENTIFIED BY 'bulk-pw'; \
+         GRANT SELECT ON `{sdb}`.* TO {account}; GRANT BINLOG MONITOR ON *.* TO {account}; \
+         GRANT INSERT ON `{ctl}`.* TO {account}"
+    ));
+    let r = backfill(&[
+        "install",
+        "--state",
+        &state,
+        "--source",
+        &source.url_user(&name, "bulk-pw", ""),
+        "--target",
+        &target.url(),
+        "--source-table",
+        &format!("{sdb}.*"),
+        "--target-table",
+        &format!("{tdb}.*"),
+        "--create-target",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.all());
+    reports(&r, "installed 0 of 3 tables\n");
+    assert!(r.stdout.contains("refused 3 of 3 tables"), "{}", r.stdout);
+    let fix = format!("GRANT REPLICATION SLAVE ON *.* TO {account}");
+    assert_eq!(r.stdout.matches(&fix).count(), 3, "{}", r.stdout);
+    for t in ["a", "b", "c"] {
+        let line = format!("`{sdb}`.`{t}` -> `{tdb}`.`{t}`:");
+        assert!(r.stdout.contains(&line), "{line} missing:\n{}", r.stdout);
+    }
+    assert!(!r.all().contains("bulk-pw"), "the password leaked");
+    assert_eq!(target.sql_in(&tdb, "SHOW TABLES"), "", "nothing created");
+}
