@@ -43,13 +43,13 @@ pub const SCHEMA: &str = "_backfill_ledger_schema";
 /// is the value 0, not "the next id"), and with backslash escapes.
 pub const TARGET_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION";
 
-/// Statements every target session runs on connect: one SET of the time zone, the
-/// sql_mode and autocommit (one round trip; a target connection is opened per write, so
-/// each counts). autocommit is set, not assumed, so that a lone read such as
-/// [`replay_cursor`] is its own transaction even on a server whose global default is 0.
+/// Statements every target session runs on connect: one SET of the time zone and the
+/// sql_mode (one round trip; a target connection is opened per write, so each counts).
+/// `autocommit = 1` comes with every data-plane session's `SET NAMES`
+/// ([`kernel::names::SET_NAMES_BINARY`]).
 pub fn session_init() -> Vec<String> {
     vec![format!(
-        "SET time_zone = '+00:00', SESSION sql_mode = '{TARGET_SQL_MODE}', autocommit = 1"
+        "SET time_zone = '+00:00', SESSION sql_mode = '{TARGET_SQL_MODE}'"
     )]
 }
 
@@ -99,6 +99,16 @@ impl TargetCtx {
             "{}.{}",
             quote_ident(&self.schema.database),
             quote_ident(table)
+        )
+    }
+
+    /// `job_id = J AND generation = G`, as integer literals (exact). The hot reads of T are
+    /// text statements with it: most run on a fresh connection, where a prepared
+    /// statement costs a PREPARE round trip before its EXECUTE.
+    fn of_job(&self) -> String {
+        format!(
+            "job_id = {} AND generation = {}",
+            self.job.0, self.generation.0
         )
     }
 
@@ -235,7 +245,7 @@ pub(crate) async fn check_owner(
         .query_first(format!(
             "SELECT token FROM {} WHERE {} LOCK IN SHARE MODE",
             ctx.t(OWNER),
-            of_job(ctx)
+            ctx.of_job()
         ))
         .await
         .map_err(my("checking the target owner"))?;
@@ -261,7 +271,7 @@ pub async fn page_credentials(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<Pa
         .query(format!(
             "SELECT window_id, page_no, attempt, digest, row_count FROM {} WHERE {} ORDER BY window_id, page_no",
             ctx.t(PAGES),
-            of_job(ctx)
+            ctx.of_job()
         ))
         .await
         .map_err(my("reading T page credentials"))?;
@@ -340,17 +350,17 @@ pub(crate) fn cursor_values(c: &ReplayCursor) -> [mysql_async::Value; 5] {
 }
 
 type CursorRow = (String, u64, Option<String>, u32, Vec<u8>);
+type PartCursorRow = (u32, u32, String, u64, Option<String>, u32, Vec<u8>);
 
-/// `job_id = J AND generation = G` of `ctx`, as integer literals (exact). The hot reads of
-/// T are text statements with it: most run on a fresh connection, where a prepared
-/// statement costs a PREPARE round trip before its EXECUTE.
-fn of_job(ctx: &TargetCtx) -> String {
+/// The read of T's main cursor row of `ctx` (under a share lock when `locked`).
+fn cursor_sql(ctx: &TargetCtx, locked: bool) -> String {
     format!(
-        "job_id = {} AND generation = {}",
-        ctx.job.0, ctx.generation.0
+        "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE {}{}",
+        ctx.t(CURSOR),
+        ctx.of_job(),
+        if locked { " LOCK IN SHARE MODE" } else { "" }
     )
 }
-type PartCursorRow = (u32, u32, String, u64, Option<String>, u32, Vec<u8>);
 
 /// T's replay cursor of a table-generation; `locked` waits for an in-flight writer.
 pub async fn replay_cursor(
@@ -358,19 +368,13 @@ pub async fn replay_cursor(
     ctx: &TargetCtx,
     locked: bool,
 ) -> Result<Option<ReplayCursor>> {
-    // One autocommitted text statement (every target session sets autocommit = 1,
-    // [`session_init`]): it is its own transaction, and LOCK IN SHARE MODE waits for a
-    // writer in flight exactly as it did inside START TRANSACTION .. COMMIT. The ids are
-    // integers, so the literals are exact. One round trip where the prepared read in a
-    // transaction took four on the fresh connection most callers have.
-    let sql = format!(
-        "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE {}{}",
-        ctx.t(CURSOR),
-        of_job(ctx),
-        if locked { " LOCK IN SHARE MODE" } else { "" }
-    );
+    // One autocommitted text statement (every data-plane session sets autocommit = 1,
+    // `kernel::names::SET_NAMES_BINARY`): it is its own transaction, and LOCK IN SHARE
+    // MODE waits for a writer in flight exactly as it did inside START TRANSACTION ..
+    // COMMIT. One round trip where the prepared read in a transaction took four on the
+    // fresh connection most callers have.
     let row: Option<CursorRow> = conn
-        .query_first(sql)
+        .query_first(cursor_sql(ctx, locked))
         .await
         .map_err(my("reading T's cursor"))?;
     row.map(|r| cursor_of(ctx, r, "T cursor")).transpose()
@@ -418,18 +422,14 @@ pub async fn replay_cursors(
         .await
         .map_err(my(what))?;
     let main: Option<CursorRow> = tx
-        .query_first(format!(
-            "SELECT file, pos, gtid, rows_done, group_digest FROM {} WHERE {} LOCK IN SHARE MODE",
-            ctx.t(CURSOR),
-            of_job(ctx)
-        ))
+        .query_first(cursor_sql(ctx, true))
         .await
         .map_err(my(what))?;
     let parts: Vec<PartCursorRow> = match tx
         .query(format!(
             "SELECT part, parts, file, pos, gtid, rows_done, group_digest FROM {} WHERE {} ORDER BY part LOCK IN SHARE MODE",
             ctx.t(CURSOR_PARTS),
-            of_job(ctx)
+            ctx.of_job()
         ))
         .await
     {
@@ -527,7 +527,7 @@ pub async fn read_activation(conn: &mut Conn, ctx: &TargetCtx) -> Result<Option<
         .query_first(format!(
             "SELECT credential, digest FROM {} WHERE {}",
             ctx.t(ACTIVATION),
-            of_job(ctx)
+            ctx.of_job()
         ))
         .await
         .map_err(my("reading the activation credential"))?;

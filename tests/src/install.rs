@@ -137,3 +137,41 @@ pub async fn install_each(
     }
     jobs
 }
+
+/// `backfill install` of `sdb.t` (at `source_url`) into `tdb.t` (at `target_url`) through
+/// the program, windows of 500 rows in pages of 250, then `backfill start`; returns the
+/// job id. Panics with the program's output when either fails.
+pub fn install_and_start_t(
+    state: &str,
+    (source_url, sdb): (&str, &str),
+    (target_url, tdb): (&str, &str),
+    ctl: &str,
+) -> String {
+    let r = crate::bin::backfill(&[
+        "install",
+        "--state",
+        state,
+        "--source",
+        source_url,
+        "--source-table",
+        &format!("{sdb}.t"),
+        "--target",
+        target_url,
+        "--target-table",
+        &format!("{tdb}.t"),
+        "--control-schema",
+        ctl,
+        "--window-rows",
+        "500",
+        "--page-rows",
+        "250",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).expect("install's JSON");
+    let job = v["job_id"].as_u64().expect("job_id").to_string();
+    let s = crate::bin::backfill(&["start", "--state", state, &job]);
+    assert_eq!(s.code, 0, "{}", s.all());
+    job
+}

@@ -346,7 +346,8 @@ impl Session<'_> {
     /// Every check that writes nothing (but the state token). Pushes refusals; returns the
     /// facts when the source table could be sealed.
     async fn read_only_checks(&mut self, refusals: &mut Vec<Refusal>) -> Result<Option<Checked>> {
-        let (source_facts, account) = shared::source(self.shared, || async {
+        let shared = self.shared;
+        let (source_facts, account) = shared::once(shared.map(|s| &s.source), || async {
             let facts = introspect::read_server_facts(self.source).await?;
             Ok((facts, introspect::current_account(self.source).await?))
         })
@@ -370,15 +371,18 @@ impl Session<'_> {
         if let Some(st) = &status {
             let opts = self.source_opts.clone();
             let probe = privileges::probe_replication(opts, &st.position, &account);
-            if let Some(r) = shared::replication(self.shared, || probe).await? {
+            if let Some(r) = shared::once(shared.map(|s| &s.replication), || probe).await? {
                 refusals.push(r);
             }
         }
-        let shared = self.shared;
-        let on_source = shared::state_on_source(shared, || self.state_on_source(&source_facts));
+        let on_source = shared.map(|s| &s.state_on_source);
+        let on_source = shared::once(on_source, || self.state_on_source(&source_facts));
         refusals.extend(on_source.await?);
         let target = &mut *self.target;
-        let target_facts = shared::target(shared, || introspect::read_server_facts(target)).await?;
+        let target_facts = shared::once(shared.map(|s| &s.target), || {
+            introspect::read_server_facts(target)
+        })
+        .await?;
         refusals.extend(self.target_table(sealed.as_ref()).await?);
         let (src, tgt) = (
             self.source_ref(&source_facts),

@@ -26,14 +26,19 @@ use tokio::sync::OnceCell;
 /// The server-level reads of one bulk command (each made at most once when it succeeds).
 #[derive(Default)]
 pub struct Shared {
-    source: OnceCell<(ServerFacts, String)>,
-    target: OnceCell<ServerFacts>,
-    replication: OnceCell<Option<Refusal>>,
-    state_on_source: OnceCell<Option<Refusal>>,
+    /// The source's server facts and the account.
+    pub(super) source: OnceCell<(ServerFacts, String)>,
+    /// The target's server facts.
+    pub(super) target: OnceCell<ServerFacts>,
+    /// The replication probe's refusal, if any.
+    pub(super) replication: OnceCell<Option<Refusal>>,
+    /// The state-store-on-the-source refusal, if any.
+    pub(super) state_on_source: OnceCell<Option<Refusal>>,
 }
 
-/// `read` once per command when `shared`, else every time (the single-table path).
-async fn once<T: Clone, F: Future<Output = Result<T>>>(
+/// `read` once per command when `cell` is one of a [`Shared`]'s, else every time (the
+/// single-table path).
+pub(super) async fn once<T: Clone, F: Future<Output = Result<T>>>(
     cell: Option<&OnceCell<T>>,
     read: impl FnOnce() -> F,
 ) -> Result<T> {
@@ -41,38 +46,6 @@ async fn once<T: Clone, F: Future<Output = Result<T>>>(
         Some(c) => c.get_or_try_init(read).await.cloned(),
         None => read().await,
     }
-}
-
-/// The source's server facts and the account, read by `read` (see [`once`]).
-pub async fn source<F: Future<Output = Result<(ServerFacts, String)>>>(
-    shared: Option<&Shared>,
-    read: impl FnOnce() -> F,
-) -> Result<(ServerFacts, String)> {
-    once(shared.map(|s| &s.source), read).await
-}
-
-/// The target's server facts.
-pub async fn target<F: Future<Output = Result<ServerFacts>>>(
-    shared: Option<&Shared>,
-    read: impl FnOnce() -> F,
-) -> Result<ServerFacts> {
-    once(shared.map(|s| &s.target), read).await
-}
-
-/// The replication probe's refusal, if any.
-pub async fn replication<F: Future<Output = Result<Option<Refusal>>>>(
-    shared: Option<&Shared>,
-    read: impl FnOnce() -> F,
-) -> Result<Option<Refusal>> {
-    once(shared.map(|s| &s.replication), read).await
-}
-
-/// The state-store-on-the-source refusal, if any.
-pub async fn state_on_source<F: Future<Output = Result<Option<Refusal>>>>(
-    shared: Option<&Shared>,
-    read: impl FnOnce() -> F,
-) -> Result<Option<Refusal>> {
-    once(shared.map(|s| &s.state_on_source), read).await
 }
 
 #[cfg(test)]
@@ -90,13 +63,13 @@ mod tests {
                 _ => Ok(Some(Refusal::new("o", "why", "fix"))),
             }
         };
-        let first = replication(Some(&shared), || {
+        let first = once(Some(&shared.replication), || {
             fail_first(reads.fetch_add(1, Ordering::SeqCst))
         })
         .await;
         assert!(first.is_err());
         for _ in 0..3 {
-            let r = replication(Some(&shared), || {
+            let r = once(Some(&shared.replication), || {
                 fail_first(reads.fetch_add(1, Ordering::SeqCst))
             })
             .await;
@@ -108,7 +81,7 @@ mod tests {
             "read again after the failure, then kept"
         );
         for _ in 0..2 {
-            let r = replication(None, || fail_first(reads.fetch_add(1, Ordering::SeqCst))).await;
+            let r = once(None, || fail_first(reads.fetch_add(1, Ordering::SeqCst))).await;
             assert!(r.is_ok());
         }
         assert_eq!(

@@ -31,12 +31,12 @@ pub mod sql;
 pub mod weigh;
 
 /// A key value as a byte string whose memcmp order and equality are the server's.
+///
+/// Serialised through `serde_bytes`: a byte string in postcard is the same varint length
+/// and raw bytes as a `Vec<u8>` (the golden fixtures of plans and manifests pin it), read
+/// in one copy instead of byte by byte.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 pub struct SortKey(#[serde(with = "serde_bytes")] pub Vec<u8>);
-
-// `serde_bytes`: a byte string in postcard is the same varint length and raw bytes as a
-// `Vec<u8>` (the golden fixtures of plans and manifests pin it), read in one copy instead
-// of byte by byte.
 
 impl fmt::Debug for SortKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -7,6 +7,7 @@
 //! ERROR 1045's "grant the missing privilege", and loses nothing: the same jobs then run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::compare::compare;
+use backfill_tests::install::install_and_start_t;
 use backfill_tests::Run;
 use std::time::{Duration, Instant};
 
@@ -46,7 +47,11 @@ fn one_url_per_server_serves_every_database_and_a_missing_one_is_named() {
     let pairs = [(&sdb1, &tdb1), (&sdb2, &tdb2)];
     let mut jobs = Vec::new();
     for (db, tdb) in pairs {
-        jobs.push(install_and_start(&state, source, target, db, tdb, &ctl));
+        let (src, tgt) = (
+            source.url_user(USER, PW, db),
+            target.url_user(USER, PW, tdb),
+        );
+        jobs.push(install_and_start_t(&state, (&src, db), (&tgt, tdb), &ctl));
     }
     let data = tempfile::tempdir().unwrap();
     let data_dir = data.path().to_str().unwrap();
@@ -90,43 +95,6 @@ fn one_url_per_server_serves_every_database_and_a_missing_one_is_named() {
         let d = compare(source, db, target, tdb, "t", &["id"]);
         assert!(d.is_clean() && d.rows == 1500, "{db}.t -> {tdb}.t: {d}");
     }
-}
-
-fn install_and_start(
-    state: &str,
-    source: &harness::Server,
-    target: &harness::Server,
-    db: &str,
-    tdb: &str,
-    ctl: &str,
-) -> String {
-    let r = run(&[
-        "install",
-        "--state",
-        state,
-        "--source",
-        &source.url_user(USER, PW, db),
-        "--source-table",
-        &format!("{db}.t"),
-        "--target",
-        &target.url_user(USER, PW, tdb),
-        "--target-table",
-        &format!("{tdb}.t"),
-        "--control-schema",
-        ctl,
-        "--window-rows",
-        "500",
-        "--page-rows",
-        "250",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.all());
-    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
-    let job = v["job_id"].as_u64().unwrap().to_string();
-    let s = run(&["start", "--state", state, &job]);
-    assert_eq!(s.code, 0, "{}", s.all());
-    job
 }
 
 fn the_other_server_refuses_every_job(out: &str, source: &harness::Server, jobs: &[String]) {
