@@ -83,6 +83,11 @@
 //! compares up to the smaller last key of the full chunks. Rows whose hashes differ get one more query per side for
 //! per-column digests, lengths and a short preview, in batches of at most
 //! [`DETAIL_BATCH`] keys. At most the two chunks of one step are held, plus one detail batch.
+//! Before any row is read, a chunk is compared by its count and digest on each server
+//! (`sql::digest_sql`: the SHA-256 of its encoded rows in key order; `sql::sum_sql`, a
+//! sum of per-row hashes, once a chunk is too long to digest): an equal chunk sends two
+//! values per side and no key. The source reads the next chunk's bound in the same
+//! snapshot while the target is still digesting.
 //!
 //! # Resuming
 //!
@@ -310,6 +315,8 @@ impl PinnedSource {
             options: o,
             skipped: 0,
             summed: 0,
+            sums_only: false,
+            ahead: None,
         };
         let complete = walk.run(cursor).await?;
         let (skipped_chunks, summed_chunks) = (walk.skipped, walk.summed);

@@ -23,7 +23,12 @@ pub const SESSION_SETUP: &[&str] = &[
     "SET SESSION time_zone = '+00:00'",
     "SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'",
     "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    // super::sql::DIGEST_MAX_BYTES (a test holds them equal).
+    "SET SESSION group_concat_max_len = 8388608",
 ];
+
+/// ER_CUT_VALUE_GROUP_CONCAT: a chunk string longer than `group_concat_max_len` was cut.
+const CUT_BY_GROUP_CONCAT: u16 = 1260;
 
 /// A raw text-protocol row: each value NULL or its bytes.
 type TextRow = Vec<Option<Vec<u8>>>;
@@ -57,6 +62,26 @@ fn malformed(what: &str, why: impl std::fmt::Display) -> Error {
     Error::definite(DefiniteCode::Preparation, format!("{what}: {why}"))
 }
 
+/// The error of a hashing statement the server warned about.
+fn warned(what: &str, warning: &str) -> Error {
+    Error::definite(
+        DefiniteCode::Preparation,
+        format!(
+            "{what}: the server warned while hashing the rows ({warning}), so the comparison \
+             cannot trust them; if a value is over half of max_allowed_packet, raise \
+             max_allowed_packet on both servers above twice the largest value"
+        ),
+    )
+}
+
+/// A chunk's count and sum or digest from its one row (None for an empty chunk).
+fn chunk_sum(what: &str, rows: &[TextRow]) -> Result<ChunkSum> {
+    let row = rows.first().ok_or_else(|| malformed(what, "no row"))?;
+    let count = int::<u64>(row.first().and_then(Option::as_ref)).map_err(|e| malformed(what, e))?;
+    let sum = row.get(1).cloned().flatten();
+    Ok(ChunkSum { rows: count, sum })
+}
+
 fn utf8(b: &[u8]) -> std::result::Result<&str, String> {
     std::str::from_utf8(b).map_err(|_| format!("not UTF-8: {}", hex::encode(b)))
 }
@@ -67,7 +92,8 @@ fn int<T: std::str::FromStr>(v: Option<&Vec<u8>>) -> std::result::Result<T, Stri
     s.parse().map_err(|_| format!("not an integer: {s:?}"))
 }
 
-/// A chunk summed on the server: its row count and the exact sum of its row hashes.
+/// A chunk summed or digested on the server: its row count and the exact sum of its row
+/// hashes or the digest of its rows (never compared with each other).
 #[derive(Debug, PartialEq, Eq)]
 pub struct ChunkSum {
     pub rows: u64,
@@ -208,29 +234,30 @@ impl Session {
     /// is NULL with a warning, and a row hash without it would compare equal whatever it
     /// holds.
     async fn no_warning(&mut self, what: &str) -> Result<()> {
+        match self.first_warning().await? {
+            None => Ok(()),
+            Some(w) => Err(warned(what, &w.1)),
+        }
+    }
+
+    /// The code and text of the last statement's first warning, if it warned.
+    async fn first_warning(&mut self) -> Result<Option<(u16, String)>> {
         if self.conn.get_warnings() == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let first = self
             .rows("reading its warning", "SHOW WARNINGS LIMIT 1".into())
             .await?
             .into_iter()
             .next()
-            .map(|r| {
-                r.iter()
-                    .map(|v| String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
             .unwrap_or_default();
-        Err(Error::definite(
-            DefiniteCode::Preparation,
-            format!(
-                "{what}: the server warned while hashing the rows ({first}), so the comparison \
-                 cannot trust them; if a value is over half of max_allowed_packet, raise \
-                 max_allowed_packet on both servers above twice the largest value"
-            ),
-        ))
+        let code = int::<u16>(first.get(1).and_then(Option::as_ref)).unwrap_or(0);
+        let text = first
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        Ok(Some((code, text)))
     }
 
     /// The count and hash sum of the rows with `last < key <= bound` (`sum_sql`); the
@@ -249,11 +276,29 @@ impl Session {
             .map_err(|e| malformed(&what, e))?;
         let rows = self.rows("summing a chunk", sql).await?;
         self.no_warning(&what).await?;
-        let row = rows.first().ok_or_else(|| malformed(&what, "no row"))?;
-        let rows =
-            int::<u64>(row.first().and_then(Option::as_ref)).map_err(|e| malformed(&what, e))?;
-        let sum = row.get(1).cloned().flatten();
-        Ok(ChunkSum { rows, sum })
+        chunk_sum(&what, &rows)
+    }
+
+    /// The count and digest of the rows with `last < key <= bound` (`digest_sql`), the
+    /// digest None for no row; None when the chunk string was longer than
+    /// `DIGEST_MAX_BYTES` (the server cut it: the answer says nothing, compare by
+    /// [`Session::sum`]). Any other warning fails it as it fails [`Session::sum`].
+    pub async fn digest(
+        &mut self,
+        qualified: &str,
+        key: &KeyCols,
+        columns: &[&Column],
+        range: (Option<&Key>, Option<&Key>),
+    ) -> Result<Option<ChunkSum>> {
+        let what = format!("{} digesting a chunk of {qualified}", self.side);
+        let sql = super::sql::digest_sql(qualified, key, columns, range.0, range.1)
+            .map_err(|e| malformed(&what, e))?;
+        let rows = self.rows("digesting a chunk", sql).await?;
+        match self.first_warning().await? {
+            None => chunk_sum(&what, &rows).map(Some),
+            Some((CUT_BY_GROUP_CONCAT, _)) => Ok(None),
+            Some((_, w)) => Err(warned(&what, &w)),
+        }
     }
 
     /// The `n`-th key after `last` (a skipped chunk's last key), None past the end.

@@ -93,12 +93,24 @@ pub fn chunk_sql(
 
 /// The SHA-256 (64 hex digits) of a row's compared columns, as [`chunk_sql`] describes.
 fn row_hash(columns: &[&Column]) -> String {
+    format!("SHA2({}, 256)", row_text(columns))
+}
+
+/// The encoded row itself, the input of [`row_hash`] and of [`digest_sql`]'s chunk string.
+fn row_text(columns: &[&Column]) -> String {
     let parts: Vec<String> = columns.iter().map(|c| hashed_part(c)).collect();
-    format!("SHA2(CONCAT_WS(0x1f, {}), 256)", parts.join(", "))
+    format!("CONCAT_WS(0x1f, {})", parts.join(", "))
 }
 
 /// One column's part of [`row_hash`]: `NULL` for NULL, else its bytes, hex-encoded unless
 /// the column's text has a fixed alphabet ([`plain_text`]).
+///
+/// A column this side declares NOT NULL is written without the `IF` (the server then
+/// evaluates one expression less per value, about a tenth of a walk, measured): its value
+/// is never NULL here. Should the other side hold a NULL in it (its column nullable), that
+/// side writes `NULL`, which no HEX or plain text spells: the rows still differ. (Were a
+/// NULL ever to reach an unguarded part, `CONCAT_WS` would drop it and the row would have
+/// one separator fewer than every row of the other side: different again.)
 fn hashed_part(c: &Column) -> String {
     let value = value_expr(c);
     let bytes = if plain_text(c.kind()) {
@@ -106,7 +118,11 @@ fn hashed_part(c: &Column) -> String {
     } else {
         format!("HEX({value})")
     };
-    format!("IF({} IS NULL, 'NULL', {bytes})", quote_ident(&c.name))
+    if c.nullable {
+        format!("IF({} IS NULL, 'NULL', {bytes})", quote_ident(&c.name))
+    } else {
+        bytes
+    }
 }
 
 /// Whether the server's text for a column of this kind is made only of digits, signs,
@@ -135,6 +151,40 @@ fn plain_text(kind: Option<ColumnKind>) -> bool {
                 | Year
         )
     )
+}
+
+/// The longest chunk string [`digest_sql`] builds (`group_concat_max_len` of every
+/// comparator session, [`super::read::SESSION_SETUP`]): the server's memory for one chunk
+/// query is bounded by it. A chunk of 10 000 rows of ~800 encoded bytes fits; a longer one
+/// is cut, the server warns (1260), and the walk compares by [`sum_sql`] instead.
+pub const DIGEST_MAX_BYTES: usize = 8 << 20;
+
+/// The rows with `last < key <= bound` digested on the server: their count and the
+/// SHA-256 of their encoded rows ([`row_text`]) concatenated in the order the server reads
+/// them, each row after a 0x1e.
+///
+/// Why a match proves the chunk equal: no part of a row (HEX, plain text, `NULL`) contains
+/// 0x1e or 0x1f, so the chunk string is an injective encoding of the sequence of rows, and
+/// equal digests mean equal sequences (SHA-256). The order is the server's: both sides read
+/// the same key range through their key index, so equal chunks read alike; a side that
+/// read them in another order only makes the digests differ, and a differing chunk is
+/// compared again row by row, which names every difference (never a false equality).
+/// A chunk string longer than [`DIGEST_MAX_BYTES`] is cut with warning 1260: the caller
+/// must treat that answer as no answer. Cheaper for the server than [`sum_sql`]: one hash
+/// per chunk instead of one per row plus a text-to-number conversion per row (~20 % of a
+/// walk, measured).
+pub fn digest_sql(
+    qualified: &str,
+    key: &KeyCols,
+    columns: &[&Column],
+    last: Option<&Key>,
+    bound: Option<&Key>,
+) -> Result<String, String> {
+    Ok(format!(
+        "SELECT COUNT(*), SHA2(GROUP_CONCAT({} SEPARATOR 0x1e), 256) FROM {qualified}{}",
+        row_text(columns),
+        key.between(last, bound)?,
+    ))
 }
 
 /// The rows with `last < key <= bound`, summed on the server: their count and the exact
@@ -240,6 +290,12 @@ mod tests {
             "SELECT COUNT(*), SUM(CAST(CONV(LEFT(SHA2(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', CAST(`v` AS BINARY))), 256), 16), 16, 10) AS UNSIGNED)) \
              FROM `d`.`t` WHERE (`id` > -5) AND (`id` <= 9)"
         );
+        assert_eq!(
+            digest_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), Some(&Key::of_i64(9)))
+                .expect("sql"),
+            "SELECT COUNT(*), SHA2(GROUP_CONCAT(CONCAT_WS(0x1f, IF(`v` IS NULL, 'NULL', CAST(`v` AS BINARY))) SEPARATOR 0x1e), 256) \
+             FROM `d`.`t` WHERE (`id` > -5) AND (`id` <= 9)"
+        );
         let tail = sum_sql("`d`.`t`", &key, &[&c], Some(&Key::of_i64(-5)), None).expect("sql");
         assert!(tail.ends_with("FROM `d`.`t` WHERE (`id` > -5)"), "{tail}");
         let all = sum_sql("`d`.`t`", &key, &[&c], None, None).expect("sql");
@@ -250,6 +306,23 @@ mod tests {
         let sql = detail_sql("`d`.`t`", &key, &[&c], &keys, 8).expect("sql");
         assert!(sql.ends_with("WHERE `id` IN (1, 2) ORDER BY `id`"), "{sql}");
         assert!(sql.contains("HEX(LEFT(CAST(`v` AS BINARY), 8))"));
+    }
+
+    #[test]
+    fn a_not_null_column_has_no_null_guard() {
+        let c = Column::new("c".into(), "varchar", "varchar(3)", false, None);
+        assert_eq!(hashed_part(&c), "HEX(CAST(`c` AS BINARY))");
+        let n = Column::new("n".into(), "int", "int(11)", false, None);
+        assert_eq!(
+            row_text(&[&c, &n]),
+            "CONCAT_WS(0x1f, HEX(CAST(`c` AS BINARY)), CAST(`n` AS BINARY))"
+        );
+    }
+
+    #[test]
+    fn every_session_allows_the_longest_digested_chunk() {
+        let set = format!("SET SESSION group_concat_max_len = {DIGEST_MAX_BYTES}");
+        assert!(super::super::read::SESSION_SETUP.contains(&set.as_str()));
     }
 
     #[test]

@@ -30,6 +30,12 @@ impl Side<'_> {
             .await
     }
 
+    async fn digest(&mut self, range: (Option<&Key>, Option<&Key>)) -> Result<Option<ChunkSum>> {
+        self.session
+            .digest(&self.qualified, &self.key, &self.columns, range)
+            .await
+    }
+
     /// The details of the rows with `keys` (this side's own key values), checked to be
     /// exactly those rows in that order.
     async fn details(&mut self, keys: &[Key], preview: usize) -> Result<Vec<Vec<FieldDetail>>> {
@@ -65,8 +71,15 @@ pub(super) struct Walk<'a> {
     pub(super) options: &'a VerifyOptions,
     /// Chunks a sampled walk skipped so far.
     pub(super) skipped: u64,
-    /// Chunks found equal by their sums alone (`sql::sum_sql`), no row read.
+    /// Chunks found equal by their sums or digests alone (`sql::sum_sql`,
+    /// `sql::digest_sql`), no row read.
     pub(super) summed: u64,
+    /// A chunk string was too long for a digest (`sql::DIGEST_MAX_BYTES`): the rest of
+    /// the walk compares by sums.
+    pub(super) sums_only: bool,
+    /// The bound of the chunk after a key, read by the source while the target was still
+    /// digesting the chunk ending at that key: (that key, the bound).
+    pub(super) ahead: Option<(Key, Option<Key>)>,
 }
 
 impl Walk<'_> {
@@ -134,8 +147,14 @@ impl Walk<'_> {
     /// Walks over one chunk (one a sample does not compare, or the range of one compared
     /// by its sums): only the source's key `chunk_size` places on is read (the server
     /// steps over the others in the index); returns the chunk's last key, or None at the
-    /// end of the key space (a chunk of fewer keys).
+    /// end of the key space (a chunk of fewer keys). Read ahead when [`Walk::summarize`]
+    /// already read it.
     async fn skip(&mut self, last: Option<&Key>) -> Result<Option<Key>> {
+        if let Some((after, bound)) = self.ahead.take() {
+            if Some(&after) == last {
+                return Ok(bound);
+            }
+        }
         let n = self.options.chunk_size;
         let s = &mut self.source;
         s.session.nth_key(&s.qualified, &s.key, last, n).await
@@ -160,9 +179,46 @@ impl Walk<'_> {
     async fn by_sums(&mut self, last: Option<&Key>) -> Result<Option<(Option<Key>, u64)>> {
         let bound = self.skip(last).await?;
         let range = (last, bound.as_ref());
-        let (s, t) = tokio::join!(self.source.sum(range), self.target.sum(range));
-        let (s, t) = (s?, t?);
+        let (s, t) = self.summarize(range).await?;
         Ok((s == t).then_some((bound, s.rows)))
+    }
+
+    /// Both sides' digests of one range, or both sides' sums once a digest was cut (the
+    /// two sides are always summarized the same way: a digest never meets a sum). The
+    /// source, usually done first, then reads the next chunk's bound ([`Walk::ahead`]):
+    /// the same snapshot, the same statement [`Walk::skip`] would run next.
+    async fn summarize(
+        &mut self,
+        range: (Option<&Key>, Option<&Key>),
+    ) -> Result<(ChunkSum, ChunkSum)> {
+        if !self.sums_only {
+            let n = self.options.chunk_size;
+            let source = &mut self.source;
+            let ahead = async {
+                let digest = source.digest(range).await?;
+                let Some(bound) = range.1.filter(|_| digest.is_some()) else {
+                    return Ok((digest, None));
+                };
+                let next = source
+                    .session
+                    .nth_key(&source.qualified, &source.key, Some(bound), n);
+                Ok::<_, Error>((digest, Some((bound.clone(), next.await?))))
+            };
+            let (s, t) = tokio::join!(ahead, self.target.digest(range));
+            let ((s, next), t) = (s?, t?);
+            self.ahead = next;
+            if let (Some(s), Some(t)) = (s, t) {
+                return Ok((s, t));
+            }
+            tracing::info!(
+                source = %self.source.qualified,
+                max_bytes = super::sql::DIGEST_MAX_BYTES,
+                "a chunk's rows are too long for one digest: the walk compares by sums"
+            );
+            self.sums_only = true;
+        }
+        let (s, t) = tokio::join!(self.source.sum(range), self.target.sum(range));
+        Ok((s?, t?))
     }
 
     /// One chunk step row by row: keys and row hashes of both sides, merged.

@@ -585,6 +585,26 @@ async fn equal_chunks_are_compared_by_sums_and_the_others_row_by_row() {
     pair.close().await;
 }
 
+/// A chunk whose rows are too long for one digest (over `DIGEST_MAX_BYTES`, 8 MiB: the
+/// server cuts the chunk string and warns) is compared by sums instead, and so is the rest
+/// of the walk; a difference past the cut is still found (a cut digest compared as it is
+/// would call these chunks equal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_too_long_for_one_digest_are_compared_by_sums() {
+    let pair = Pair::new("v_long", "CREATE TABLE t (id INT PRIMARY KEY, b LONGBLOB)");
+    // Three rows of 6 MB of HEX each: 18 MB in one chunk of 10.
+    pair.both("INSERT INTO t SELECT seq, REPEAT('a', 3000000) FROM seq_1_to_3");
+    let equal = pair.run(&chunked(10)).await;
+    assert!(equal.is_clean(), "{equal}");
+    assert_eq!(equal.summed_chunks, equal.cursor.tally.chunks, "{equal}");
+    assert_eq!(equal.cursor.tally.rows_compared, 3, "{equal}");
+    pair.tgt("UPDATE t SET b = CONCAT(REPEAT('a', 2999999), 'b') WHERE id = 3");
+    let r = pair.run(&chunked(10)).await;
+    assert!(r.complete && !r.is_clean(), "{r}");
+    assert_eq!(fields(&r), want(&[("3", "b")]), "{r}");
+    pair.close().await;
+}
+
 /// A value whose HEX is over `max_allowed_packet` (16 MiB here) would be left out of its
 /// row's hash (NULL with a warning, skipped by CONCAT_WS) and of the chunk's sum: the
 /// walk refuses to call such rows equal, naming the warning and the fix.
