@@ -14,7 +14,7 @@ use kernel::schema::{ColumnDef, ColumnKind, SealedSchema};
 use kernel::value::SqlValue;
 use ledger::chain::{self, ChainEntry};
 use ledger::manifest::WindowManifest;
-use ledger::page::{FinalPage, PageKey, PageRef, RawPage};
+use ledger::page::{self, FinalPage, PageKey, PageRef, RawPage};
 use ledger::range::{Bound, KeyRange, KeyRangeV1};
 use ledger::record::{CurrentWindow, JournalRecord, Phase};
 use ledger::target::Activation;
@@ -164,6 +164,17 @@ fn final_page_v1() {
             rows: rows(),
         },
     );
+}
+
+/// The audit reads a stored page's place and row count from its front
+/// (`page::page_head`): the same as the whole decode of the v1 fixtures.
+#[test]
+fn page_heads_of_the_v1_fixtures() {
+    let raw = std::fs::read(fixture("raw_page_v1.bin")).unwrap();
+    let fin = std::fs::read(fixture("final_page_v1.bin")).unwrap();
+    let n = rows().len() as u64;
+    assert_eq!(page::page_head::<RawPage>(&raw).unwrap(), (key(), n));
+    assert_eq!(page::page_head::<FinalPage>(&fin).unwrap(), (key(), n));
 }
 
 fn seal_manifest(m: &WindowManifest) -> Vec<u8> {

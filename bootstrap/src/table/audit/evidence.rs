@@ -9,7 +9,7 @@ use kernel::log::LSeq;
 use kernel::range::KeyRange;
 use ledger::chain::ChainEntry;
 use ledger::journal::StoredRow;
-use ledger::page::{FinalPage, RawPage};
+use ledger::page::{page_head, FinalPage, RawPage};
 use ledger::registry::{Entry, Kind, Usage};
 use ledger::target::{Activation, PageCredential, ReplayCursor};
 use std::collections::BTreeMap;
@@ -53,8 +53,8 @@ impl Facts {
     /// The facts of verified bytes of a material of `kind`.
     pub fn of(kind: Kind, b: &[u8]) -> Facts {
         let page = match kind {
-            Kind::Raw => RawPage::decode(b).map(|x| (x.key, x.rows.len())),
-            _ => FinalPage::decode(b).map(|x| (x.key, x.rows.len())),
+            Kind::Raw => page_head::<RawPage>(b),
+            _ => page_head::<FinalPage>(b),
         };
         Facts {
             bytes: b.len() as u64,
@@ -64,7 +64,7 @@ impl Facts {
                     window: k.window,
                     attempt: k.attempt,
                     page: k.page,
-                    rows: n as u64,
+                    rows: n,
                 })
                 .map_err(|e| e.to_string()),
         }
