@@ -271,12 +271,12 @@ impl Session {
         columns: &[&Column],
         range: (Option<&Key>, Option<&Key>),
     ) -> Result<ChunkSum> {
-        let what = format!("{} summing a chunk of {qualified}", self.side);
-        let sql = super::sql::sum_sql(qualified, key, columns, range.0, range.1)
-            .map_err(|e| malformed(&what, e))?;
-        let rows = self.rows("summing a chunk", sql).await?;
-        self.no_warning(&what).await?;
-        chunk_sum(&what, &rows)
+        let sql = super::sql::sum_sql(qualified, key, columns, range.0, range.1);
+        let (what, rows, warning) = self.summary("summing", qualified, sql).await?;
+        match warning {
+            None => chunk_sum(&what, &rows),
+            Some((_, w)) => Err(warned(&what, &w)),
+        }
     }
 
     /// The count and digest of the rows with `last < key <= bound` (`digest_sql`), the
@@ -290,15 +290,28 @@ impl Session {
         columns: &[&Column],
         range: (Option<&Key>, Option<&Key>),
     ) -> Result<Option<ChunkSum>> {
-        let what = format!("{} digesting a chunk of {qualified}", self.side);
-        let sql = super::sql::digest_sql(qualified, key, columns, range.0, range.1)
-            .map_err(|e| malformed(&what, e))?;
-        let rows = self.rows("digesting a chunk", sql).await?;
-        match self.first_warning().await? {
+        let sql = super::sql::digest_sql(qualified, key, columns, range.0, range.1);
+        let (what, rows, warning) = self.summary("digesting", qualified, sql).await?;
+        match warning {
             None => chunk_sum(&what, &rows).map(Some),
             Some((CUT_BY_GROUP_CONCAT, _)) => Ok(None),
             Some((_, w)) => Err(warned(&what, &w)),
         }
+    }
+
+    /// Runs one chunk summary (`sql`, built by the caller): what it was for the errors,
+    /// its rows and the statement's first warning.
+    async fn summary(
+        &mut self,
+        doing: &str,
+        qualified: &str,
+        sql: std::result::Result<String, String>,
+    ) -> Result<(String, Vec<TextRow>, Option<(u16, String)>)> {
+        let what = format!("{} {doing} a chunk of {qualified}", self.side);
+        let sql = sql.map_err(|e| malformed(&what, e))?;
+        let rows = self.rows(&format!("{doing} a chunk"), sql).await?;
+        let warning = self.first_warning().await?;
+        Ok((what, rows, warning))
     }
 
     /// The `n`-th key after `last` (a skipped chunk's last key), None past the end.

@@ -180,10 +180,24 @@ pub fn digest_sql(
     last: Option<&Key>,
     bound: Option<&Key>,
 ) -> Result<String, String> {
+    let digest = format!(
+        "SHA2(GROUP_CONCAT({} SEPARATOR 0x1e), 256)",
+        row_text(columns)
+    );
+    summary_sql(qualified, key, (last, bound), &digest)
+}
+
+/// `SELECT COUNT(*), <summary>` over the rows with `last < key <= bound`: the shape of
+/// [`digest_sql`] and [`sum_sql`].
+fn summary_sql(
+    qualified: &str,
+    key: &KeyCols,
+    (last, bound): (Option<&Key>, Option<&Key>),
+    summary: &str,
+) -> Result<String, String> {
     Ok(format!(
-        "SELECT COUNT(*), SHA2(GROUP_CONCAT({} SEPARATOR 0x1e), 256) FROM {qualified}{}",
-        row_text(columns),
-        key.between(last, bound)?,
+        "SELECT COUNT(*), {summary} FROM {qualified}{}",
+        key.between(last, bound)?
     ))
 }
 
@@ -204,11 +218,11 @@ pub fn sum_sql(
     last: Option<&Key>,
     bound: Option<&Key>,
 ) -> Result<String, String> {
-    Ok(format!(
-        "SELECT COUNT(*), SUM(CAST(CONV(LEFT({}, 16), 16, 10) AS UNSIGNED)) FROM {qualified}{}",
-        row_hash(columns),
-        key.between(last, bound)?,
-    ))
+    let sum = format!(
+        "SUM(CAST(CONV(LEFT({}, 16), 16, 10) AS UNSIGNED))",
+        row_hash(columns)
+    );
+    summary_sql(qualified, key, (last, bound), &sum)
 }
 
 /// The `n`-th key (1-based) after `last` in key order: a skipped chunk's last key. The

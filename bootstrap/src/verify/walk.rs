@@ -36,6 +36,23 @@ impl Side<'_> {
             .await
     }
 
+    /// [`Side::digest`], then (when it answered and the range has a bound) the bound of the
+    /// `n` keys after it, as `(bound, next bound)` for [`Walk::ahead`].
+    async fn digest_and_next(
+        &mut self,
+        range: (Option<&Key>, Option<&Key>),
+        n: usize,
+    ) -> Result<(Option<ChunkSum>, Option<(Key, Option<Key>)>)> {
+        let digest = self.digest(range).await?;
+        let Some(bound) = range.1.filter(|_| digest.is_some()) else {
+            return Ok((digest, None));
+        };
+        let next = self
+            .session
+            .nth_key(&self.qualified, &self.key, Some(bound), n);
+        Ok((digest, Some((bound.clone(), next.await?))))
+    }
+
     /// The details of the rows with `keys` (this side's own key values), checked to be
     /// exactly those rows in that order.
     async fn details(&mut self, keys: &[Key], preview: usize) -> Result<Vec<Vec<FieldDetail>>> {
@@ -193,18 +210,10 @@ impl Walk<'_> {
     ) -> Result<(ChunkSum, ChunkSum)> {
         if !self.sums_only {
             let n = self.options.chunk_size;
-            let source = &mut self.source;
-            let ahead = async {
-                let digest = source.digest(range).await?;
-                let Some(bound) = range.1.filter(|_| digest.is_some()) else {
-                    return Ok((digest, None));
-                };
-                let next = source
-                    .session
-                    .nth_key(&source.qualified, &source.key, Some(bound), n);
-                Ok::<_, Error>((digest, Some((bound.clone(), next.await?))))
-            };
-            let (s, t) = tokio::join!(ahead, self.target.digest(range));
+            let (s, t) = tokio::join!(
+                self.source.digest_and_next(range, n),
+                self.target.digest(range)
+            );
             let ((s, next), t) = (s?, t?);
             self.ahead = next;
             if let (Some(s), Some(t)) = (s, t) {

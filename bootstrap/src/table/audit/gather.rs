@@ -58,16 +58,13 @@ async fn snap_all(
 }
 
 /// One material read, verified and reduced to what the checks need; its page bytes are
-/// dropped as soon as it is. The shared copy is read, not a host's cache. A page is
-/// decoded on the blocking pool: the activation's field check shares this task
-/// (`tokio::join!`) and would otherwise wait while every page decodes.
+/// dropped as soon as it is. The shared copy is read, not a host's cache (the store
+/// decompresses and hashes it off this task; its facts come from its head, no row is
+/// decoded).
 async fn snap(store: &dyn MaterialStore, d: &Digest, kind: Kind) -> Stored {
     match store.get_shared(d).await {
         Ok(Some(b)) if kind == Kind::Manifest => Stored::Manifest(b),
-        Ok(Some(b)) => match tokio::task::spawn_blocking(move || Facts::of(kind, &b)).await {
-            Ok(facts) => Stored::Facts(facts),
-            Err(e) => Stored::Bad(format!("decoding the page failed: {e}")),
-        },
+        Ok(Some(b)) => Stored::Facts(Facts::of(kind, &b)),
         Ok(None) => Stored::Missing,
         Err(e) => Stored::Bad(e.to_string()),
     }
