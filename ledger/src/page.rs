@@ -123,9 +123,9 @@ pub fn page_head<T: Versioned>(bytes: &[u8]) -> Result<(PageKey, u64), DecodeErr
     Ok((key, rows))
 }
 
-/// Cuts a window's final rows (already in key order) into FINAL pages of at most
-/// `page_rows` rows. A window always has at least one page, possibly empty, so T holds
-/// evidence for every applied window.
+/// Cuts a window's final rows (in the fold's order: as read, then the keys only changes
+/// added) into FINAL pages of at most `page_rows` rows. A window always has at least one
+/// page, possibly empty, so T holds evidence for every applied window.
 pub fn cut_final_pages(
     job: JobId,
     generation: Generation,

@@ -71,7 +71,7 @@ pub struct SealedWindow {
     pub final_bytes: Vec<Vec<u8>>,
 }
 
-/// Cuts the reconciled rows (in key order) into FINAL pages, persists them, then builds,
+/// Cuts the reconciled rows (in the fold's order) into FINAL pages, persists them, then builds,
 /// persists and returns the manifest.
 pub async fn seal_window(
     store: &dyn MaterialStore,

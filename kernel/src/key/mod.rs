@@ -443,20 +443,31 @@ impl Keyer {
     }
 
     /// The sort key of a full row image.
+    ///
+    /// The bytes are built in this thread's scratch buffers and copied once into a key of
+    /// their exact size: one allocation a key (a window computes one a row).
     pub fn sort_key(&self, row: &Row) -> Result<SortKey, KeyError> {
-        let mut out = Vec::with_capacity(16 * self.def.columns.len());
-        let mut col = Vec::with_capacity(16);
-        for (ci, c) in self.def.columns.iter().enumerate() {
-            let v = row.get(c.index).ok_or(KeyError::Short {
-                found: row.len(),
-                needed: c.index,
-            })?;
-            col.clear();
-            self.column_bytes(ci, c, v, &mut col)?;
-            join(&col, self.def.framed(ci), &mut out);
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = Default::default();
         }
-        out.shrink_to_fit();
-        Ok(SortKey(out))
+        SCRATCH.with(|s| {
+            let (out, col) = &mut *s.borrow_mut();
+            out.clear();
+            for (ci, c) in self.def.columns.iter().enumerate() {
+                let v = row.get(c.index).ok_or(KeyError::Short {
+                    found: row.len(),
+                    needed: c.index,
+                })?;
+                if self.def.framed(ci) {
+                    col.clear();
+                    self.column_bytes(ci, c, v, col)?;
+                    frame(col, out);
+                } else {
+                    self.column_bytes(ci, c, v, out)?;
+                }
+            }
+            Ok(SortKey(out.as_slice().to_vec()))
+        })
     }
 
     /// The key column values of a row, in key order (for statements and display).

@@ -71,9 +71,10 @@ pub async fn weigh_values(
 ) -> crate::Result<usize> {
     let mut asked = 0;
     for ci in 0..keyer.def.columns.len() {
+        let mut seen = std::collections::HashSet::new();
         let mut todo: Vec<&[u8]> = Vec::new();
         for (c, v) in values {
-            if *c == ci && keyer.weight(ci, v).is_none() && !todo.contains(&v.as_slice()) {
+            if *c == ci && keyer.weight(ci, v).is_none() && seen.insert(v.as_slice()) {
                 todo.push(v);
             }
         }
@@ -217,7 +218,9 @@ pub fn accept_inline(
     whole: Option<i64>,
 ) -> crate::Result<()> {
     let c = &keyer.def.columns[ci];
-    let v = super::show_values(&[crate::value::SqlValue::Bytes(value.to_vec())]);
+    // Shown only in a refusal: formatting it for every accepted row cost four allocations
+    // a row (and the memory they churned) in a window read.
+    let v = || super::show_values(&[crate::value::SqlValue::Bytes(value.to_vec())]);
     match (weight, whole) {
         (Some(w), Some(1)) => {
             keyer.insert_weight(ci, value.to_vec(), w);
@@ -226,14 +229,19 @@ pub fn accept_inline(
         (Some(_), _) => Err(Error::definite(
             DefiniteCode::Uncapturable,
             format!(
-                "key column `{}`: the weight of {v} is cut short by WEIGHT_STRING(.. AS CHAR(n)) \
+                "key column `{}`: the weight of {} is cut short by WEIGHT_STRING(.. AS CHAR(n)) \
                  (a character expands under its collation) and could equal another value's",
-                c.name
+                c.name,
+                v()
             ),
         )),
         _ => Err(Error::definite(
             DefiniteCode::Uncapturable,
-            format!("key column `{}`: the server gave no weight for {v}", c.name),
+            format!(
+                "key column `{}`: the server gave no weight for {}",
+                c.name,
+                v()
+            ),
         )),
     }
 }

@@ -289,7 +289,7 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
         Ok(v) => v,
         Err(e) => return Err(versions::read_failed(ctx, &mut chain, low.seq, e).await),
     };
-    let rows_read = view.rows.len() as u64;
+    let rows_read = view.raw.len() as u64;
     tracing::info!(%w, %a, rows_read, ms = t0.elapsed().as_millis() as u64, snapshot = ?view.snapshot, "read view closed");
     failpoint::hit(fp::AFTER_READ_CLOSED);
     ctx.hooks.after_read_closed(id, w, a).await;

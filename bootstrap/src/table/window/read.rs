@@ -11,6 +11,7 @@
 //! (`read_view_timeout`), and so are the close and its confirmation.
 use crate::io::pool::Use;
 use crate::table::ctx::JobCtx;
+use crate::table::window::reconcile::Raw;
 use crate::table::window::{fp, progress};
 use kernel::error::{from_mysql, DefiniteCode};
 use kernel::failpoint;
@@ -32,11 +33,10 @@ pub struct ReadView {
     /// The view's binlog point, where the server reports it (MariaDB).
     pub snapshot: Option<BinlogPos>,
     pub raw_pages: Vec<PageRef>,
-    /// Every RAW row, in key order (bounded by the window's size).
-    pub rows: Vec<Row>,
-    /// The sort key of each RAW row (same order), computed as its page arrived so the
-    /// page's weights need not be kept for the fold.
-    pub keys: Vec<SortKey>,
+    /// Every RAW row, in key order (bounded by the window's size), with the print of its
+    /// sort key, computed and checked as its page arrived so the page's weights need not
+    /// be kept for the fold.
+    pub raw: Raw,
 }
 
 /// Steps 2-4 under a read permit: open the view, read pages, close and confirm.
@@ -116,8 +116,7 @@ async fn in_view(
     let mut view = ReadView {
         snapshot,
         raw_pages: Vec::new(),
-        rows: Vec::new(),
-        keys: Vec::new(),
+        raw: Raw::default(),
     };
     let mut after: Option<Vec<SqlValue>> = range.lower.as_ref().map(|b| b.values.clone());
     let weighed = weigh::inline(conn, keyer).await?;
@@ -129,7 +128,7 @@ async fn in_view(
             upper: range.upper.as_ref(),
         };
         let rows = read_page(ctx, conn, page).await?;
-        view.keys.extend(sort_keys(ctx, keyer, &rows)?);
+        let keys = sort_keys(ctx, keyer, &rows)?;
         ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
@@ -139,7 +138,7 @@ async fn in_view(
             Some(r) => Some(key_of(ctx, keyer, r)?),
             None => after,
         };
-        persist_raw(ctx, w, a, &mut view, rows).await?;
+        persist_raw(ctx, (w, a, range), &mut view, keys, rows).await?;
         progress::record(
             &ctx.pool,
             ctx.id(),
@@ -147,7 +146,7 @@ async fn in_view(
             w,
             a,
             progress::Step::Reading,
-            (view.rows.len() as u64, 0, 0),
+            (view.raw.len() as u64, 0, 0),
         )
         .await?;
         failpoint::hit(fp::MID_PAGES);
@@ -253,20 +252,22 @@ fn split_weights(ctx: &JobCtx, p: &Page<'_>, ncols: usize, r: mysql_async::Row) 
             ),
         ));
     }
-    let weights = vals.split_off(ncols);
-    for ((ci, _), pair) in p.weighed.iter().zip(weights.chunks(2)) {
+    // The (weight, whole) pairs are taken off the end of the row, last pair first.
+    for (ci, _) in p.weighed.iter().rev() {
+        let whole = vals.pop().as_ref().and_then(int_of);
+        let weight = vals.pop().and_then(bytes_of);
         let col = p.keyer.def.columns[*ci].index;
         let SqlValue::Bytes(v) = &vals[col] else {
             continue; // not a string: the fold names it
         };
-        weigh::accept_inline(p.keyer, *ci, v, bytes_of(&pair[0]), int_of(&pair[1]))?;
+        weigh::accept_inline(p.keyer, *ci, v, weight, whole)?;
     }
     Ok(vals)
 }
 
-fn bytes_of(v: &SqlValue) -> Option<Vec<u8>> {
+fn bytes_of(v: SqlValue) -> Option<Vec<u8>> {
     match v {
-        SqlValue::Bytes(w) => Some(w.clone()),
+        SqlValue::Bytes(w) => Some(w),
         _ => None,
     }
 }
@@ -310,11 +311,13 @@ fn key_of(ctx: &JobCtx, keyer: &Keyer, row: &Row) -> Result<Vec<SqlValue>> {
     })
 }
 
+/// Seals and registers a RAW page, then keeps its rows with their keys' prints (each key
+/// checked inside the window and after the one before).
 async fn persist_raw(
     ctx: &JobCtx,
-    w: WindowId,
-    a: Attempt,
+    (w, a, range): (WindowId, Attempt, &KeyRange),
     view: &mut ReadView,
+    keys: Vec<SortKey>,
     rows: Vec<Row>,
 ) -> Result<()> {
     let page = RawPage {
@@ -342,8 +345,12 @@ async fn persist_raw(
     )
     .await?;
     view.raw_pages.push(page.page_ref_for(&sealed));
-    view.rows.extend(page.rows);
-    Ok(())
+    view.raw.push(range, keys, page.rows).map_err(|e| {
+        Error::definite(
+            DefiniteCode::Uncapturable,
+            format!("{} {w} {a}: {e}", ctx.schema.qualified()),
+        )
+    })
 }
 
 /// How long the server may take to show a killed read connection gone.

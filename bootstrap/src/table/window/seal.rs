@@ -14,13 +14,15 @@
 use crate::table::ctx::JobCtx;
 use crate::table::schema::Chain;
 use crate::table::window::read::ReadView;
-use crate::table::window::{reconcile, versions};
+use crate::table::window::reconcile::{self, Folded, Raw};
+use crate::table::window::versions;
 use kernel::change::Change;
 use kernel::error::{from_sqlx, DefiniteCode};
 use kernel::ids::{Attempt, Digest, WindowId};
 use kernel::key::{weigh, Keyer};
 use kernel::log::MarkerSeen;
 use kernel::range::KeyRange;
+use kernel::value::Row;
 use kernel::{Error, Result};
 use ledger::seal::{SealedWindow, WindowFacts};
 use std::cmp::Ordering;
@@ -56,10 +58,14 @@ pub fn check_snapshot(low: &MarkerSeen, high: &MarkerSeen, view: &ReadView) -> R
     ))
 }
 
-/// Asks the source for the weights of the character keys of `changes` the read did not
-/// bring (DESIGN §14): one connection, batches of `weigh::BATCH` values.
-async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Result<()> {
-    let missing = keyer.unweighed(changes.iter().flat_map(Change::images));
+/// Asks the source for the weights of the character keys of `rows` not cached (DESIGN
+/// §14): one connection, batches of `weigh::BATCH` values; nothing when all are cached.
+async fn weigh_rows<'r>(
+    ctx: &JobCtx,
+    keyer: &Keyer,
+    rows: impl IntoIterator<Item = &'r Row>,
+) -> Result<()> {
+    let missing = keyer.unweighed(rows);
     if missing.is_empty() {
         return Ok(());
     }
@@ -74,6 +80,30 @@ async fn weigh_changes(ctx: &JobCtx, keyer: &Keyer, changes: &[Change]) -> Resul
     Ok(())
 }
 
+/// The reconcile fold (`reconcile`): the changes' keys weighed, their net effect, the
+/// weights of the RAW rows it may touch (mostly the changes' own values, cached), merged.
+async fn fold(
+    ctx: &JobCtx,
+    (w, a): (WindowId, Attempt),
+    (range, keyer): (&KeyRange, &Keyer),
+    raw: Raw,
+    changes: &[Change],
+) -> Result<Folded> {
+    let refused = |e: reconcile::FoldError| {
+        Error::definite(
+            DefiniteCode::Uncapturable,
+            format!(
+                "{} {w} {a}: the reconcile fold refused: {e}",
+                ctx.schema.qualified()
+            ),
+        )
+    };
+    weigh_rows(ctx, keyer, changes.iter().flat_map(Change::images)).await?;
+    let net = reconcile::net_effect(range, keyer, changes).map_err(refused)?;
+    weigh_rows(ctx, keyer, raw.touched(&net)).await?;
+    reconcile::merge(keyer, raw, net).map_err(refused)
+}
+
 /// Folds L over the RAW rows and seals FINAL pages and the manifest, then the seal row.
 /// `ctx` holds the schema version the window was read in, `chain` the table's versions
 /// (rows kept raw after a DDL sealed before LOW are decoded with the version in force).
@@ -86,17 +116,7 @@ pub async fn seal(
     chain: &Chain,
 ) -> Result<SealedWindow> {
     let changes = versions::changes_between(ctx, chain, low.seq, high.seq).await?;
-    weigh_changes(ctx, keyer, &changes).await?;
-    let raw = view.keys.into_iter().zip(view.rows);
-    let folded = reconcile::fold(range, keyer, raw, &changes).map_err(|e| {
-        Error::definite(
-            DefiniteCode::Uncapturable,
-            format!(
-                "{} {w} {a}: the reconcile fold refused: {e}",
-                ctx.schema.qualified()
-            ),
-        )
-    })?;
+    let folded = fold(ctx, (w, a), (range, keyer), view.raw, &changes).await?;
     let facts = WindowFacts {
         job: ctx.id(),
         generation: ctx.generation(),
@@ -111,7 +131,7 @@ pub async fn seal(
         folded_digest: folded.changes_digest,
         folded_changes: folded.changes_folded,
     };
-    let rows = folded.rows.into_values().collect();
+    let rows = folded.rows;
     let sealed = ledger::seal::seal_window(
         ctx.store.as_ref(),
         &ctx.registry,
@@ -200,8 +220,7 @@ mod tests {
         ReadView {
             snapshot,
             raw_pages: Vec::new(),
-            rows: Vec::new(),
-            keys: Vec::new(),
+            raw: Default::default(),
         }
     }
 
