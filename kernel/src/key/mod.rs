@@ -417,17 +417,6 @@ impl Keyer {
         self.read_weights().stats()
     }
 
-    /// Forgets the cached weights (not what was learnt of collations, nor the counts): a
-    /// reader that turned its rows into sort keys needs them no more.
-    pub fn forget_weights(&self) {
-        self.write_weights().clear();
-    }
-
-    /// Weights cached now.
-    pub fn cached_weights(&self) -> usize {
-        self.read_weights().len()
-    }
-
     fn read_weights(&self) -> std::sync::RwLockReadGuard<'_, WeightCache> {
         // A poisoned lock only means a panic elsewhere while inserting a complete entry.
         self.weights.read().unwrap_or_else(|p| p.into_inner())
@@ -447,6 +436,17 @@ impl Keyer {
     /// The bytes are built in this thread's scratch buffers and copied once into a key of
     /// their exact size: one allocation a key (a window computes one a row).
     pub fn sort_key(&self, row: &Row) -> Result<SortKey, KeyError> {
+        self.sort_key_inline(row, &[])
+    }
+
+    /// The sort key of a full row image whose character key columns' weights are given
+    /// (`(key column, weight)`, as the server returned them with the row) instead of
+    /// cached; a character column not in `inline` is looked up in the cache.
+    pub fn sort_key_inline(
+        &self,
+        row: &Row,
+        inline: &[(usize, Vec<u8>)],
+    ) -> Result<SortKey, KeyError> {
         thread_local! {
             static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = Default::default();
         }
@@ -458,12 +458,13 @@ impl Keyer {
                     found: row.len(),
                     needed: c.index,
                 })?;
+                let given = inline.iter().find(|(i, _)| *i == ci).map(|(_, w)| &w[..]);
                 if self.def.framed(ci) {
                     col.clear();
-                    self.column_bytes(ci, c, v, col)?;
+                    self.column_bytes(ci, c, v, given, col)?;
                     frame(col, out);
                 } else {
-                    self.column_bytes(ci, c, v, out)?;
+                    self.column_bytes(ci, c, v, given, out)?;
                 }
             }
             Ok(SortKey(out.as_slice().to_vec()))
@@ -490,7 +491,7 @@ impl Keyer {
         let mut col = Vec::new();
         for (ci, (c, v)) in self.def.columns.iter().zip(values).enumerate() {
             col.clear();
-            self.column_bytes(ci, c, v, &mut col)?;
+            self.column_bytes(ci, c, v, None, &mut col)?;
             join(&col, self.def.framed(ci), &mut out);
         }
         if values.len() != self.def.columns.len() {
@@ -508,6 +509,7 @@ impl Keyer {
         ci: usize,
         c: &KeyColumn,
         v: &SqlValue,
+        given: Option<&[u8]>,
         out: &mut Vec<u8>,
     ) -> Result<(), KeyError> {
         if v.is_null() {
@@ -522,6 +524,10 @@ impl Keyer {
                     why: format!("a character key value arrived as {v:?}"),
                 });
             };
+            if let Some(w) = given {
+                out.extend_from_slice(w);
+                return Ok(());
+            }
             let weights = self.read_weights();
             let w = weights.get(ci, b).ok_or_else(|| KeyError::NoWeight {
                 column: c.name.clone(),

@@ -276,6 +276,33 @@ fn only_variable_width_columns_before_the_last_are_framed() {
     .unwrap_err();
 }
 
+/// A weight given with the row and the same weight from the cache make the same sort key;
+/// a character column with neither is refused, never guessed.
+#[test]
+fn inline_weights_make_the_cached_weights_sort_key() {
+    let keyer = Keyer::new(mixed());
+    let row = vec![
+        SqlValue::Int(-3),
+        b("ab\0c"),
+        b("1.5"),
+        SqlValue::UInt(7),
+        SqlValue::Bytes(vec![0, 9]),
+    ];
+    let weight = vec![0x41, 0x00, 0x42];
+    let inline = keyer.sort_key_inline(&row, &[(1, weight.clone())]).unwrap();
+    assert!(matches!(
+        keyer.sort_key(&row),
+        Err(KeyError::NoWeight { ref column }) if column == "c1"
+    ));
+    keyer.insert_weight(1, b"ab\0c".to_vec(), weight.clone());
+    assert_eq!(keyer.sort_key(&row).unwrap(), inline);
+    // The weight sits framed in the middle of the key: 0x00 doubled, then the frame's end.
+    let mut expected = Vec::new();
+    encode::signed(-3, &mut expected);
+    frame(&weight, &mut expected);
+    assert!(inline.0.starts_with(&expected), "{inline:?}");
+}
+
 /// Joins per-column encodings the way a keyer does for [`mixed`].
 fn joined(d: &KeyDef, cols: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();

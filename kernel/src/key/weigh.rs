@@ -217,15 +217,27 @@ pub fn accept_inline(
     weight: Option<Vec<u8>>,
     whole: Option<i64>,
 ) -> crate::Result<()> {
+    let w = check_inline(keyer, ci, value, weight, whole)?;
+    keyer.insert_weight(ci, value.to_vec(), w);
+    Ok(())
+}
+
+/// One inline weight of key column `ci` for `value` (`whole` as read), checked as
+/// [`accept_inline`] checks it, for a caller that uses it at once
+/// ([`Keyer::sort_key_inline`]) instead of caching it.
+pub fn check_inline(
+    keyer: &Keyer,
+    ci: usize,
+    value: &[u8],
+    weight: Option<Vec<u8>>,
+    whole: Option<i64>,
+) -> crate::Result<Vec<u8>> {
     let c = &keyer.def.columns[ci];
     // Shown only in a refusal: formatting it for every accepted row cost four allocations
     // a row (and the memory they churned) in a window read.
     let v = || super::show_values(&[crate::value::SqlValue::Bytes(value.to_vec())]);
     match (weight, whole) {
-        (Some(w), Some(1)) => {
-            keyer.insert_weight(ci, value.to_vec(), w);
-            Ok(())
-        }
+        (Some(w), Some(1)) => Ok(w),
         (Some(_), _) => Err(Error::definite(
             DefiniteCode::Uncapturable,
             format!(

@@ -127,8 +127,7 @@ async fn in_view(
             after: after.as_deref(),
             upper: range.upper.as_ref(),
         };
-        let rows = read_page(ctx, conn, page).await?;
-        let keys = sort_keys(ctx, keyer, &rows)?;
+        let (rows, keys) = read_page(ctx, conn, page).await?;
         ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
@@ -191,11 +190,11 @@ struct Page<'a> {
 }
 
 /// One page of the window in key order, by the full key: `key > after AND key <= upper`
-/// as range-seek predicates (kernel::key::sql), `ORDER BY` the key columns. The server's
-/// weights of character key columns come back in the same statement
-/// (`kernel::key::weigh::inline`) and are cached in the keyer, so the fold orders RAW rows
-/// without another round trip.
-async fn read_page(ctx: &JobCtx, conn: &mut Conn, p: Page<'_>) -> Result<Vec<Row>> {
+/// as range-seek predicates (kernel::key::sql), `ORDER BY` the key columns, with each
+/// row's sort key. The server's weights of character key columns come back in the same
+/// statement (`kernel::key::weigh::inline`) and go into the row's sort key at once (a
+/// window holds sort keys' prints, not a weight per row, DESIGN §14).
+async fn read_page(ctx: &JobCtx, conn: &mut Conn, p: Page<'_>) -> Result<(Vec<Row>, Vec<SortKey>)> {
     let s = &ctx.schema;
     let mut cols: Vec<String> = s.columns.iter().map(|c| c.select_expr()).collect();
     let ncols = cols.len();
@@ -231,13 +230,28 @@ async fn read_page(ctx: &JobCtx, conn: &mut Conn, p: Page<'_>) -> Result<Vec<Row
         .exec(sql, Params::Positional(params))
         .await
         .map_err(|e| from_mysql(&format!("reading a page of {}", s.qualified()), &e))?;
-    rows.into_iter()
-        .map(|r| split_weights(ctx, &p, ncols, r))
-        .collect()
+    let mut out = (
+        Vec::with_capacity(rows.len()),
+        Vec::with_capacity(rows.len()),
+    );
+    let mut weights = Vec::with_capacity(p.weighed.len());
+    for r in rows {
+        let row = split_weights(ctx, &p, ncols, r, &mut weights)?;
+        out.1.push(sort_key(ctx, p.keyer, &row, &weights)?);
+        out.0.push(row);
+    }
+    Ok(out)
 }
 
-/// The row's sealed columns; the trailing (weight, whole) pairs go into the keyer's cache.
-fn split_weights(ctx: &JobCtx, p: &Page<'_>, ncols: usize, r: mysql_async::Row) -> Result<Row> {
+/// The row's sealed columns; the trailing (weight, whole) pairs, checked, into `weights`
+/// as `(key column, weight)`.
+fn split_weights(
+    ctx: &JobCtx,
+    p: &Page<'_>,
+    ncols: usize,
+    r: mysql_async::Row,
+    weights: &mut Vec<(usize, Vec<u8>)>,
+) -> Result<Row> {
     let s = &ctx.schema;
     let extra = 2 * p.weighed.len();
     let mut vals: Vec<SqlValue> = r.unwrap().into_iter().map(SqlValue::from).collect();
@@ -253,14 +267,15 @@ fn split_weights(ctx: &JobCtx, p: &Page<'_>, ncols: usize, r: mysql_async::Row) 
         ));
     }
     // The (weight, whole) pairs are taken off the end of the row, last pair first.
+    weights.clear();
     for (ci, _) in p.weighed.iter().rev() {
         let whole = vals.pop().as_ref().and_then(int_of);
         let weight = vals.pop().and_then(bytes_of);
         let col = p.keyer.def.columns[*ci].index;
         let SqlValue::Bytes(v) = &vals[col] else {
-            continue; // not a string: the fold names it
+            continue; // not a string: its sort key names it
         };
-        weigh::accept_inline(p.keyer, *ci, v, weight, whole)?;
+        weights.push((*ci, weigh::check_inline(p.keyer, *ci, v, weight, whole)?));
     }
     Ok(vals)
 }
@@ -281,24 +296,22 @@ fn int_of(v: &SqlValue) -> Option<i64> {
     }
 }
 
-/// The sort keys of a page's rows; then the page's weights are forgotten (a window holds
-/// sort keys, not a weight per row, DESIGN §14).
-fn sort_keys(ctx: &JobCtx, keyer: &Keyer, rows: &[Row]) -> Result<Vec<SortKey>> {
-    let keys = rows
-        .iter()
-        .map(|r| keyer.sort_key(r))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| {
-            Error::definite(
-                DefiniteCode::Uncapturable,
-                format!(
-                    "{}: a read row has no sort key: {e}",
-                    ctx.schema.qualified()
-                ),
-            )
-        });
-    keyer.forget_weights();
-    keys
+/// The sort key of a read row, its character columns' weights given.
+fn sort_key(
+    ctx: &JobCtx,
+    keyer: &Keyer,
+    row: &Row,
+    weights: &[(usize, Vec<u8>)],
+) -> Result<SortKey> {
+    keyer.sort_key_inline(row, weights).map_err(|e| {
+        Error::definite(
+            DefiniteCode::Uncapturable,
+            format!(
+                "{}: a read row has no sort key: {e}",
+                ctx.schema.qualified()
+            ),
+        )
+    })
 }
 
 /// The key values of a read row (the keyset cursor of the next page).
