@@ -93,16 +93,41 @@ pub fn decode_body<T: DeserializeOwned>(
     version: u16,
     body: &[u8],
 ) -> Result<T, DecodeError> {
-    let malformed = |reason: String| DecodeError::Malformed {
+    let (value, rest) = take(kind, version, body)?;
+    if !rest.is_empty() {
+        return Err(malformed(
+            kind,
+            version,
+            format!("{} trailing bytes", rest.len()),
+        ));
+    }
+    Ok(value)
+}
+
+/// Decodes the front of a body of a known version as `T` (a prefix of the body's fields),
+/// leaving the rest unread.
+pub fn decode_prefix<T: DeserializeOwned>(
+    kind: &[u8; 4],
+    version: u16,
+    body: &[u8],
+) -> Result<T, DecodeError> {
+    take(kind, version, body).map(|(value, _)| value)
+}
+
+fn take<'b, T: DeserializeOwned>(
+    kind: &[u8; 4],
+    version: u16,
+    body: &'b [u8],
+) -> Result<(T, &'b [u8]), DecodeError> {
+    postcard::take_from_bytes(body).map_err(|e| malformed(kind, version, e.to_string()))
+}
+
+fn malformed(kind: &[u8; 4], version: u16, reason: String) -> DecodeError {
+    DecodeError::Malformed {
         kind: kind_name(kind),
         version,
         reason,
-    };
-    let (value, rest) = postcard::take_from_bytes(body).map_err(|e| malformed(e.to_string()))?;
-    if !rest.is_empty() {
-        return Err(malformed(format!("{} trailing bytes", rest.len())));
     }
-    Ok(value)
 }
 
 /// Canonical bytes of a value without an envelope, for digests of in-memory structures.

@@ -114,13 +114,7 @@ impl FinalPage {
 /// core-second per million rows, beside its field check.
 pub fn page_head<T: Versioned>(bytes: &[u8]) -> Result<(PageKey, u64), DecodeError> {
     let (version, body) = codec::split::<T>(bytes)?;
-    let ((key, rows), _) =
-        postcard::take_from_bytes::<(PageKey, u64)>(body).map_err(|e| DecodeError::Malformed {
-            kind: String::from_utf8_lossy(&T::KIND).into_owned(),
-            version,
-            reason: e.to_string(),
-        })?;
-    Ok((key, rows))
+    codec::decode_prefix(&T::KIND, version, body)
 }
 
 /// Cuts a window's final rows (in the fold's order: as read, then the keys only changes

@@ -71,8 +71,8 @@ pub struct SealedWindow {
     pub final_bytes: Vec<Vec<u8>>,
 }
 
-/// Cuts the reconciled rows (in the fold's order) into FINAL pages, persists them, then builds,
-/// persists and returns the manifest.
+/// Cuts the reconciled rows (in the fold's order) into FINAL pages, persists them, then
+/// builds, persists and returns the manifest.
 pub async fn seal_window(
     store: &dyn MaterialStore,
     reg: &Registry,

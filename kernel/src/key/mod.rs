@@ -23,12 +23,14 @@
 use crate::schema::{ColumnDef, ColumnKind, SealedSchema};
 use crate::value::{Row, SqlValue};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::fmt;
 
+mod cache;
 pub mod encode;
 pub mod sql;
 pub mod weigh;
+
+pub use cache::WeightCache;
 
 /// A key value as a byte string whose memcmp order and equality are the server's.
 ///
@@ -308,53 +310,6 @@ pub fn chars_encoding(c: &ColumnDef) -> Result<Encoding, String> {
     })
 }
 
-/// Server weights of character key values, per key column and value bytes.
-#[derive(Clone, Debug, Default)]
-pub struct WeightCache {
-    /// Per key column (by ordinal), value bytes to weight: looked up by `&[u8]` without
-    /// copying the value (a lookup per key column of every row the fold orders).
-    map: Vec<HashMap<Vec<u8>, Vec<u8>>>,
-    len: usize,
-    /// Per collation: true when it pads with spaces (asked of the server).
-    pad: HashMap<String, bool>,
-    stats: weigh::WeighStats,
-}
-
-impl WeightCache {
-    /// The weight of `value` in key column `col`, if asked.
-    pub fn get(&self, col: usize, value: &[u8]) -> Option<&[u8]> {
-        self.map.get(col)?.get(value).map(Vec::as_slice)
-    }
-
-    pub fn insert(&mut self, col: usize, value: Vec<u8>, weight: Vec<u8>) {
-        if self.map.len() <= col {
-            self.map.resize_with(col + 1, HashMap::new);
-        }
-        if self.map[col].insert(value, weight).is_none() {
-            self.len += 1;
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Forgets every weight (the cache is bounded by its owner between uses).
-    pub fn clear(&mut self) {
-        self.map.clear();
-        self.len = 0;
-    }
-
-    /// What weighing has cost so far (round trips and values asked).
-    pub fn stats(&self) -> weigh::WeighStats {
-        self.stats
-    }
-}
-
 /// A table's key with the server weights asked so far: turns rows into sort keys.
 /// Clones share one weight cache (one job's replayer and its apply run on one keyer);
 /// [`Keyer::new`] starts an independent one.
@@ -432,9 +387,6 @@ impl Keyer {
     }
 
     /// The sort key of a full row image.
-    ///
-    /// The bytes are built in this thread's scratch buffers and copied once into a key of
-    /// their exact size: one allocation a key (a window computes one a row).
     pub fn sort_key(&self, row: &Row) -> Result<SortKey, KeyError> {
         self.sort_key_inline(row, &[])
     }
@@ -447,6 +399,22 @@ impl Keyer {
         row: &Row,
         inline: &[(usize, Vec<u8>)],
     ) -> Result<SortKey, KeyError> {
+        self.build(inline, |c| {
+            row.get(c.index).ok_or(KeyError::Short {
+                found: row.len(),
+                needed: c.index,
+            })
+        })
+    }
+
+    /// Joins the key columns' encodings (`value` of each column, the weights in `inline`
+    /// or the cache), built in this thread's scratch buffers and copied once into a key of
+    /// their exact size: one allocation a key (a window computes one a row).
+    fn build<'v>(
+        &self,
+        inline: &[(usize, Vec<u8>)],
+        mut value: impl FnMut(&KeyColumn) -> Result<&'v SqlValue, KeyError>,
+    ) -> Result<SortKey, KeyError> {
         thread_local! {
             static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = Default::default();
         }
@@ -454,10 +422,7 @@ impl Keyer {
             let (out, col) = &mut *s.borrow_mut();
             out.clear();
             for (ci, c) in self.def.columns.iter().enumerate() {
-                let v = row.get(c.index).ok_or(KeyError::Short {
-                    found: row.len(),
-                    needed: c.index,
-                })?;
+                let v = value(c)?;
                 let given = inline.iter().find(|(i, _)| *i == ci).map(|(_, w)| &w[..]);
                 if self.def.framed(ci) {
                     col.clear();
@@ -487,21 +452,16 @@ impl Keyer {
 
     /// The sort key of key values given in key order (a bound, a cursor).
     pub fn sort_key_of_values(&self, values: &[SqlValue]) -> Result<SortKey, KeyError> {
-        let mut out = Vec::new();
-        let mut col = Vec::new();
-        for (ci, (c, v)) in self.def.columns.iter().zip(values).enumerate() {
-            col.clear();
-            self.column_bytes(ci, c, v, None, &mut col)?;
-            join(&col, self.def.framed(ci), &mut out);
-        }
+        let short = || KeyError::Short {
+            found: values.len(),
+            needed: self.def.columns.len(),
+        };
+        let mut it = values.iter();
+        let key = self.build(&[], |_| it.next().ok_or_else(short));
         if values.len() != self.def.columns.len() {
-            return Err(KeyError::Short {
-                found: values.len(),
-                needed: self.def.columns.len(),
-            });
+            return Err(short());
         }
-        out.shrink_to_fit();
-        Ok(SortKey(out))
+        key
     }
 
     fn column_bytes(
