@@ -73,6 +73,7 @@ pub async fn open(url: &str, opts: &StateOptions) -> Result<MySqlPool> {
         .acquire_timeout(opts.connect_timeout)
         .test_before_acquire(false)
         .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
+        .after_release(|conn, _| Box::pin(settle_on_release(conn)))
         .after_connect(|conn, _| Box::pin(failover::set_session(conn)))
         .connect_with(connect)
         .await
@@ -115,6 +116,39 @@ async fn ping_if_idle(
         conn.ping().await?;
     }
     Ok(true)
+}
+
+/// How long a connection given back to the pool may take to settle (read the answers of
+/// statements still owed to it) before it is closed instead.
+pub const RELEASE_SETTLE: Duration = Duration::from_secs(5);
+
+/// The check when a connection is given back, before sqlx's own ping on release.
+///
+/// Why: sqlx 0.9's statements are not cancel-safe, and its release ping has no bound
+/// (upstream sqlx issue 4349). A statement future dropped mid-flight (a task aborted, a
+/// `select!` that lost) can leave the connection waiting for an answer the server will
+/// never send; the ping on release then waits forever and keeps the pool's permit, and
+/// `Pool::close` waits for every permit: serve's stop hung 23 minutes so. Here the
+/// connection first settles (sqlx's `flush`: send what is buffered, read every answer
+/// still owed) within [`RELEASE_SETTLE`]; one that does not is closed without further
+/// I/O (an `Err` makes sqlx close it hard) and the pool opens another when needed. A
+/// settled connection owes nothing, so the ping after it is one round trip the server
+/// answers. Nothing is lost by closing: the dropped statement's outcome was already
+/// unknown to its caller, which resolves it from the evidence (I4).
+async fn settle_on_release(
+    conn: &mut sqlx::MySqlConnection,
+) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::Connection as _;
+    match tokio::time::timeout(RELEASE_SETTLE, conn.flush()).await {
+        Ok(r) => r.map(|()| true),
+        Err(_) => {
+            tracing::warn!(
+                secs = RELEASE_SETTLE.as_secs(),
+                "a state-store connection given back mid-statement did not settle in time: closed"
+            );
+            Err(sqlx::Error::PoolTimedOut)
+        }
+    }
 }
 
 /// The schema a state URL names (one host or several), if any.

@@ -21,8 +21,12 @@ pub struct Proxy {
     stop: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
     accepted: Arc<AtomicU64>,
+    holds: Holds,
     acceptor: Option<JoinHandle<()>>,
 }
+
+/// The hold flag of each proxied connection's server-to-client direction.
+type Holds = Arc<Mutex<Vec<Arc<AtomicBool>>>>;
 
 impl Proxy {
     /// Listens on a free loopback port and forwards to `backends` (ports on 127.0.0.1),
@@ -34,15 +38,22 @@ impl Proxy {
         let stop = Arc::new(AtomicBool::new(false));
         let open = Arc::new(Mutex::new(Vec::new()));
         let accepted = Arc::new(AtomicU64::new(0));
+        let holds = Holds::default();
         let acceptor = {
             let (stop, open, accepted) = (stop.clone(), open.clone(), accepted.clone());
-            std::thread::spawn(move || accept_loop(&listener, &backends, &stop, &open, &accepted))
+            let links = Links {
+                open,
+                accepted,
+                holds: holds.clone(),
+            };
+            std::thread::spawn(move || accept_loop(&listener, &backends, &stop, &links))
         };
         Proxy {
             port,
             stop,
             open,
             accepted,
+            holds,
             acceptor: Some(acceptor),
         }
     }
@@ -55,6 +66,15 @@ impl Proxy {
     /// `mysql://root@127.0.0.1:PORT/DB`
     pub fn url_db(&self, db: &str) -> String {
         format!("mysql://root@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Holds back the servers' bytes on every connection proxied so far (`on`), or lets
+    /// them flow again (nothing is lost: held bytes follow once released): answers lost on
+    /// the way from a silent server. Connections proxied later are not held.
+    pub fn hold_answers(&self, on: bool) {
+        for h in self.holds.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            h.store(on, Ordering::SeqCst);
+        }
     }
 
     /// Client connections accepted so far (forwarded or refused for want of a backend).
@@ -82,13 +102,15 @@ impl Drop for Proxy {
     }
 }
 
-fn accept_loop(
-    listener: &TcpListener,
-    backends: &[u16],
-    stop: &AtomicBool,
-    open: &Mutex<Vec<TcpStream>>,
-    accepted: &AtomicU64,
-) {
+/// What the acceptor shares with the proxy: its open sockets, its count, the hold.
+struct Links {
+    open: Arc<Mutex<Vec<TcpStream>>>,
+    accepted: Arc<AtomicU64>,
+    holds: Holds,
+}
+
+fn accept_loop(listener: &TcpListener, backends: &[u16], stop: &AtomicBool, links: &Links) {
+    let (open, accepted) = (&links.open, &links.accepted);
     for client in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -110,7 +132,13 @@ fn accept_loop(
             }
         }
         drop(guard);
-        splice(client, server);
+        let hold = Arc::new(AtomicBool::new(false));
+        links
+            .holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hold.clone());
+        splice(client, server, hold);
     }
 }
 
@@ -121,25 +149,30 @@ fn first_live(backends: &[u16]) -> Option<TcpStream> {
     })
 }
 
-/// Copies both ways on two threads; the end of either direction closes both sockets.
-fn splice(client: TcpStream, server: TcpStream) {
+/// Copies both ways on two threads (the server's bytes subject to `hold`); the end of
+/// either direction closes both sockets.
+fn splice(client: TcpStream, server: TcpStream, hold: Arc<AtomicBool>) {
+    let never = Arc::new(AtomicBool::new(false));
     let pairs = [
-        (client.try_clone(), server.try_clone()),
-        (server.try_clone(), client.try_clone()),
+        (client.try_clone(), server.try_clone(), never),
+        (server.try_clone(), client.try_clone(), hold),
     ];
-    for pair in pairs {
-        if let (Ok(from), Ok(to)) = pair {
-            std::thread::spawn(move || copy(from, to));
+    for (from, to, hold) in pairs {
+        if let (Ok(from), Ok(to)) = (from, to) {
+            std::thread::spawn(move || copy(from, to, &hold));
         }
     }
 }
 
-fn copy(mut from: TcpStream, mut to: TcpStream) {
+fn copy(mut from: TcpStream, mut to: TcpStream, hold: &AtomicBool) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                while hold.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
