@@ -66,19 +66,36 @@ const STATE_RETRY: admission::RetryPolicy = admission::RetryPolicy::exponential(
 /// first, bounded by its client deadline); one still running then is aborted.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// The bound of each step of serve's stop after the jobs' tasks (the lease renewals, the
+/// last admission snapshot, the readers, closing the pools). A step past it is left
+/// behind and named in a warning, as a kill would leave it: serve's stop never waits on
+/// a wakeup that may not come (seen: the state-store pool's close waiting 23 minutes for
+/// a connection given back through sqlx's unbounded ping).
+pub const STOP_STEP: Duration = Duration::from_secs(10);
+
+/// Runs one step of serve's stop within [`STOP_STEP`]; None (and a warning naming the
+/// step) past it.
+async fn stop_step<T>(step: &str, f: impl std::future::Future<Output = T>) -> Option<T> {
+    let r = tokio::time::timeout(STOP_STEP, f).await.ok();
+    if r.is_none() {
+        tracing::warn!(
+            step,
+            secs = STOP_STEP.as_secs(),
+            "a step of serve's stop did not end in time: left behind, as a kill would leave it"
+        );
+    }
+    r
+}
+
 /// Awaits a cancelled job's task until `deadline`; past it the task is aborted, named in
 /// a warning, and None is returned (nothing of it is released: as after a kill).
 async fn stop_task(
     job: JobId,
-    r: Running,
+    mut handle: JoinHandle<Result<Reached>>,
     deadline: tokio::time::Instant,
-) -> Option<(
-    JobCtx,
-    std::result::Result<Result<Reached>, tokio::task::JoinError>,
-)> {
-    let mut handle = r.handle;
+) -> Option<std::result::Result<Result<Reached>, tokio::task::JoinError>> {
     match tokio::time::timeout_at(deadline, &mut handle).await {
-        Ok(joined) => Some((r.ctx, joined)),
+        Ok(joined) => Some(joined),
         Err(_) => {
             tracing::warn!(
                 %job,
@@ -256,7 +273,7 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
     let publisher =
         crate::store::processes::publish(s.pool.clone(), &s.admission, conns, &s.cfg.owner);
     let r = s.main_loop(&cancel).await;
-    publisher.stop().await;
+    stop_step("writing serve's last admission snapshot", publisher.stop()).await;
     s.shutdown().await;
     r.map(|()| s.outcomes)
 }
@@ -371,20 +388,24 @@ impl Serve {
         let running: Vec<(JobId, Running)> = self.running.drain().collect();
         for (_, r) in &running {
             r.cancel.cancel();
-            r.renew.abort();
         }
         let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
-        let stopped = futures_util::future::join_all(
-            running
-                .into_iter()
-                .map(|(job, r)| async move { (job, stop_task(job, r, deadline).await) }),
-        )
-        .await;
-        for (job, stopped) in stopped {
-            let Some((ctx, joined)) = stopped else {
+        let stopped =
+            futures_util::future::join_all(running.into_iter().map(|(job, r)| async move {
+                let stopped = stop_task(job, r.handle, deadline).await;
+                leases::stop_renewal(job, &r.cancel, r.renew).await;
+                (job, r.ctx, stopped)
+            }))
+            .await;
+        for (job, ctx, stopped) in stopped {
+            let Some(joined) = stopped else {
                 continue;
             };
-            release_lease(&self.pool, &ctx.lease).await;
+            stop_step(
+                "releasing a job lease",
+                release_lease(&self.pool, &ctx.lease),
+            )
+            .await;
             // A task that ended on its own while stopping (done, paused, a definite
             // failure) is reported; one stopped by the shutdown is not an outcome.
             match joined {
@@ -395,8 +416,18 @@ impl Serve {
         }
         self.stop_streams().await;
         for (_, p) in self.conn_pools.drain() {
-            p.close_idle().await;
+            stop_step("closing a source or target pool", p.close_idle()).await;
         }
-        self.pool.close().await;
+        let (size, idle) = (self.pool.size(), self.pool.num_idle());
+        if stop_step("closing the state-store pool", self.pool.close())
+            .await
+            .is_none()
+        {
+            tracing::warn!(
+                connections = size,
+                idle,
+                "state-store connections not given back at serve's stop (a statement dropped mid-flight); the process's exit closes them"
+            );
+        }
     }
 }

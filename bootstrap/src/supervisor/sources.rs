@@ -215,7 +215,7 @@ impl Serve {
     pub(super) async fn stop_streams(&mut self) {
         for (_, s) in self.sources.drain() {
             if let Some(r) = s.reader {
-                let _ = r.stop().await;
+                super::stop_step("stopping a capture reader", r.stop()).await;
             }
             if let Some((lease, _)) = s.lease {
                 if let Err(e) = owner::release(&self.pool, &lease).await {

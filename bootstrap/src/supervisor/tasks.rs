@@ -3,6 +3,7 @@
 //! [`super::restarts`], and pausing a table whose task panicked or kept failing.
 use super::leases::{
     exhausted, is_fenced, is_session_limit, pause_outside_task, release_lease, spawn_renewal,
+    stop_renewal,
 };
 use super::restarts::{self, Restart};
 use super::{Running, Serve};
@@ -256,8 +257,8 @@ impl Serve {
             let Some(r) = self.running.remove(&job) else {
                 continue;
             };
-            r.renew.abort();
             let joined = r.handle.await;
+            stop_renewal(job, &r.cancel, r.renew).await;
             if r.started.elapsed() >= restarts::MAX_RETRY_DELAY {
                 // It ran a while: a failure now starts a new series.
                 self.failures.remove(&job);

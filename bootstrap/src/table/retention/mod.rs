@@ -51,6 +51,7 @@ use ledger::material::MaterialStore;
 use ledger::target::TargetCtx;
 use policy::{Decision, Facts, Policy};
 use sqlx::mysql::MySqlPool;
+use tokio_util::sync::CancellationToken;
 
 /// Everything GC of one table needs (its task builds it from the activation's context).
 pub struct GcEnv<'a> {
@@ -85,27 +86,41 @@ const MAX_BATCHES: u32 = 10_000;
 /// Runs `work` (the table's continuous replay) with a GC pass every `--gc-every` beside
 /// it, in the table's own task: GC never runs beside the table's own audit (that runs
 /// before) and needs no replay batch boundary (it writes no target row, and L's horizon
-/// stays behind the replay's hint). Returns `work`'s result.
+/// stays behind the replay's hint). Returns `work`'s result once the pass running then has
+/// reached a statement boundary: a pass is told to stop, never dropped in the middle of a
+/// statement (sqlx's state-store statements are not cancel-safe: a connection dropped
+/// mid-statement is given back through an unbounded ping, and one such ping that never
+/// came back held serve's stop forever, `kernel::state`).
 pub async fn beside<T>(env: &GcEnv<'_>, work: impl std::future::Future<Output = T>) -> T {
+    let stop = CancellationToken::new();
     let gc = async {
-        loop {
-            pass(env).await;
-            tokio::time::sleep(env.policy.every).await;
+        while !stop.is_cancelled() {
+            pass_until(env, &stop).await;
+            tokio::select! {
+                _ = tokio::time::sleep(env.policy.every) => {}
+                _ = stop.cancelled() => {}
+            }
         }
     };
-    let work = Box::pin(work);
-    let gc = Box::pin(gc);
-    tokio::select! {
-        r = work => r,
-        never = gc => never,
-    }
+    let work = async {
+        let r = work.await;
+        stop.cancel();
+        r
+    };
+    let (r, ()) = tokio::join!(Box::pin(work), Box::pin(gc));
+    r
 }
 
 /// One GC pass; a failure is logged and the next pass retries (the protocol resumes
 /// where it stopped). Nothing of the table's streaming depends on it.
 pub async fn pass(env: &GcEnv<'_>) {
+    pass_until(env, &CancellationToken::new()).await
+}
+
+/// [`pass`], ending early at a statement boundary once `stop` fires.
+async fn pass_until(env: &GcEnv<'_>, stop: &CancellationToken) {
     // Boxed: the audit it runs is a large future, kept off the table task's stack.
-    match Box::pin(run_once(env)).await {
+    match Box::pin(run_until(env, stop)).await {
         Ok(p) if p.released_bytes > 0 || p.l_deleted > 0 => tracing::info!(
             job = %env.scope.job,
             materials = p.released_materials,
@@ -125,6 +140,12 @@ pub async fn pass(env: &GcEnv<'_>) {
 
 /// One GC pass of the table: the material protocol as far as it may go, then L.
 pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
+    run_until(env, &CancellationToken::new()).await
+}
+
+/// [`run_once`], ending at the next step boundary once `stop` fires (what is done stays
+/// done: each step is its own durable state, and the next pass resumes from it).
+async fn run_until(env: &GcEnv<'_>, stop: &CancellationToken) -> Result<Pass> {
     let mut pass = Pass::default();
     let (job, g) = (env.scope.job, env.scope.generation);
     let mut row = rows::ensure(env.pool, job, g).await?;
@@ -143,6 +164,9 @@ pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
         row = rows::ensure(env.pool, job, g).await?;
     }
     pass.intent_ms = t.elapsed().as_millis() as u64;
+    if stop.is_cancelled() {
+        return Ok(pass);
+    }
     let t = std::time::Instant::now();
     if row.state == rows::INTENT {
         let rec = decode(&row, job, g)?;
@@ -161,8 +185,11 @@ pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
         (pass.released_materials, pass.released_bytes) = (n, b);
     }
     pass.release_ms = t.elapsed().as_millis() as u64;
+    if stop.is_cancelled() {
+        return Ok(pass);
+    }
     let t = std::time::Instant::now();
-    pass.l_deleted = prune_l(env).await?;
+    pass.l_deleted = prune_l(env, stop).await?;
     pass.l_ms = t.elapsed().as_millis() as u64;
     Ok(pass)
 }
@@ -288,7 +315,7 @@ async fn intent(env: &GcEnv<'_>) -> Result<std::result::Result<(), String>> {
 }
 
 /// Deletes L below the stream's horizon in bounded batches.
-async fn prune_l(env: &GcEnv<'_>) -> Result<u64> {
+async fn prune_l(env: &GcEnv<'_>, stop: &CancellationToken) -> Result<u64> {
     let stream = &env.scope.stream;
     let Some(d) = rows::restart_seq(env.pool, stream).await? else {
         return Ok(0);
@@ -313,6 +340,9 @@ async fn prune_l(env: &GcEnv<'_>) -> Result<u64> {
     let (below, _) = horizon::horizon(d, &needs);
     let mut total = 0;
     for _ in 0..MAX_BATCHES {
+        if stop.is_cancelled() {
+            break;
+        }
         let n = kernel::log::prune_batch(env.pool, stream, below, env.policy.batch).await?;
         if n == 0 {
             break;
