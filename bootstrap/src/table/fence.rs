@@ -104,8 +104,10 @@ pub struct FenceEnv<'a> {
     pub store: &'a dyn MaterialStore,
     /// Number of planned windows.
     pub planned: usize,
-    /// A target connection (reads T's page credentials).
-    pub target: &'a mut mysql_async::Conn,
+    /// The target's connections (one control connection reads T's page credentials,
+    /// given back before the fence waits for L: a connection slot is not held idle
+    /// through the wait).
+    pub target: &'a crate::io::pool::ConnPool,
     pub ctx: &'a ledger::target::TargetCtx,
     /// Source connection options (writes the F intent into the control table).
     pub source: &'a crate::io::pool::ConnPool,
@@ -179,7 +181,15 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
     let stored = env.journal.chain(job, g).await?;
     let entries: Vec<ChainEntry> = stored.iter().map(|(e, _)| e.clone()).collect();
     let manifests = manifests_of(env.store, &entries).await?;
-    let creds = ledger::target::page_credentials(env.target, env.ctx).await?;
+    let creds = {
+        let mut tc = env
+            .target
+            .connect(crate::io::pool::Use::Control, "(target)")
+            .await?;
+        let read = ledger::target::page_credentials(&mut tc, env.ctx).await;
+        tc.close().await;
+        read?
+    };
     ready(env.planned, &head.record, &entries, &manifests, &creds).map_err(Error::Definite)?;
     let intent = Intent::new(job, g, IntentKind::F, None, None);
     let mut src = env

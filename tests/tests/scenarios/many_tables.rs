@@ -11,6 +11,10 @@
 //!   `bf::table::target_write`). Never more than 2 of either at once, and the sampler did see
 //!   both (so the bound is not vacuous).
 //! * Every table verifies clean with the independent comparator; no permit is leaked.
+//! * With the limits raised (`--read-windows 4 --target-writes 4`) the 40 tables stream
+//!   without a job task ever failing for want of a connection slot: four activations at
+//!   once once held all four control connections of the target, each waiting for a
+//!   fifth, until the 120 s slot wait failed them (again and again).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::replay::ReplayConfig;
 use backfill_tests::bf::verify::{self, Endpoint, VerifyCursor, VerifyOptions};
@@ -150,6 +154,35 @@ async fn sample(w: &World, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<See
     })
 }
 
+/// Every table STREAMING and equal to its source by the independent comparator.
+async fn every_table_streams_clean(w: &World, out: &serve::Outcomes) {
+    let pool = kernel::state::open(&w.state_url, &Default::default())
+        .await
+        .unwrap();
+    let journal = Journal::new(pool.clone());
+    for (job, g, table) in &w.jobs {
+        let o = out.get(job).cloned().unwrap_or_default();
+        let phase = journal
+            .head(*job, *g)
+            .await
+            .unwrap()
+            .map(|h| h.record.phase);
+        assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job}): {o}");
+        let src = Endpoint::from_url(&w.source.url(), &w.sdb, table).unwrap();
+        let tgt = Endpoint::from_url(&w.target.url_db(&w.tdb), &w.tdb, table).unwrap();
+        let mut cur = VerifyCursor::start();
+        let report = verify::verify(&src, &tgt, &["id"], &VerifyOptions::default(), &mut cur)
+            .await
+            .unwrap();
+        assert!(report.is_clean(), "{table}: {report:?}");
+        let n = w
+            .target
+            .sql_in(&w.tdb, &format!("SELECT COUNT(*) FROM {table}"));
+        assert_eq!(n, ROWS.to_string(), "{table}");
+    }
+    pool.close().await;
+}
+
 fn serve_cfg(w: &World, data: &std::path::Path) -> ServeConfig {
     let mut c = ServeConfig::new(&w.state_url, data.to_path_buf());
     c.exit_when_idle = true;
@@ -218,35 +251,53 @@ async fn forty_tables_stream_with_at_most_two_read_views_and_two_page_writes_at_
         "the sampler saw a page write: {seen:?}"
     );
 
-    let pool = kernel::state::open(&w.state_url, &Default::default())
-        .await
-        .unwrap();
-    let journal = Journal::new(pool.clone());
-    for (job, g, table) in &w.jobs {
-        let o = out.get(job).cloned().unwrap_or_default();
-        let phase = journal
-            .head(*job, *g)
-            .await
-            .unwrap()
-            .map(|h| h.record.phase);
-        assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job}): {o}");
-        let src = Endpoint::from_url(&w.source.url(), &w.sdb, table).unwrap();
-        let tgt = Endpoint::from_url(&w.target.url_db(&w.tdb), &w.tdb, table).unwrap();
-        let mut cur = VerifyCursor::start();
-        let report = verify::verify(&src, &tgt, &["id"], &VerifyOptions::default(), &mut cur)
-            .await
-            .unwrap();
-        assert!(report.is_clean(), "{table}: {report:?}");
-        let n = w
-            .target
-            .sql_in(&w.tdb, &format!("SELECT COUNT(*) FROM {table}"));
-        assert_eq!(n, ROWS.to_string(), "{table}");
-    }
-    pool.close().await;
+    every_table_streams_clean(&w, &out).await;
     let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let p = snap.pool(kind);
         assert_eq!(p.available, p.capacity, "{kind}: {p:?}");
         assert!(p.holds.is_empty() && p.waiting.is_empty(), "{kind}: {p:?}");
     }
+}
+
+/// With read windows and target writes raised to 4, no job task fails for want of a
+/// connection slot, and every table streams clean. Four activations at once held the
+/// target's four control connections (one each, for the whole activation) while each
+/// waited for a fifth (the replay's cursor read): nothing moved until the 120 s slot wait
+/// failed them, and the restarted tasks met the same again. An activation now holds a
+/// control connection only for its audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn raised_limits_never_leave_a_job_waiting_for_a_connection_slot() {
+    let _serial = in_process().await;
+    backfill_tests::serving::forget();
+    let w = world().await;
+    for (job, _, _) in &w.jobs {
+        let (code, text) = start(&w, *job, Some(TABLES as u32));
+        assert_eq!(code, 0, "start {job}: {text}");
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut cfg = serve_cfg(&w, data.path());
+    cfg.limits.read_windows = 4;
+    cfg.limits.target_writes = 4;
+    let telemetry = cfg.telemetry.clone();
+    let out = tokio::time::timeout(
+        Duration::from_secs(600),
+        serve::serve(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("serve did not become idle within 600 s")
+    .unwrap_or_else(|e| panic!("serve: {e}"));
+    let restarts: u64 = telemetry
+        .retries()
+        .iter()
+        .filter(|(kind, _)| kind == "job_task")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        restarts,
+        0,
+        "job tasks failed and were started again: {:?}",
+        telemetry.retries()
+    );
+    every_table_streams_clean(&w, &out).await;
 }

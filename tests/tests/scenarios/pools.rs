@@ -29,6 +29,8 @@
 //! with windows of `POOLS_WINDOW_ROWS` rows (default 100: ten windows a table; 0 keeps
 //! install's defaults, one window for such a table).
 //!
+//! `POOLS_SERVE_ARGS` adds serve flags (other admission limits, for a benchmark).
+//!
 //! The reuse of control connections is `pools_reuse.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::bulk::{install_many, BulkRequest};
@@ -746,11 +748,20 @@ fn spawn_serve(
             "--metrics-addr",
             addr,
         ])
+        .args(extra_serve_args())
         .args(extra)
         .stdout(file("out"))
         .stderr(file("err"))
         .spawn()
         .unwrap()
+}
+
+/// `POOLS_SERVE_ARGS`: more serve flags, split at whitespace, for a benchmark of other
+/// limits (e.g. `--read-windows 4 --target-writes 4`; the harness clears `BACKFILL_*`).
+fn extra_serve_args() -> Vec<String> {
+    std::env::var("POOLS_SERVE_ARGS")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 /// serve's stdout and stderr so far, every run's (the last has exited).

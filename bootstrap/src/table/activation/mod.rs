@@ -183,10 +183,11 @@ impl Finish<'_> {
         fenced: Option<FenceTaken>,
         stop: &CancellationToken,
     ) -> Result<Option<Activation>> {
-        let mut tc = self.target_conn().await?;
-        let r = self.activate_on(&mut tc, fenced, stop).await;
-        tc.close().await;
-        r
+        let fenced = match fenced {
+            Some(f) => f,
+            None => self.fence_ahead().await?,
+        };
+        self.activate_on(fenced, stop).await
     }
 
     /// True when the job must not be activated: asked to stop, or a cancel is recorded in
@@ -206,14 +207,6 @@ impl Finish<'_> {
     /// target-write slot idle while a capture round trip passes; [`Finish::activate_fenced`]
     /// goes on from it. Idempotent (`fence::fence`).
     pub async fn fence_ahead(&self) -> Result<FenceTaken> {
-        let mut tc = self.target_conn().await?;
-        let r = self.fence_on(&mut tc).await;
-        tc.close().await;
-        r
-    }
-
-    /// B, and the fence with J moved past `Fenced`.
-    async fn fence_on(&self, tc: &mut mysql_async::Conn) -> Result<FenceTaken> {
         let started = std::time::Instant::now();
         let b = self.b().await?;
         let fenced = fence::fence(FenceEnv {
@@ -223,7 +216,7 @@ impl Finish<'_> {
             lease: self.lease,
             store: self.store,
             planned: self.plan.len(),
-            target: tc,
+            target: self.target,
             ctx: self.ctx,
             source: self.source,
             control_schema: self.control_schema,
@@ -247,20 +240,21 @@ impl Finish<'_> {
         })
     }
 
+    /// The replay of (B, F], the field check and the audit. A target control connection
+    /// is held for the audit only: the replay and the field check take their own
+    /// (cursor reads), and a task holding a control slot while it waits for another
+    /// deadlocked `--target-writes 4` (four activations held the four control slots,
+    /// each waiting for a fifth until the 120 s slot wait failed them, again and again).
     async fn activate_on(
         &self,
-        tc: &mut mysql_async::Conn,
-        fenced: Option<FenceTaken>,
+        fenced: FenceTaken,
         stop: &CancellationToken,
     ) -> Result<Option<Activation>> {
         let FenceTaken {
             b,
             fenced,
             took: fence_took,
-        } = match fenced {
-            Some(f) => f,
-            None => self.fence_on(tc).await?,
-        };
+        } = fenced;
         let started = std::time::Instant::now();
         let replayed = if fenced.head.record.phase == Phase::Streaming {
             Outcome::default()
@@ -293,12 +287,13 @@ impl Finish<'_> {
             tracing::info!(job = %self.scope.job, "stopped before activation (cancel recorded or task asked to stop): no activation credential");
             return Ok(None);
         }
+        let mut tc = self.target_conn().await?;
         let activated = audit::activate(
             &mut Sources {
                 pool: self.pool,
                 scope: &self.scope,
                 store: self.store,
-                target: tc,
+                target: &mut tc,
                 ctx: self.ctx,
                 plan: self.plan,
                 schema_fingerprint: self.schema_fingerprint,
@@ -309,7 +304,9 @@ impl Finish<'_> {
             fields,
             prefetched,
         )
-        .await?;
+        .await;
+        tc.close().await;
+        let activated = activated?;
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         tracing::info!(
             job = %self.scope.job,
