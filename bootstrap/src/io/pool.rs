@@ -120,6 +120,8 @@ struct Inner {
     label: String,
     opts: Opts,
     gates: [Gate; 3],
+    /// The tasks holding control slots now (the nesting check, [`holders`]).
+    holders: holders::Holders,
     /// Control connections given back clean ([`Pooled::close`]), for the next taker of a
     /// control slot. Pushed before the slot is released and popped after one is taken, so
     /// idle + in use never exceeds the control slots.
@@ -140,15 +142,18 @@ impl std::fmt::Debug for ConnPool {
 /// for is confirmed closed.
 #[derive(Debug)]
 pub struct Slot {
-    _permit: OwnedSemaphorePermit,
+    permit: Option<OwnedSemaphorePermit>,
+    _holder: Option<holders::Held>,
 }
 
 impl Slot {
     /// The slot's connection may still live on the server (its end could not be
     /// confirmed): the slot is never given back, so this process's count on the server
     /// stays bounded; its capacity is lost until serve restarts, as its permit's is.
-    pub fn lose(self) {
-        std::mem::forget(self._permit);
+    pub fn lose(mut self) {
+        if let Some(p) = self.permit.take() {
+            std::mem::forget(p);
+        }
     }
 }
 
@@ -225,6 +230,96 @@ impl Pooled {
     }
 }
 
+/// Which tasks hold a control slot, so a task asking for a second one while it holds one
+/// is named. Holding a control slot while waiting for another is how slot waits form a
+/// cycle (four activations each held one of the target's four and waited for a fifth:
+/// nothing moved until the slot waits failed); the module's rule is that a slot wait never
+/// holds another slot of its class. Debug builds (every test) log such a nesting as an
+/// error naming the server, and count it ([`nested_control_waits`]); release builds do
+/// not track holders.
+pub mod holders {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    static NESTED: AtomicU64 = AtomicU64::new(0);
+
+    /// Control slots asked for by a task already holding one, in this process (debug
+    /// builds; 0 in release builds).
+    pub fn nested_control_waits() -> u64 {
+        NESTED.load(Ordering::Relaxed)
+    }
+
+    /// Control slots held per task.
+    #[derive(Debug, Default, Clone)]
+    pub struct Holders(Arc<Mutex<HashMap<tokio::task::Id, u32>>>);
+
+    /// One task's hold of a control slot, ended when dropped.
+    #[derive(Debug)]
+    pub struct Held {
+        holders: Holders,
+        task: tokio::task::Id,
+    }
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            let mut m = self.holders.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = m.get_mut(&self.task) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    m.remove(&self.task);
+                }
+            }
+        }
+    }
+
+    impl Holders {
+        /// Records the current task's hold (debug builds, inside a task).
+        pub(super) fn hold(&self) -> Option<Held> {
+            if !cfg!(debug_assertions) {
+                return None;
+            }
+            let task = tokio::task::try_id()?;
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(task)
+                .or_insert(0) += 1;
+            Some(Held {
+                holders: self.clone(),
+                task,
+            })
+        }
+
+        /// Logs and counts a control slot asked for by a task that holds one.
+        pub(super) fn check_not_nested(&self, side: &str, label: &str) {
+            if !cfg!(debug_assertions) {
+                return;
+            }
+            let Some(task) = tokio::task::try_id() else {
+                return;
+            };
+            let held = self
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&task)
+                .copied()
+                .unwrap_or(0);
+            if held > 0 {
+                NESTED.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    %side,
+                    server = %label,
+                    held,
+                    "a task holding a control connection asks for another of the same server: slot waits can form a cycle"
+                );
+            }
+        }
+    }
+}
+
 /// How long the reset of a control connection given back may take before it is closed.
 const RESET_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -294,6 +389,7 @@ impl ConnPool {
                 Gate::new(CONTROL_SLOTS),
                 Gate::new(KILL_SLOTS),
             ],
+            holders: holders::Holders::default(),
             idle: std::sync::Mutex::new(Vec::new()),
         }))
     }
@@ -329,6 +425,9 @@ impl ConnPool {
     /// Takes a slot of `u`, waiting at most [`SLOT_WAIT`].
     pub async fn slot(&self, u: Use) -> Result<Slot> {
         let g = self.gate(u);
+        if u == Use::Control {
+            self.0.holders.check_not_nested(self.side(), &self.0.label);
+        }
         let permit = match g.sem.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
@@ -350,7 +449,11 @@ impl ConnPool {
             }
         };
         g.peak.fetch_max(g.in_use(), Ordering::Relaxed);
-        Ok(Slot { _permit: permit })
+        let holder = (u == Use::Control).then(|| self.0.holders.hold()).flatten();
+        Ok(Slot {
+            permit: Some(permit),
+            _holder: holder,
+        })
     }
 
     /// A new connection under a slot of `u`; `how` names it in errors ("(read view)").
@@ -423,6 +526,32 @@ mod tests {
     fn pool(data: u32) -> ConnPool {
         let opts = Opts::from_url("mysql://u@127.0.0.1:1/").unwrap_or_else(|e| panic!("{e}"));
         ConnPool::of_opts(Side::Target, opts, data)
+    }
+
+    /// The nesting check: a task asking for a control slot while it holds one is counted
+    /// (debug builds, as tests are); one that gave its slot back first is not.
+    #[tokio::test]
+    async fn a_task_asking_for_a_second_control_slot_is_named() {
+        let p = pool(1);
+        let counted = tokio::spawn(async move {
+            let before = holders::nested_control_waits();
+            let first = p.slot(Use::Control).await;
+            let alone = holders::nested_control_waits() - before;
+            let second = p.slot(Use::Control).await;
+            let nested = holders::nested_control_waits() - before;
+            drop((first, second));
+            let again = p.slot(Use::Control).await;
+            let after_release = holders::nested_control_waits() - before;
+            assert!(again.is_ok());
+            (alone, nested, after_release)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            counted,
+            (0, 1, 1),
+            "(first slot, second while holding, after giving back)"
+        );
     }
 
     #[tokio::test]

@@ -299,5 +299,12 @@ async fn raised_limits_never_leave_a_job_waiting_for_a_connection_slot() {
         "job tasks failed and were started again: {:?}",
         telemetry.retries()
     );
+    // Process-wide (every test of this binary): no task ever held a control connection
+    // while asking for another of the same server (`bf::io::pool::holders`).
+    assert_eq!(
+        backfill_tests::bf::io::pool::holders::nested_control_waits(),
+        0,
+        "a task asked for a control connection while holding one (see the error log)"
+    );
     every_table_streams_clean(&w, &out).await;
 }

@@ -68,9 +68,27 @@ const USER: &str = "bf_pool";
 const STATE_USER: &str = "bf_pool_state";
 const PW: &str = "P00lsPerServer";
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
-/// The documented bounds with 2 read windows and 2 target writes (README, Connections).
-const SOURCE_BOUND: u64 = 2 + 4 + 1 + 1;
-const TARGET_BOUND: u64 = 2 + 2 + 4 + 1;
+/// The documented bounds (README, Connections) with R read windows and W target writes
+/// (2 and 2, or as `POOLS_SERVE_ARGS` sets them): R + 4 + 1 + 1 on the source (read views,
+/// control, KILL, binlog), W + R + 4 + 1 on the target (writes, field checks, control,
+/// KILL).
+fn source_bound() -> u64 {
+    serve_limit("--read-windows") + 4 + 1 + 1
+}
+
+fn target_bound() -> u64 {
+    serve_limit("--target-writes") + serve_limit("--read-windows") + 4 + 1
+}
+
+/// `flag`'s value in `POOLS_SERVE_ARGS`, else serve's default (2).
+fn serve_limit(flag: &str) -> u64 {
+    let args = extra_serve_args();
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
 /// serve's state-store pool (8) and the metrics endpoint's (2).
 const STATE_BOUND: u64 = 8 + 2;
 /// The server may still list, for a moment, a connection serve has closed (COM_QUIT
@@ -146,12 +164,12 @@ fn sampler(
         while !stop.load(Ordering::SeqCst) {
             let (sb, _, sa) = count(&mut s).await;
             let (tb, st, ta) = count(&mut t).await;
-            if sb > SOURCE_BOUND + CLOSING {
+            if sb > source_bound() + CLOSING {
                 let l = list(&mut s).await;
                 let m = pools_of(&addr);
                 panic!("serve had {sb} connections on the source: {seen:?}\n{l}{m}");
             }
-            if tb > TARGET_BOUND + CLOSING || st > STATE_BOUND + CLOSING {
+            if tb > target_bound() + CLOSING || st > STATE_BOUND + CLOSING {
                 let l = format!("{}{}", list(&mut t).await, pools_of(&addr));
                 panic!("serve had {tb} connections on the target, {st} on the state store: {seen:?}\n{l}");
             }
@@ -201,9 +219,10 @@ fn pool_peaks_within_bounds(metrics: &str) {
             .map(|c| c.1)
             .sum()
     };
-    assert_eq!(side("source") + 1, SOURCE_BOUND, "{metrics}");
+    assert_eq!(side("source") + 1, source_bound(), "{metrics}");
     // The target's R activation field-check sessions are inside read permits, not the pool.
-    assert_eq!(side("target") + 2, TARGET_BOUND, "{metrics}");
+    let field_checks = serve_limit("--read-windows");
+    assert_eq!(side("target") + field_checks, target_bound(), "{metrics}");
 }
 
 fn pools_of(addr: &str) -> String {
