@@ -1,4 +1,4 @@
-//! The reuse of control connections (`bootstrap/src/io/pool.rs`) against real MariaDB:
+//! The reuse of control connections (`bootstrap/src/io/pool/mod.rs`) against real MariaDB:
 //! what a user changed in its session is gone for the next one, and data connections are
 //! never reused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
