@@ -15,7 +15,6 @@ use ledger::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// The test table: a key, an integer that writers bump, a text.
 pub const DDL: &str = "CREATE TABLE t (
@@ -239,13 +238,7 @@ impl Case {
     pub async fn serve(&self, hooks: Option<Arc<dyn WindowHooks>>) -> String {
         let mut cfg = self.serve_cfg();
         cfg.hooks = hooks;
-        let out = tokio::time::timeout(
-            Duration::from_secs(120),
-            serve::serve(cfg, CancellationToken::new()),
-        )
-        .await
-        .expect("serve did not become idle within 120 s")
-        .unwrap_or_else(|e| panic!("serve: {e}"));
+        let out = serve::serve_until_idle(cfg, Duration::from_secs(120)).await;
         out.get(&self.job).cloned().unwrap_or_default()
     }
 

@@ -26,6 +26,15 @@ pub async fn serve(cfg: ServeConfig, cancel: CancellationToken) -> Result<Outcom
     supervisor::serve(cfg, cancel).await
 }
 
+/// Runs serve with `cfg` until it is idle (`exit_when_idle`); panics when it is not
+/// within `within` or ends with an error.
+pub async fn serve_until_idle(cfg: ServeConfig, within: std::time::Duration) -> Outcomes {
+    tokio::time::timeout(within, serve(cfg, CancellationToken::new()))
+        .await
+        .unwrap_or_else(|_| panic!("serve did not become idle within {within:?}"))
+        .unwrap_or_else(|e| panic!("serve: {e}"))
+}
+
 /// The admission state of the last serve (None before it registered its pools).
 pub fn admission_snapshot() -> Option<admission::AdmissionSnapshot> {
     last().and_then(|t| t.admission_snapshot())

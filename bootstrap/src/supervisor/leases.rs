@@ -23,15 +23,13 @@ pub(super) async fn release_lease(pool: &MySqlPool, lease: &ledger::lease::Lease
 /// Stops a job's lease renewal: told to stop, then awaited, so a renewal in flight ends at
 /// its statement's answer instead of being dropped mid-statement (a state-store connection
 /// dropped so is given back through sqlx's unbounded ping, `kernel::state`); past
-/// [`super::STOP_STEP`] it is aborted, named in a warning.
-pub(super) async fn stop_renewal(job: JobId, cancel: &CancellationToken, renew: JoinHandle<()>) {
+/// [`super::STOP_STEP`] it is aborted (the step named in a warning).
+pub(super) async fn stop_renewal(cancel: &CancellationToken, mut renew: JoinHandle<()>) {
     cancel.cancel();
-    let mut renew = renew;
-    if tokio::time::timeout(super::STOP_STEP, &mut renew)
+    if super::stop_step("stopping a job's lease renewal", &mut renew)
         .await
-        .is_err()
+        .is_none()
     {
-        tracing::warn!(%job, secs = super::STOP_STEP.as_secs(), "the job's lease renewal did not stop in time: aborted");
         renew.abort();
     }
 }

@@ -393,7 +393,7 @@ impl Serve {
         let stopped =
             futures_util::future::join_all(running.into_iter().map(|(job, r)| async move {
                 let stopped = stop_task(job, r.handle, deadline).await;
-                leases::stop_renewal(job, &r.cancel, r.renew).await;
+                leases::stop_renewal(&r.cancel, r.renew).await;
                 (job, r.ctx, stopped)
             }))
             .await;

@@ -258,7 +258,7 @@ impl Serve {
                 continue;
             };
             let joined = r.handle.await;
-            stop_renewal(job, &r.cancel, r.renew).await;
+            stop_renewal(&r.cancel, r.renew).await;
             if r.started.elapsed() >= restarts::MAX_RETRY_DELAY {
                 // It ran a while: a failure now starts a new series.
                 self.failures.remove(&job);

@@ -15,7 +15,6 @@ use ledger::record::Phase;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 fn rows() -> i64 {
     std::env::var("SERVE_FINISH_ROWS")
@@ -48,13 +47,7 @@ fn step(n: i64, i: i64) -> String {
 async fn serve_once(c: &Case, replay: ReplayConfig) -> String {
     let mut cfg = c.serve_cfg();
     cfg.finish = Some(replay);
-    let out = tokio::time::timeout(
-        Duration::from_secs(900),
-        serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
+    let out = serve::serve_until_idle(cfg, Duration::from_secs(900)).await;
     out.get(&c.job).cloned().unwrap_or_default()
 }
 

@@ -14,7 +14,6 @@ use kernel::ids::{Attempt, Generation, JobId, WindowId};
 use ledger::record::Phase;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 async fn serve_with(
     c: &Case,
@@ -24,13 +23,7 @@ async fn serve_with(
     let mut cfg = c.serve_cfg();
     cfg.finish = finish;
     cfg.hooks = hooks;
-    let out = tokio::time::timeout(
-        Duration::from_secs(300),
-        serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
+    let out = serve::serve_until_idle(cfg, Duration::from_secs(300)).await;
     out.get(&c.job).cloned().unwrap_or_default()
 }
 

@@ -28,7 +28,6 @@ use mysql_async::prelude::Queryable;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 const TABLES: usize = 40;
 const ROWS: i64 = 200;
@@ -229,13 +228,7 @@ async fn forty_tables_stream_with_at_most_two_read_views_and_two_page_writes_at_
     let data = tempfile::tempdir().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample(&w, stop.clone()).await;
-    let out = tokio::time::timeout(
-        Duration::from_secs(600),
-        serve::serve(serve_cfg(&w, data.path()), CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle within 600 s")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
+    let out = serve::serve_until_idle(serve_cfg(&w, data.path()), Duration::from_secs(600)).await;
     stop.store(true, Ordering::SeqCst);
     let seen = sampler.await.unwrap();
     eprintln!("process-list samples: {seen:?}");
@@ -280,13 +273,7 @@ async fn raised_limits_never_leave_a_job_waiting_for_a_connection_slot() {
     cfg.limits.read_windows = 4;
     cfg.limits.target_writes = 4;
     let telemetry = cfg.telemetry.clone();
-    let out = tokio::time::timeout(
-        Duration::from_secs(600),
-        serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle within 600 s")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
+    let out = serve::serve_until_idle(cfg, Duration::from_secs(600)).await;
     let restarts: u64 = telemetry
         .retries()
         .iter()

@@ -9,7 +9,6 @@ use backfill_tests::serving as serve;
 use backfill_tests::*;
 use std::num::NonZeroU32;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 const ROWS: i64 = 400;
 
@@ -19,13 +18,7 @@ async fn copy_with(prefix: &str, rate: admission::RateLimits) -> ThrottleStats {
     let mut cfg = c.serve_cfg();
     cfg.rate = rate;
     let telemetry = cfg.telemetry.clone();
-    let out = tokio::time::timeout(
-        Duration::from_secs(300),
-        serve::serve(cfg, CancellationToken::new()),
-    )
-    .await
-    .expect("serve did not become idle")
-    .unwrap_or_else(|e| panic!("serve: {e}"));
+    let out = serve::serve_until_idle(cfg, Duration::from_secs(300)).await;
     assert_eq!(
         out.get(&c.job).map(String::as_str),
         Some("windows_done"),

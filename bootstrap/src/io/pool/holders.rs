@@ -19,11 +19,11 @@ pub fn nested_control_waits() -> u64 {
 
 /// Control slots held per task.
 #[derive(Debug, Default, Clone)]
-pub struct Holders(Arc<Mutex<HashMap<tokio::task::Id, u32>>>);
+pub(super) struct Holders(Arc<Mutex<HashMap<tokio::task::Id, u32>>>);
 
 /// One task's hold of a control slot, ended when dropped.
 #[derive(Debug)]
-pub struct Held {
+pub(super) struct Held {
     holders: Holders,
     task: tokio::task::Id,
 }

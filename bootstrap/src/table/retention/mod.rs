@@ -138,13 +138,9 @@ async fn pass_until(env: &GcEnv<'_>, stop: &CancellationToken) {
     }
 }
 
-/// One GC pass of the table: the material protocol as far as it may go, then L.
-pub async fn run_once(env: &GcEnv<'_>) -> Result<Pass> {
-    run_until(env, &CancellationToken::new()).await
-}
-
-/// [`run_once`], ending at the next step boundary once `stop` fires (what is done stays
-/// done: each step is its own durable state, and the next pass resumes from it).
+/// One GC pass of the table: the material protocol as far as it may go, then L, ending at
+/// the next step boundary once `stop` fires (what is done stays done: each step is its own
+/// durable state, and the next pass resumes from it).
 async fn run_until(env: &GcEnv<'_>, stop: &CancellationToken) -> Result<Pass> {
     let mut pass = Pass::default();
     let (job, g) = (env.scope.job, env.scope.generation);
