@@ -40,10 +40,17 @@ pub async fn persist_owned(
     owner: Option<Owner>,
 ) -> Result<Digest> {
     let d = store.put(bytes).await?;
+    kernel::failpoint::hit(MATERIAL_AFTER_BYTES);
     reg.register_owned(job, generation, kind, d, bytes.len() as u64, owner)
         .await?;
     Ok(d)
 }
+
+/// Fault point: a material's bytes are durable in the store, its registry row not yet
+/// written (hit once per RAW page, FINAL page and manifest).
+pub const MATERIAL_AFTER_BYTES: &str = "material.after_bytes_before_registry";
+/// Fault point: every FINAL page of a window persisted and registered, its manifest not.
+pub const SEAL_AFTER_FINAL_PAGES: &str = "seal.after_final_pages";
 
 /// Everything a manifest says besides its FINAL pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +116,7 @@ pub async fn seal_window(
         refs.push(p.page_ref(&sealed));
         final_bytes.push(sealed.bytes);
     }
+    kernel::failpoint::hit(SEAL_AFTER_FINAL_PAGES);
     let manifest = WindowManifest {
         job: facts.job,
         generation: facts.generation,

@@ -3,6 +3,7 @@
 use crate::bf::install::{install, InstallRequest, TableName};
 use crate::bf::table::window::WindowHooks;
 use crate::init_tracing;
+use crate::oracle::{primary_key, Mark, Report, Subject};
 use crate::serving::{self as serve, ServeConfig};
 use harness::Server;
 use kernel::ids::{Generation, JobId};
@@ -35,6 +36,9 @@ pub struct Case {
     pub job: JobId,
     pub generation: Generation,
     pub pool: sqlx::MySqlPool,
+    /// Where the source's and the target's binlogs stood before the case's tables existed
+    /// (the exactly-once oracle reads both from there: [`Case::oracle`]).
+    pub marks: (Mark, Mark),
 }
 
 impl Case {
@@ -172,6 +176,7 @@ impl Case {
         page_rows: u64,
     ) -> Case {
         init_tracing();
+        let marks = (Mark::now(source), Mark::now(target));
         // A prefix `=name` names the source database itself (fixtures that carry it).
         let sdb = match prefix.strip_prefix('=') {
             Some(name) => {
@@ -214,7 +219,43 @@ impl Case {
             job: done.job_id,
             generation: done.generation,
             pool,
+            marks,
         }
+    }
+
+    /// The exactly-once oracle over both binlogs ([`crate::oracle`]): every change of `t`
+    /// after B applied exactly once, every page as the source was at its HIGH.
+    pub fn oracle(&self) -> Report {
+        let key = primary_key(self.source, &self.sdb, "t");
+        let subject = Subject {
+            sdb: self.sdb.clone(),
+            tdb: self.tdb.clone(),
+            table: "t".into(),
+            ctl: self.ctl.clone(),
+            key,
+            job: self.job.0,
+            generation: self.generation.0,
+            applied: self.has_audit_log().then(|| "audit_log".to_string()),
+        };
+        let (s, t) = &self.marks;
+        let report = crate::oracle::check(self.source, s, self.target, t, &subject);
+        eprintln!("exactly-once oracle of {}: {report}", self.sdb);
+        report
+    }
+
+    /// The target has the audit triggers' log ([`add_audit_triggers`]).
+    fn has_audit_log(&self) -> bool {
+        let n = self.target.sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{}' \
+             AND TABLE_NAME = 'audit_log'",
+            self.tdb
+        ));
+        n.trim() == "1"
+    }
+
+    /// [`Case::oracle`], failing on any finding.
+    pub fn assert_exactly_once(&self) {
+        self.oracle().assert_exactly_once();
     }
 
     pub fn state_url(&self) -> String {

@@ -218,6 +218,16 @@ pub fn run_to_end(
     crate::case::wait(serve_child(c, &a, failpoint), kill_after)
 }
 
+/// A SIGKILL at an arbitrary instant that must land: `backfill serve` (never idle-exiting)
+/// is killed `after` its start, and fails the test if it ended by itself before then.
+pub fn sigkill_after(c: &Case, args: &[&str], after: Duration) {
+    let code = crate::case::wait(serve_child(c, args, ""), Some(after));
+    assert_eq!(
+        code, None,
+        "serve ended by itself before the SIGKILL at {after:?}"
+    );
+}
+
 /// `backfill serve` of this case as a child process (not idle-exiting unless
 /// `--exit-when-idle` is in `args`), fault points from `failpoints` (`name@n` or "").
 pub fn serve_child(c: &Case, args: &[&str], failpoints: &str) -> Child {

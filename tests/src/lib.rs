@@ -19,9 +19,11 @@ pub mod demo;
 pub mod install;
 pub mod keyed;
 pub mod logs;
+pub mod oracle;
 pub mod scrape;
 pub mod serving;
 pub mod typed;
+pub mod workload;
 pub mod world;
 
 pub use bin::{backfill, command, Run};

@@ -15,8 +15,16 @@ pub mod window {
     pub const AFTER_LOW_WRITTEN: &str = "window.after_low_written";
     /// LOW durable in L, read view not yet open.
     pub const AFTER_LOW_IN_L: &str = "window.after_low_in_l";
+    /// The read view is open (its snapshot position read), no page read yet.
+    pub const AFTER_READ_VIEW_OPEN: &str = "window.after_read_view_open";
+    /// A material's bytes durable, its registry row not written (every RAW page, FINAL
+    /// page and manifest; `ledger::seal`).
+    pub const MATERIAL_AFTER_BYTES: &str = ledger::seal::MATERIAL_AFTER_BYTES;
     /// After each RAW page is persisted and registered (hit once per page).
     pub const MID_PAGES: &str = "window.mid_pages";
+    /// Every FINAL page of the window persisted and registered, the manifest not yet
+    /// (`ledger::seal`).
+    pub const SEAL_AFTER_FINAL_PAGES: &str = ledger::seal::SEAL_AFTER_FINAL_PAGES;
     /// Every RAW page persisted, read view still open.
     pub const AFTER_RAW: &str = "window.after_raw";
     /// Read connection closed and confirmed, HIGH not yet written.
@@ -38,16 +46,19 @@ pub mod window {
     pub const AFTER_J: &str = "window.after_j";
 
     /// Every fault point, in protocol order.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 16] = [
         AFTER_B_WRITTEN,
         AFTER_CAPTURING,
         AFTER_LOW_WRITTEN,
         AFTER_LOW_IN_L,
+        AFTER_READ_VIEW_OPEN,
+        MATERIAL_AFTER_BYTES,
         MID_PAGES,
         AFTER_RAW,
         AFTER_READ_CLOSED,
         AFTER_HIGH_WRITTEN,
         AFTER_HIGH,
+        SEAL_AFTER_FINAL_PAGES,
         AFTER_FINAL_SEALED,
         AFTER_PAGE_APPLIED,
         AFTER_T_BEFORE_J,
@@ -60,10 +71,18 @@ pub mod window {
 
 /// F written to the control table, not yet awaited in L.
 pub const FENCE_AFTER_F_WRITTEN: &str = "fence.after_f_written";
+/// F durable in L, J not yet FENCED.
+pub const FENCE_AFTER_F_IN_L: &str = "fence.after_f_in_l";
+/// J records FENCED(F), not yet REPLAYING.
+pub const FENCE_AFTER_J_FENCED: &str = "fence.after_j_fenced";
+/// J records REPLAYING, nothing of (B, F] replayed by this process yet.
+pub const ACTIVATE_AFTER_J_REPLAYING: &str = "activate.after_j_replaying";
 /// A batch of (B, F] committed in T (hit once per batch).
 pub const REPLAY_AFTER_BATCH_T: &str = "replay.after_batch_t";
 /// Part of (B, F] replayed, the rest not.
 pub const REPLAY_MID: &str = "replay.mid";
+/// J records AUDITED, the activation credential not yet written in T.
+pub const ACTIVATE_AFTER_J_AUDITED: &str = "activate.after_j_audited";
 /// The activation credential committed in T, J not yet STREAMING.
 pub const ACTIVATE_AFTER_CREDENTIAL_BEFORE_J: &str = "activate.after_credential_before_j";
 /// A STREAMING batch committed in T (hit once per batch).
@@ -81,24 +100,31 @@ pub const CANCEL_AFTER_CANCELLED: &str = "cancel.after_cancelled";
 
 /// Every fault point of the table protocol, in protocol order: the windows', then F,
 /// replay, activation, STREAMING and cancellation.
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 31] = [
     window::AFTER_B_WRITTEN,
     window::AFTER_CAPTURING,
     window::AFTER_LOW_WRITTEN,
     window::AFTER_LOW_IN_L,
+    window::AFTER_READ_VIEW_OPEN,
+    window::MATERIAL_AFTER_BYTES,
     window::MID_PAGES,
     window::AFTER_RAW,
     window::AFTER_READ_CLOSED,
     window::AFTER_HIGH_WRITTEN,
     window::AFTER_HIGH,
+    window::SEAL_AFTER_FINAL_PAGES,
     window::AFTER_FINAL_SEALED,
     window::AFTER_SEALED_AHEAD,
     window::AFTER_PAGE_APPLIED,
     window::AFTER_T_BEFORE_J,
     window::AFTER_J,
     FENCE_AFTER_F_WRITTEN,
+    FENCE_AFTER_F_IN_L,
+    FENCE_AFTER_J_FENCED,
+    ACTIVATE_AFTER_J_REPLAYING,
     REPLAY_AFTER_BATCH_T,
     REPLAY_MID,
+    ACTIVATE_AFTER_J_AUDITED,
     ACTIVATE_AFTER_CREDENTIAL_BEFORE_J,
     STREAM_AFTER_BATCH,
     SCHEMA_AFTER_TARGET_DDL,

@@ -209,10 +209,12 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
             format!("job {job} {g}: F arrived after the generation's K; the table is cancelled"),
         ));
     }
+    failpoint::hit(crate::table::faults::FENCE_AFTER_F_IN_L);
     let mut next = head.record.clone();
     next.phase = Phase::Fenced;
     next.f = Some(m.end.pos.clone());
     let head = env.journal.append(env.lease, &head, next).await?;
+    failpoint::hit(crate::table::faults::FENCE_AFTER_J_FENCED);
     Ok(Fenced {
         f: MarkerAt {
             seq: m.seq,

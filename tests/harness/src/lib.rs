@@ -466,6 +466,42 @@ impl Server {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The bytes of `mariadb-binlog --verbose --base64-output=DECODE-ROWS` of `file`, from
+    /// the event at `start` (a position `SHOW MASTER STATUS` gave, or 4) up to the event
+    /// that ends at `stop` if given (a file still being written is read up to a position the
+    /// server reported, never into an event it is writing). Bytes, not text: string values
+    /// are printed as their raw bytes, and a lossy conversion could make two differ equal.
+    pub fn mariadb_binlog_bytes(&self, file: &str, start: u64, stop: Option<u64>) -> Vec<u8> {
+        let path = self.binlog_dir().join(file);
+        let mut cmd = Command::new(bins::require("mariadb-binlog"));
+        cmd.args(["--no-defaults", "--verbose", "--base64-output=DECODE-ROWS"])
+            .arg(format!("--start-position={start}"));
+        if let Some(stop) = stop {
+            cmd.arg(format!("--stop-position={stop}"));
+        }
+        let out = cmd
+            .arg(&path)
+            .output()
+            .unwrap_or_else(|e| panic!("harness: cannot run mariadb-binlog: {e}"));
+        assert!(
+            out.status.success(),
+            "mariadb-binlog {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// The server's binlog file and position now (`SHOW MASTER STATUS`).
+    pub fn binlog_end(&self) -> (String, u64) {
+        let out = self.sql("SHOW MASTER STATUS");
+        let mut f = out.split('\t');
+        let file = f.next().unwrap_or_default().to_string();
+        let pos = f.next().and_then(|p| p.trim().parse().ok());
+        let pos = pos.unwrap_or_else(|| panic!("harness: SHOW MASTER STATUS gave {out:?}"));
+        (file, pos)
+    }
+
     /// The binlog file names, oldest first, from `SHOW BINARY LOGS`.
     pub fn binlog_files(&self) -> Vec<String> {
         let out = self.sql("SHOW BINARY LOGS");

@@ -17,30 +17,42 @@ pub fn serve_cmd(
     failpoints: &str,
     hook: &str,
 ) -> std::process::Child {
-    use std::process::Stdio;
-    crate::bin::command()
-        .args([
-            "serve",
-            "--exit-when-idle",
-            "--windows-only",
-            "--owner",
-            "crash-test",
-        ])
-        .arg("--state")
-        .arg(c.state_url())
-        .arg("--data-dir")
-        .arg(c.data.path())
-        .arg("--page-rows")
-        .arg(page_rows.to_string())
-        .arg("--read-windows")
-        .arg(read_windows.to_string())
-        .env(kernel::failpoint::ENV, failpoints)
-        .env(crate::bf::table::hooks::SQL_ENV, hook)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+    serve_command(c, page_rows, read_windows, failpoints, hook)
         .spawn()
         .expect("spawn backfill serve")
+}
+
+/// The command [`serve_cmd`] spawns (a test may add to it before spawning it).
+pub fn serve_command(
+    c: &Case,
+    page_rows: u64,
+    read_windows: u32,
+    failpoints: &str,
+    hook: &str,
+) -> std::process::Command {
+    use std::process::Stdio;
+    let mut cmd = crate::bin::command();
+    cmd.args([
+        "serve",
+        "--exit-when-idle",
+        "--windows-only",
+        "--owner",
+        "crash-test",
+    ])
+    .arg("--state")
+    .arg(c.state_url())
+    .arg("--data-dir")
+    .arg(c.data.path())
+    .arg("--page-rows")
+    .arg(page_rows.to_string())
+    .arg("--read-windows")
+    .arg(read_windows.to_string())
+    .env(kernel::failpoint::ENV, failpoints)
+    .env(crate::bf::table::hooks::SQL_ENV, hook)
+    .env("RUST_LOG", "error")
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
+    cmd
 }
 
 /// Waits for the child; kills it (SIGKILL) after `kill_after` if given. Returns the exit

@@ -42,8 +42,7 @@ async fn group_converges(g: Group) {
     for (i, (fp, args)) in fault_runs.into_iter().enumerate() {
         if i == 2 {
             // Whatever it is doing 500 ms in (replay, activation or STREAMING): SIGKILL.
-            let child = keyed::serve_child(&c, &["--exit-when-idle"], "");
-            let _ = backfill_tests::case::wait(child, Some(Duration::from_millis(500)));
+            keyed::sigkill_after(&c, &[], Duration::from_millis(500));
         }
         let code = keyed::run_to_end(&c, &args, &fp, None);
         let head = c.head_opt().await;

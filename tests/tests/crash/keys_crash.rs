@@ -65,11 +65,10 @@ async fn killed_everywhere_converges(prefix: &str, shape: Shape) {
     }
     // A SIGKILL at an arbitrary instant (STREAMING by now: a kill in the first windows
     // raced the window fault points above on a fast machine, which need windows left).
-    let _ = keyed::run_to_end(
+    keyed::sigkill_after(
         &c,
         &["--replay-batch-rows", "3"],
-        "",
-        Some(Duration::from_millis(700)),
+        Duration::from_millis(700),
     );
     let writes = w.stop().await;
     // Catches up with the writer's last changes; STREAMING.

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
 use backfill_tests::case::*;
+use backfill_tests::oracle::Mark;
 use backfill_tests::*;
 use kernel::error::DefiniteCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -119,6 +120,7 @@ async fn relay(
 async fn case_via(proxy_port: u16) -> Case {
     init_tracing();
     let (source, target) = (harness::shared_source(), harness::shared_target());
+    let marks = (Mark::now(source), Mark::now(target));
     let sdb = source.fresh_db("lost_s");
     let ctl = source.fresh_db("lost_c");
     let tdb = target.fresh_db("lost_t");
@@ -159,6 +161,7 @@ async fn case_via(proxy_port: u16) -> Case {
         job: done.job_id,
         generation: done.generation,
         pool,
+        marks,
     }
 }
 
@@ -191,6 +194,7 @@ async fn commits_whose_answer_is_lost_on_the_wire_recover_three_times_then_pause
     assert_eq!(out, "windows_done");
     assert_eq!(c.target_count(), 600);
     assert_eq!(c.audit_count(), 600, "every row inserted exactly once");
+    c.oracle().assert_pages_exactly_once();
     let snap = backfill_tests::serving::admission_snapshot().expect("serve registered admission");
     for kind in admission::PoolKind::ALL {
         let pool = snap.pool(kind);

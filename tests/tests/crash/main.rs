@@ -9,6 +9,7 @@ mod host_loss4;
 mod keys_crash;
 mod lost_commit;
 mod materials_bench;
+mod matrix;
 mod replay_parts_crash;
 mod repoint;
 mod retention;

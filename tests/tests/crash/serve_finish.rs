@@ -256,4 +256,5 @@ async fn serve_killed_at_each_finish_fault_point_converges() {
         checksum(c.source, &c.sdb, "t"),
         checksum(c.target, &c.tdb, "t")
     );
+    c.assert_exactly_once();
 }

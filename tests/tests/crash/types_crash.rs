@@ -57,11 +57,10 @@ async fn types_of_item_2_serve_killed_in_windows_replay_and_streaming_converge()
     }
     // A SIGKILL at an arbitrary instant (STREAMING by now: a kill in the windows would
     // race the fault points above, which need windows left to stop in).
-    let _ = keyed::run_to_end(
+    keyed::sigkill_after(
         &c,
         &["--replay-batch-rows", "3"],
-        "",
-        Some(Duration::from_millis(700)),
+        Duration::from_millis(700),
     );
     let writes = w.stop().await;
     let code = keyed::run_to_end(&c, &["--replay-batch-rows", "1000"], "", None);

@@ -27,8 +27,12 @@ async fn serve_killed_at_every_fault_point_converges() {
     // Exits at each fault point, by point: every point must be reached at least once.
     let mut hits: std::collections::BTreeMap<&str, u32> = fp::ALL.iter().map(|p| (*p, 0)).collect();
     let mut runs = 0;
-    // Round 1: the first hit of every fault point; round 2: a later hit of each.
+    // Round 1: the first hit of every fault point; round 2: a later hit of each. Between
+    // them, SIGKILLs at arbitrary instants that must land while windows are left.
     for (round, at) in [(0, 1), (1, 2)] {
+        if round == 1 {
+            runs += sigkills(&c, &hook, n_windows).await;
+        }
         for (i, point) in fp::ALL.iter().enumerate() {
             if c.head_opt()
                 .await
@@ -63,14 +67,6 @@ async fn serve_killed_at_every_fault_point_converges() {
             assert_eq!(paused, None, "paused after a crash at {point}");
         }
     }
-    // SIGKILL at arbitrary instants, then run to the end.
-    for ms in [300u64, 700, 1100] {
-        let _ = wait(
-            serve_cmd(&c, 333, 2, "", &hook),
-            Some(Duration::from_millis(ms)),
-        );
-        runs += 1;
-    }
     assert_eq!(wait(serve_cmd(&c, 500, 2, "", &hook), None), Some(0));
     stop.store(true, Ordering::SeqCst);
     let writes = w.expect("the writer ran").await.unwrap();
@@ -89,6 +85,27 @@ async fn serve_killed_at_every_fault_point_converges() {
     );
     assert_the_hook_ran(&c);
     assert_converged(&c, n_windows).await;
+    c.oracle().assert_pages_exactly_once();
+}
+
+/// SIGKILLs of serve 300, 500 and 700 ms into a run whose reads are throttled (2 000 rows
+/// a second, so windows are left to read): each kill must land while serve still runs,
+/// with windows not yet in J. Returns the runs.
+async fn sigkills(c: &Case, hook: &str, n_windows: usize) -> u32 {
+    for ms in [300u64, 500, 700] {
+        let left = c.head_opt().await.map_or(0, |h| h.completed as usize) < n_windows;
+        assert!(left, "every window was done before the SIGKILL rounds");
+        let child = serve_command(c, 333, 2, "", hook)
+            .env("BACKFILL_READ_ROWS_PER_SEC", "2000")
+            .spawn()
+            .unwrap();
+        let code = wait(child, Some(Duration::from_millis(ms)));
+        assert_eq!(
+            code, None,
+            "serve ended by itself before the SIGKILL at {ms} ms"
+        );
+    }
+    3
 }
 
 /// Writes the `after_low` hook's SQL file; returns the hook argument of serve.

@@ -232,6 +232,7 @@ impl Finish<'_> {
                 Phase::Replaying,
             )
             .await?;
+            kernel::failpoint::hit(crate::table::faults::ACTIVATE_AFTER_J_REPLAYING);
         }
         Ok(FenceTaken {
             b,

@@ -122,6 +122,7 @@ pub async fn activate(
         });
     }
     advance_j(journal, lease, job, g, Phase::Audited).await?;
+    failpoint::hit(crate::table::faults::ACTIVATE_AFTER_J_AUDITED);
     let written = target::write_activation(s.target, s.ctx, &credential).await?;
     failpoint::hit(crate::table::faults::ACTIVATE_AFTER_CREDENTIAL_BEFORE_J);
     advance_j(journal, lease, job, g, Phase::Streaming).await?;

@@ -118,6 +118,7 @@ async fn in_view(
         raw_pages: Vec::new(),
         raw: Raw::default(),
     };
+    failpoint::hit(fp::AFTER_READ_VIEW_OPEN);
     let mut after: Option<Vec<SqlValue>> = range.lower.as_ref().map(|b| b.values.clone());
     let weighed = weigh::inline(conn, keyer).await?;
     loop {

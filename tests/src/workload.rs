@@ -1,0 +1,182 @@
+//! A concurrent writer of the crash matrix (issue 34): every kind of change a source
+//! takes, on the case table `t (id, k, v)`, and every statement must succeed (an error
+//! fails the test; attempts are never counted as writes). Per step, by a seeded random
+//! choice over the keys the writer knows to exist: an insert of a new key, an update, a
+//! delete, a key change, a multi-statement transaction (update, insert, delete), a
+//! rolled-back transaction (nothing of it may reach the target), and every 40th step one
+//! UPDATE of ~400 rows: one source transaction larger than a replay batch of the matrix.
+use mysql_async::prelude::Queryable;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the writer committed, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub inserts: u64,
+    pub updates: u64,
+    pub deletes: u64,
+    pub key_changes: u64,
+    pub transactions: u64,
+    pub rolled_back: u64,
+    pub large: u64,
+}
+
+impl Counts {
+    /// Statements and transactions committed or rolled back.
+    pub fn total(&self) -> u64 {
+        self.inserts
+            + self.updates
+            + self.deletes
+            + self.key_changes
+            + self.transactions
+            + self.rolled_back
+            + self.large
+    }
+}
+
+/// A running writer; [`Workload::stop`] ends it and returns its counts.
+pub struct Workload {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Counts>,
+}
+
+impl Workload {
+    /// Starts writing to `t` of the database in `url`, whose keys are 1..=rows now.
+    pub fn start(url: String, rows: i64, seed: u64) -> Workload {
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(run(url, rows, seed, stop.clone()));
+        Workload { stop, task }
+    }
+
+    /// Stops the writer after its current step.
+    pub async fn stop(self) -> Counts {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("the writer panicked")
+    }
+}
+
+struct Writer {
+    conn: mysql_async::Conn,
+    live: Vec<i64>,
+    next: i64,
+    /// The keys filled before the writer (the large update's range lies among them).
+    first: i64,
+    rng: rand::rngs::StdRng,
+    counts: Counts,
+}
+
+async fn run(url: String, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts {
+    let opts = mysql_async::Opts::from_url(&url).expect("a writer URL");
+    let mut w = Writer {
+        conn: mysql_async::Conn::new(opts)
+            .await
+            .expect("the writer connects"),
+        live: (1..=rows).collect(),
+        next: 10_000_000,
+        first: rows,
+        rng: rand::rngs::StdRng::seed_from_u64(seed),
+        counts: Counts::default(),
+    };
+    let mut step = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        w.step(step).await;
+        step += 1;
+        tokio::time::sleep(Duration::from_millis(8)).await;
+    }
+    w.counts
+}
+
+impl Writer {
+    /// A key the writer knows to exist (it never empties the table: inserts keep pace).
+    fn pick(&mut self) -> (usize, i64) {
+        let i = self.rng.random_range(0..self.live.len());
+        (i, self.live[i])
+    }
+
+    fn fresh(&mut self) -> i64 {
+        self.next += 1;
+        self.next
+    }
+
+    async fn exec(&mut self, sql: String) {
+        self.conn
+            .query_drop(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("writer: {sql}: {e}"));
+    }
+
+    async fn step(&mut self, step: u64) {
+        if step % 40 == 39 {
+            let a = self.rng.random_range(1..=self.first.max(401) - 400);
+            self.exec(format!(
+                "UPDATE t SET k = k + 1 WHERE id BETWEEN {a} AND {}",
+                a + 400
+            ))
+            .await;
+            self.counts.large += 1;
+            return;
+        }
+        match self.rng.random_range(0..6) {
+            0 => self.insert().await,
+            1 => {
+                let (_, a) = self.pick();
+                self.exec(format!(
+                    "UPDATE t SET k = k + 1, v = 'u{step}' WHERE id = {a}"
+                ))
+                .await;
+                self.counts.updates += 1;
+            }
+            2 if self.live.len() > 100 => {
+                let (i, a) = self.pick();
+                self.exec(format!("DELETE FROM t WHERE id = {a}")).await;
+                self.live.swap_remove(i);
+                self.counts.deletes += 1;
+            }
+            3 => {
+                let ((i, a), b) = (self.pick(), self.fresh());
+                self.exec(format!("UPDATE t SET id = {b} WHERE id = {a}"))
+                    .await;
+                self.live[i] = b;
+                self.counts.key_changes += 1;
+            }
+            4 => self.transaction(step).await,
+            5 => {
+                let ((_, a), b) = (self.pick(), self.fresh());
+                self.exec(format!(
+                    "BEGIN; UPDATE t SET v = 'never' WHERE id = {a}; \
+                     INSERT INTO t (id, k, v) VALUES ({b}, 0, 'never'); ROLLBACK"
+                ))
+                .await;
+                self.counts.rolled_back += 1;
+            }
+            _ => self.insert().await,
+        }
+    }
+
+    async fn insert(&mut self) {
+        let b = self.fresh();
+        self.exec(format!("INSERT INTO t (id, k, v) VALUES ({b}, {b}, 'ins')"))
+            .await;
+        self.live.push(b);
+        self.counts.inserts += 1;
+    }
+
+    /// One transaction of an update, an insert and a delete of another key.
+    async fn transaction(&mut self, step: u64) {
+        let ((_, a), b) = (self.pick(), self.fresh());
+        let (i, d) = self.pick();
+        if d == a {
+            return self.insert().await;
+        }
+        self.exec(format!(
+            "BEGIN; UPDATE t SET v = 'txn{step}' WHERE id = {a}; \
+             INSERT INTO t (id, k, v) VALUES ({b}, 0, 'txn'); DELETE FROM t WHERE id = {d}; COMMIT"
+        ))
+        .await;
+        self.live.swap_remove(i);
+        self.live.push(b);
+        self.counts.transactions += 1;
+    }
+}
