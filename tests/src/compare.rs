@@ -29,7 +29,8 @@ pub struct Diff {
     pub extra: usize,
     /// Keys in both whose columns differ.
     pub differing: usize,
-    /// Column lists (name, COLUMN_TYPE, collation) differ between the two sides.
+    /// Column lists (name, COLUMN_TYPE, nullability, collation) or the indexes (name,
+    /// uniqueness, columns and prefixes) differ between the two sides.
     pub definition_differs: bool,
     /// A few of the keys that differ, as (what, key hex, source row, target row).
     pub examples: Vec<String>,
@@ -74,6 +75,15 @@ pub fn compare(
     key: &[&str],
 ) -> Diff {
     let (sdef, tdef) = (columns(source, sdb, table), columns(target, tdb, table));
+    let (sidx, tidx) = (indexes(source, sdb, table), indexes(target, tdb, table));
+    if sidx != tidx {
+        // Every row may be equal: a missing index is a definition that differs all the same.
+        return Diff {
+            definition_differs: true,
+            examples: vec![format!("indexes: source {sidx:?} target {tidx:?}")],
+            ..Diff::default()
+        };
+    }
     if sdef != tdef {
         // Rows are read by the source's column names, which the target may lack (a DDL
         // not applied yet): the definitions differ, that is the finding.
@@ -133,6 +143,18 @@ fn columns(server: &Server, db: &str, table: &str) -> Vec<(String, String, Strin
             (v[0].into(), v[1].into(), v[2].into(), v[3].into())
         })
         .collect()
+}
+
+/// (name, unique, columns with prefix lengths in index order) of each index, by name.
+fn indexes(server: &Server, db: &str, table: &str) -> Vec<String> {
+    let out = server.sql(&format!(
+        "SELECT CONCAT(INDEX_NAME, IF(NON_UNIQUE = 0, ' UNIQUE', ''), ' (', \
+         GROUP_CONCAT(CONCAT(COLUMN_NAME, IFNULL(CONCAT('(', SUB_PART, ')'), '')) \
+         ORDER BY SEQ_IN_INDEX SEPARATOR ', '), ')') FROM information_schema.STATISTICS \
+         WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
+         GROUP BY INDEX_NAME, NON_UNIQUE ORDER BY INDEX_NAME"
+    ));
+    out.lines().map(str::to_owned).collect()
 }
 
 /// One column's bytes as hex, rendered by the server; `N` for NULL (hex never has it).

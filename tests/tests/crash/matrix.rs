@@ -52,8 +52,10 @@ fn hit_of(point: &str) -> u32 {
 #[derive(Debug, Default)]
 struct Row {
     kills: u32,
+    /// Of the kills, SIGKILLs at random instants (`MATRIX_RANDOM_KILLS` a round).
+    random_kills: u32,
     restarts: u32,
-    converged: bool,
+    converged: u32,
     differences: usize,
     duplicates: usize,
     writes: u64,
@@ -161,6 +163,18 @@ async fn run_point(i: usize, point: &'static str) -> Row {
         "{point}: serve did not exit at the fault point (never reached, or it failed)"
     );
     row.kills += 1;
+    for _ in 0..env_or("MATRIX_RANDOM_KILLS", 0) {
+        // A SIGKILL at a random instant of a serve that never exits by itself: it must land.
+        let ms = rand::random_range(50..2_500);
+        let code = wait(serve(&c, RUNS[1], "", false), Duration::from_millis(ms)).await;
+        assert_eq!(
+            code, None,
+            "{point}: serve ended by itself before a SIGKILL at {ms} ms"
+        );
+        row.kills += 1;
+        row.random_kills += 1;
+        row.restarts += 1;
+    }
     // The restart: other sizes, under the writer, to STREAMING (or CANCELLED).
     let code = wait(serve(&c, RUNS[1], "", true), Duration::from_secs(180)).await;
     assert_eq!(code, Some(0), "{point}: the restart did not end cleanly");
@@ -211,19 +225,49 @@ async fn check(c: &Case, point: &str, row: &mut Row) {
             backfill(&["audit", "--state", &state, "--data-dir", &data, &job]).parts();
         assert_eq!(code, 0, "{point}: audit: {out} {err}");
     }
-    row.converged = true;
+    row.converged += 1;
+}
+
+fn env_or(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Row {
+    fn add(&mut self, r: Row) {
+        self.kills += r.kills;
+        self.random_kills += r.random_kills;
+        self.restarts += r.restarts;
+        self.converged += r.converged;
+        self.differences += r.differences;
+        self.duplicates += r.duplicates;
+        self.writes += r.writes;
+        self.secs += r.secs;
+        self.oracle = r.oracle;
+    }
 }
 
 fn print(rows: &BTreeMap<usize, (&str, Row)>) {
     eprintln!("crash matrix: every fault point of faults::ALL, killed under a writer");
     eprintln!(
-        "{:<40} {:>5} {:>8} {:>9} {:>11} {:>10} {:>6} {:>5}  oracle",
-        "point", "kills", "restarts", "converged", "differences", "duplicates", "writes", "secs"
+        "{:<40} {:>5} {:>6} {:>8} {:>9} {:>11} {:>10} {:>6} {:>5}  oracle (last round)",
+        "point",
+        "kills",
+        "random",
+        "restarts",
+        "converged",
+        "differences",
+        "duplicates",
+        "writes",
+        "secs"
     );
     for (p, r) in rows.values() {
         eprintln!(
-            "{p:<40} {:>5} {:>8} {:>9} {:>11} {:>10} {:>6} {:>5}  {}",
+            "{p:<40} {:>5} {:>6} {:>8} {:>9} {:>11} {:>10} {:>6} {:>5}  {}",
             r.kills,
+            r.random_kills,
             r.restarts,
             r.converged,
             r.differences,
@@ -233,6 +277,9 @@ fn print(rows: &BTreeMap<usize, (&str, Row)>) {
             r.oracle
         );
     }
+    let total: u32 = rows.values().map(|(_, r)| r.kills).sum();
+    let dups: usize = rows.values().map(|(_, r)| r.duplicates).sum();
+    eprintln!("crash matrix: {total} kills in all, {dups} duplicates");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -247,9 +294,16 @@ async fn every_fault_point_killed_under_writes_converges_exactly_once() {
         Err(_) => faults::ALL.iter().copied().enumerate().collect(),
     };
     assert!(!points.is_empty(), "MATRIX_POINTS names no fault point");
-    let mut rows = BTreeMap::new();
+    let mut rows: BTreeMap<usize, (&str, Row)> = BTreeMap::new();
+    let t0 = Instant::now();
+    // Each round kills every point once more on fresh tables (`MATRIX_ROUNDS`, and
+    // `scripts/chaos`).
+    let rounds = env_or("MATRIX_ROUNDS", 1);
+    let work: Vec<(usize, &'static str)> = (0..rounds as usize)
+        .flat_map(|r| points.iter().map(move |(i, p)| (r * 1000 + i, *p)))
+        .collect();
     // Two points at a time: each has its own databases and serve processes.
-    for pair in points.chunks(2) {
+    for pair in work.chunks(2) {
         let done = match pair {
             [(i, p), (j, q)] => {
                 let (a, b) = tokio::join!(run_point(*i, p), run_point(*j, q));
@@ -259,9 +313,10 @@ async fn every_fault_point_killed_under_writes_converges_exactly_once() {
             _ => unreachable!("chunks of two"),
         };
         for (i, p, r) in done {
-            rows.insert(i, (p, r));
+            rows.entry(i % 1000).or_insert((p, Row::default())).1.add(r);
         }
     }
+    eprintln!("crash matrix: {rounds} round(s) in {:?}", t0.elapsed());
     print(&rows);
     let missed: Vec<&str> = rows
         .values()

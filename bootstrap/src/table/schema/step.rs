@@ -4,12 +4,13 @@ use crate::store::schema_versions::SchemaVersion;
 use crate::table::faults;
 use kernel::error::DefiniteCode;
 use kernel::schema::SealedSchema;
-use kernel::schema_change::target_statement;
+use kernel::schema_change::{classify, target_statement, Alteration, Classified};
 use kernel::{failpoint, Error, Result};
 use ledger::apply::ReplayGroup;
 use ledger::target::{ReplayCursor, TargetCtx};
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
+use std::collections::BTreeSet;
 
 /// The target table's definition as install seals it.
 async fn target_definition(conn: &mut Conn, ctx: &TargetCtx) -> Result<SealedSchema> {
@@ -97,17 +98,80 @@ pub async fn apply(
     expect: Option<&ReplayCursor>,
     group: &ReplayGroup,
 ) -> Result<()> {
-    let Ddl {
-        before,
-        next,
-        lock_wait,
-    } = ddl;
+    let (before, next) = (ddl.before, ddl.next);
     let want = next.schema.fingerprint();
     let have = target_definition(conn, ctx).await?;
     if have.fingerprint() != want {
         if have.fingerprint() != before.fingerprint() {
             return Err(differs(ctx, "the target's definition is neither the version before the DDL nor the one after it", before, &have));
         }
+        run_on_target(conn, ctx, &ddl).await?;
+    } else if before.fingerprint() == want && indexes_pending(conn, ctx, &ddl).await? {
+        // An index-only DDL: the fingerprint (columns and key) is the same before and
+        // after it, so only the target's indexes tell whether it ran.
+        run_on_target(conn, ctx, &ddl).await?;
+    }
+    if !ledger::schema::record_version(conn, ctx, expect, group, next.version, &want).await? {
+        return Err(Error::transient(format!(
+            "{}: T's cursor moved while schema version {} was recorded; re-reading T",
+            ctx.who(),
+            next.version
+        )));
+    }
+    failpoint::hit(faults::SCHEMA_AFTER_T);
+    Ok(())
+}
+
+/// The target table's index names, lower case (index names are not case-sensitive).
+async fn target_indexes(conn: &mut Conn, ctx: &TargetCtx) -> Result<BTreeSet<String>> {
+    let (db, t) = (&ctx.schema.database, &ctx.schema.table);
+    let names: Vec<String> = conn
+        .exec(
+            "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, t),
+        )
+        .await
+        .map_err(|e| kernel::error::from_mysql("reading the target table's indexes", &e))?;
+    Ok(names.into_iter().map(|n| n.to_lowercase()).collect())
+}
+
+/// Whether a clause of the DDL about an index is not reflected by the target's indexes
+/// yet: an ADD of a name it lacks, a DROP of a name it has, a RENAME whose old name it has
+/// and new name it lacks. An ADD INDEX without a name always runs (the server names it
+/// after its first column: a kill between the target's DDL and T's record can leave a
+/// second copy, which `verify`'s definition check and the suites' comparison report).
+pub fn index_clause_pending(alts: &[Alteration], have: &BTreeSet<String>) -> bool {
+    let has = |n: &str| have.contains(&n.to_lowercase());
+    alts.iter().any(|a| match a {
+        Alteration::AddIndex { name: Some(n) } => !has(n),
+        Alteration::AddIndex { name: None } => true,
+        Alteration::DropIndex { name } => has(name),
+        Alteration::RenameIndex { from, to } => has(from) && !has(to),
+        _ => false,
+    })
+}
+
+async fn indexes_pending(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Result<bool> {
+    let Classified::Compatible(alts) = classify(&ddl.next.ddl, ddl.before) else {
+        return Ok(false);
+    };
+    Ok(index_clause_pending(
+        &alts,
+        &target_indexes(conn, ctx).await?,
+    ))
+}
+
+/// Runs the DDL's statement for the target table, then checks the target's definition
+/// is the version's and no index clause is left undone.
+async fn run_on_target(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Result<()> {
+    let Ddl {
+        before,
+        next,
+        lock_wait,
+    } = *ddl;
+    let want = next.schema.fingerprint();
+    {
         let quoted = ctx.schema.qualified();
         let stmt = target_statement(&next.ddl, before, &quoted).map_err(|i| {
             Error::definite(
@@ -138,14 +202,60 @@ pub async fn apply(
                 &after,
             ));
         }
+        if let Classified::Compatible(alts) = classify(&next.ddl, before) {
+            let named = alts
+                .iter()
+                .any(|a| !matches!(a, Alteration::AddIndex { name: None }));
+            if named && index_clause_pending(&alts, &target_indexes(conn, ctx).await?) {
+                return Err(Error::definite(
+                    DefiniteCode::TargetRejected,
+                    format!(
+                        "{}: after `{}` the target's indexes do not have what it adds, drops \
+                         or renames; fix: make the target's indexes the source's (SHOW CREATE \
+                         TABLE on both), then `backfill resume`",
+                        ctx.who(),
+                        next.ddl
+                    ),
+                ));
+            }
+        }
     }
-    if !ledger::schema::record_version(conn, ctx, expect, group, next.version, &want).await? {
-        return Err(Error::transient(format!(
-            "{}: T's cursor moved while schema version {} was recorded; re-reading T",
-            ctx.who(),
-            next.version
-        )));
-    }
-    failpoint::hit(faults::SCHEMA_AFTER_T);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: &[&str]) -> BTreeSet<String> {
+        n.iter().map(|s| s.to_lowercase()).collect()
+    }
+
+    #[test]
+    fn an_index_clause_is_pending_until_the_target_reflects_it() {
+        let add = |n: &str| Alteration::AddIndex {
+            name: Some(n.into()),
+        };
+        let drop = |n: &str| Alteration::DropIndex { name: n.into() };
+        let have = names(&["PRIMARY", "i_qty"]);
+        assert!(index_clause_pending(&[add("i_name")], &have));
+        assert!(
+            !index_clause_pending(&[add("I_QTY")], &have),
+            "names are not case-sensitive"
+        );
+        assert!(index_clause_pending(&[drop("i_qty")], &have));
+        assert!(!index_clause_pending(&[drop("i_name")], &have));
+        let rename = |f: &str, t: &str| Alteration::RenameIndex {
+            from: f.into(),
+            to: t.into(),
+        };
+        assert!(index_clause_pending(&[rename("i_qty", "i_q")], &have));
+        assert!(!index_clause_pending(&[rename("i_x", "i_qty")], &have));
+        assert!(index_clause_pending(
+            &[Alteration::AddIndex { name: None }],
+            &have
+        ));
+        let col = Alteration::AddColumn { name: "c".into() };
+        assert!(!index_clause_pending(&[col], &have), "no index clause");
+    }
 }
