@@ -30,7 +30,7 @@ pub struct Diff {
     /// Keys in both whose columns differ.
     pub differing: usize,
     /// Column lists (name, COLUMN_TYPE, nullability, collation) or the indexes (name,
-    /// uniqueness, columns and prefixes) differ between the two sides.
+    /// columns and prefixes) differ between the two sides.
     pub definition_differs: bool,
     /// A few of the keys that differ, as (what, key hex, source row, target row).
     pub examples: Vec<String>,
@@ -145,14 +145,17 @@ fn columns(server: &Server, db: &str, table: &str) -> Vec<(String, String, Strin
         .collect()
 }
 
-/// (name, unique, columns with prefix lengths in index order) of each index, by name.
+/// (name, columns with prefix lengths in index order) of each index, by name. Uniqueness
+/// is not compared: the target keeps the table's key unique and has every other index as a
+/// non-unique one by design (DESIGN §9, `install --create-target`: replay upserts by key
+/// only, and a second unique key could reject a row the source holds).
 fn indexes(server: &Server, db: &str, table: &str) -> Vec<String> {
     let out = server.sql(&format!(
-        "SELECT CONCAT(INDEX_NAME, IF(NON_UNIQUE = 0, ' UNIQUE', ''), ' (', \
+        "SELECT CONCAT(INDEX_NAME, ' (', \
          GROUP_CONCAT(CONCAT(COLUMN_NAME, IFNULL(CONCAT('(', SUB_PART, ')'), '')) \
          ORDER BY SEQ_IN_INDEX SEPARATOR ', '), ')') FROM information_schema.STATISTICS \
          WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
-         GROUP BY INDEX_NAME, NON_UNIQUE ORDER BY INDEX_NAME"
+         GROUP BY INDEX_NAME ORDER BY INDEX_NAME"
     ));
     out.lines().map(str::to_owned).collect()
 }

@@ -88,7 +88,7 @@ async fn serve_killed_at_every_fault_point_converges() {
     c.oracle().assert_pages_exactly_once();
 }
 
-/// SIGKILLs of serve 300, 500 and 700 ms into a run whose reads are throttled (2 000 rows
+/// SIGKILLs of serve 300, 500 and 700 ms into a run whose reads are throttled (500 rows
 /// a second, so windows are left to read): each kill must land while serve still runs,
 /// with windows not yet in J. Returns the runs.
 async fn sigkills(c: &Case, hook: &str, n_windows: usize) -> u32 {
@@ -96,7 +96,7 @@ async fn sigkills(c: &Case, hook: &str, n_windows: usize) -> u32 {
         let left = c.head_opt().await.map_or(0, |h| h.completed as usize) < n_windows;
         assert!(left, "every window was done before the SIGKILL rounds");
         let child = serve_command(c, 333, 2, "", hook)
-            .env("BACKFILL_READ_ROWS_PER_SEC", "2000")
+            .env("BACKFILL_READ_ROWS_PER_SEC", "500")
             .spawn()
             .unwrap();
         let code = wait(child, Some(Duration::from_millis(ms)));
