@@ -69,6 +69,7 @@ async fn group_converges(g: Group) {
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
     let d = keyed::diff(&c, &key);
     assert!(d.is_clean(), "{}: {d}", g.name);
+    c.assert_exactly_once();
     assert!(d.rows > 0, "{}: an empty table proves nothing", g.name);
     keyed::assert_audit_passes(&c);
     keyed::assert_verify_clean(&c);

@@ -82,6 +82,7 @@ async fn killed_everywhere_converges(prefix: &str, shape: Shape) {
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
     let d = keyed::diff(&c, shape.key);
     assert!(d.is_clean(), "{}: {d}", shape.name);
+    c.assert_exactly_once();
     keyed::assert_audit_passes(&c);
     eprintln!(
         "{}: {} windows, {writes} writes, {} rows, 0/0/0, {:?}",

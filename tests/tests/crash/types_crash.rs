@@ -68,6 +68,7 @@ async fn types_of_item_2_serve_killed_in_windows_replay_and_streaming_converge()
     assert_eq!(c.head().await.phase, ledger::record::Phase::Streaming);
     let d = keyed::diff(&c, &["id"]);
     assert!(d.is_clean(), "{d}");
+    c.assert_exactly_once();
     assert!(d.rows > 50, "{d}");
     keyed::assert_audit_passes(&c);
     // The comparison is not blind to a generated column's inputs nor to a FLOAT's last bit.

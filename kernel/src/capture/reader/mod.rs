@@ -54,6 +54,12 @@ pub struct ReaderConfig {
     pub heartbeat: Duration,
     /// A stream silent for this long is considered dead and reconnected.
     pub silence_timeout: Duration,
+    /// While the stream is idle (heartbeats), re-check this often, on a short connection
+    /// of its own, that the source still maps the stored D to its GTID: after a RESET
+    /// MASTER the server's dump thread keeps sending heartbeats from the old, removed
+    /// history and never the new events (measured on MariaDB 10.11), so without this a
+    /// reset source would stall the stream silently instead of pausing it by name.
+    pub lineage_probe: Duration,
     /// Connect and query timeout.
     pub connect_timeout: Duration,
     /// Consecutive failed sessions (no record stored) before the reader gives up.
@@ -79,6 +85,7 @@ impl ReaderConfig {
             flush_interval: Duration::from_millis(20),
             heartbeat: Duration::from_secs(1),
             silence_timeout: Duration::from_secs(10),
+            lineage_probe: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             max_failures: 40,
             progress_interval: Duration::from_secs(1),
@@ -396,6 +403,7 @@ async fn session(
     let mut writer = Writer::start(pool.clone(), d.clone(), progressed.clone(), cfg.fence);
     let mut batch = Pending::default();
     let mut last_commit = Instant::now();
+    let mut probe_at = Instant::now() + cfg.lineage_probe;
     loop {
         let wait_until = batch
             .flush_at
@@ -435,6 +443,13 @@ async fn session(
                     == mysql_async::binlog::EventType::HEARTBEAT_EVENT as u8
             }
         };
+        if heartbeat && Instant::now() >= probe_at {
+            probe_at = Instant::now() + cfg.lineage_probe;
+            if let Err(e) = probe_lineage(&ctx, &d.lineage).await {
+                writer.send(batch.take()).await?.finish().await?;
+                return Err(e);
+            }
+        }
         if heartbeat || last_commit.elapsed() >= cfg.progress_interval {
             cap.progress();
         }
@@ -455,6 +470,31 @@ async fn session(
             writer = writer.send(batch.take()).await?;
             last_commit = Instant::now();
         }
+    }
+}
+
+/// The check every reconnect makes ([`lineage::check_restart_position`] of the stored D),
+/// made while the stream runs: a definite finding (a reset or restored history) ends the
+/// session with it, as a reconnect would; a transient one (the source briefly
+/// unreachable) is logged and the stream goes on (it fails by itself if the source is
+/// really gone).
+async fn probe_lineage(ctx: &Ctx<'_>, recorded: &crate::position::Lineage) -> Result<()> {
+    let checked = async {
+        let Some(d) = log::load_position(ctx.pool, ctx.stream).await? else {
+            return Ok(());
+        };
+        let mut conn = connect(ctx.cfg).await?;
+        let checked = lineage::check_restart_position(&mut conn, recorded, &d.restart).await;
+        let _ = conn.disconnect().await;
+        checked
+    };
+    match checked.await {
+        Err(e @ Error::Definite(_)) => Err(e),
+        Err(e) => {
+            tracing::warn!(stream = ctx.stream, error = %e, "lineage probe failed; the stream goes on");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
     }
 }
 
