@@ -35,6 +35,7 @@ mod read;
 mod record;
 mod restart;
 mod seq;
+pub mod stop;
 mod switch;
 #[cfg(test)]
 mod tests;

@@ -52,7 +52,7 @@ pub async fn pauses(pool: &MySqlPool, stream: &str) -> Result<Vec<PauseRow>> {
     Ok(out)
 }
 
-fn code_from_str(s: &str) -> DefiniteCode {
+pub(super) fn code_from_str(s: &str) -> DefiniteCode {
     match s {
         "schema_changed" => DefiniteCode::SchemaChanged,
         "binlog_purged" => DefiniteCode::BinlogPurged,

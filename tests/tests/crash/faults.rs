@@ -8,7 +8,8 @@
 //!   window's LOW and HIGH: the window reads around it, the change arrives by replay;
 //! - the target server (with the state store on it) restarted during page apply and
 //!   again while STREAMING: serve rides both out;
-//! - RESET MASTER on the source while serve runs: a pause naming the lineage, no guess.
+//! - RESET MASTER on the source while serve runs: the capture stops and the table pauses
+//!   with `lineage_changed`; nothing of the new history is applied.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::case::*;
 use backfill_tests::keyed;
@@ -38,7 +39,7 @@ async fn private_case(prefix: &str, source: &'static Server, target: &'static Se
 
 /// Waits until the job is paused; its reason.
 async fn paused(c: &Case, what: &str) -> kernel::error::Definite {
-    let until = Instant::now() + Duration::from_secs(90);
+    let until = Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(p) = c.head().await.paused {
             return p;
@@ -201,13 +202,13 @@ async fn the_target_restarted_during_page_apply_and_while_streaming_is_ridden_ou
 
 /// RESET MASTER while serve runs. MariaDB's dump thread then keeps sending heartbeats
 /// from the removed history and never the new events (measured), so before the reader's
-/// lineage probe the stream stalled without a word. Now the probe finds D's position gone
-/// from the new history within `lineage_probe` and the capture stops with
-/// `lineage_changed` (logged, restarted with backoff, refused again at every connect);
-/// nothing of the new history is ever applied. Not yet: the jobs of the stream are not
-/// paused by it (J stays STREAMING; issue 34's note).
+/// lineage probe the stream stalled without a word, its table STREAMING. Now the probe
+/// finds D's position gone from the new history within `lineage_probe`, the capture stops
+/// with `lineage_changed` (recorded as the stream's stop, refused again at every connect),
+/// the table pauses with it once its wait for L's tail ends without the tail moving, and
+/// nothing of the new history is ever applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn reset_master_while_serve_runs_stops_the_capture_by_name_and_applies_nothing_new() {
+async fn reset_master_while_serve_runs_pauses_with_lineage_changed_and_applies_nothing_new() {
     let source = leak(Server::start_private(ServerOpts::source().server_id(92)));
     let target = harness::shared_target();
     let c = private_case("freset", source, target).await;
@@ -229,6 +230,13 @@ async fn reset_master_while_serve_runs_stops_the_capture_by_name_and_applies_not
             .is_ok_and(|l| l.contains("capture stopped") && l.contains(named))
     })
     .await;
+    let p = paused(&c, "RESET MASTER").await;
+    assert_eq!(p.code, DefiniteCode::LineageChanged, "{p:?}");
+    assert!(
+        p.message.contains("capture of this table's source stopped"),
+        "{}",
+        p.message
+    );
     // A reconnect is refused the same way: give it a few restarts to apply anything.
     wait_for("the capture refused again after a restart", || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.matches(named).count() >= 3)
@@ -243,5 +251,8 @@ async fn reset_master_while_serve_runs_stops_the_capture_by_name_and_applies_not
         .target
         .sql_in(&c.tdb, "SELECT COUNT(*) FROM t WHERE v = 'before'");
     assert_eq!(before.trim(), "10");
-    eprintln!("RESET MASTER while serving: capture stopped with {named}, nothing new applied");
+    eprintln!(
+        "RESET MASTER while serving: paused with {named}, nothing new applied: {}",
+        p.message
+    );
 }

@@ -402,9 +402,17 @@ impl<'r> Run<'r> {
         match self.mark.take() {
             Some(m) => {
                 let (tails, bound) = (&r.cfg.tails, super::tails::WATCH_BOUND);
-                tails
+                let moved = tails
                     .wait_past(r.pool, &r.scope.stream, m, bound, cancel)
-                    .await
+                    .await;
+                // A whole bound without the tail moving: a stream stopped by a finding
+                // about the source's history pauses the table by name (never a silent
+                // stall behind a STREAMING phase).
+                if !moved {
+                    if let Some(why) = kernel::log::stop::stopped(r.pool, &r.scope.stream).await? {
+                        return Err(kernel::Error::Definite(why));
+                    }
+                }
             }
             // The empty read was a read-ahead (or the tail could not be noted): the next
             // read is a fresh one, after a short pause.

@@ -87,9 +87,10 @@ impl Tails {
         Ok(*self.subscribe(pool, stream).await?.borrow())
     }
 
-    /// Waits until the tail is past `mark`, `bound` passed or `cancel` fired. When the
-    /// tail cannot be watched (the state store fails), waits [`RETRY_AFTER`] at most: the
-    /// caller reads L again, and that read reports the failure.
+    /// Waits until the tail is past `mark`, `bound` passed or `cancel` fired; true when
+    /// the tail moved. When the tail cannot be watched (the state store fails), waits
+    /// [`RETRY_AFTER`] at most: the caller reads L again, and that read reports the
+    /// failure.
     pub async fn wait_past(
         &self,
         pool: &MySqlPool,
@@ -97,7 +98,7 @@ impl Tails {
         mark: LSeq,
         bound: Duration,
         cancel: &CancellationToken,
-    ) {
+    ) -> bool {
         let mut rx = match self.subscribe(pool, stream).await {
             Ok(rx) => rx,
             Err(e) => {
@@ -106,14 +107,14 @@ impl Tails {
                     _ = tokio::time::sleep(bound.min(RETRY_AFTER)) => {}
                     _ = cancel.cancelled() => {}
                 }
-                return;
+                return true;
             }
         };
         let moved = rx.wait_for(|t| *t > mark);
         tokio::select! {
-            _ = moved => {}
-            _ = tokio::time::sleep(bound) => {}
-            _ = cancel.cancelled() => {}
+            r = moved => r.is_ok(),
+            _ = tokio::time::sleep(bound) => false,
+            _ = cancel.cancelled() => true,
         }
     }
 

@@ -377,7 +377,10 @@ async fn session(
 ) -> Result<()> {
     let mut conn = connect(cfg).await?;
     let d = load_or_init(pool, cfg, &mut conn).await?;
-    lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await?;
+    if let Err(e) = lineage::check_restart_position(&mut conn, &d.lineage, &d.restart).await {
+        return Err(stop_stream(pool, &d.stream, e).await);
+    }
+    log::stop::clear(pool, &d.stream).await?;
     log::check_tail(pool, &d).await?;
     let restored = restore(pool, &d).await?;
     check_set_covers(set, &restored, &d.stream)?;
@@ -447,7 +450,7 @@ async fn session(
             probe_at = Instant::now() + cfg.lineage_probe;
             if let Err(e) = probe_lineage(&ctx, &d.lineage).await {
                 writer.send(batch.take()).await?.finish().await?;
-                return Err(e);
+                return Err(stop_stream(pool, &d.stream, e).await);
             }
         }
         if heartbeat || last_commit.elapsed() >= cfg.progress_interval {
@@ -471,6 +474,19 @@ async fn session(
             last_commit = Instant::now();
         }
     }
+}
+
+/// Records a stop of the whole stream ([`log::stop`]) for an error that is one; returns
+/// the error. A failure to record is logged: the reader stops with the error either way.
+async fn stop_stream(pool: &MySqlPool, stream: &str, e: Error) -> Error {
+    if let Error::Definite(d) = &e {
+        if log::stop::stops_the_stream(d.code) {
+            if let Err(w) = log::stop::record(pool, stream, d).await {
+                tracing::warn!(%stream, error = %w, "cannot record the stream's stop");
+            }
+        }
+    }
+    e
 }
 
 /// The check every reconnect makes ([`lineage::check_restart_position`] of the stored D),
