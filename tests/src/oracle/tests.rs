@@ -278,3 +278,33 @@ fn with_a_trigger_log_a_re_application_that_changed_nothing_is_a_duplicate() {
         "{r}"
     );
 }
+
+#[test]
+fn a_key_matched_by_collation_not_bytes_counts_only_in_the_touched_check() {
+    // The target held 'GG' (an older image replayed over the baseline); the range's change
+    // deletes 'gg', which the target's DELETE matched as 'GG' under `_ci`.
+    let k = |s: &str| vec![v(&format!("'{s}'"))];
+    assert_eq!(fold_case(&k("GG  ")), fold_case(&k("gg")));
+    assert_ne!(fold_case(&k("gh")), fold_case(&k("gg")));
+    let s = Subject {
+        key: vec![0],
+        ..s()
+    };
+    let img = |key: &str, x: &str| vec![v(&format!("'{key}'")), v(x)];
+    let src = vec![
+        group(100, vec![row(T, None, Some(img("GG", "0")))]),
+        marker(200, "B", "NULL", "NULL"),
+        marker(250, "HIGH", "1", "1"),
+        group(
+            300,
+            vec![row(T, Some(img("GG", "0")), Some(img("gg", "1")))],
+        ),
+        group(400, vec![row(T, Some(img("gg", "1")), None)]),
+    ];
+    let t = vec![
+        page(5, vec![img("GG", "0")]),
+        replay(10, None, (400, 0), vec![row(D, Some(img("GG", "0")), None)]),
+    ];
+    let r = judge(&src, &t, &s);
+    assert!(r.wrong == 0 && r.duplicates == 0 && r.unreached == 0, "{r}");
+}
