@@ -74,6 +74,27 @@ pub fn wait(mut child: std::process::Child, kill_after: Option<Duration>) -> Opt
 }
 
 impl Case {
+    /// Waits at most `limit` until J records a pause; its reason (`what` names the wait).
+    pub async fn paused_within(&self, what: &str, limit: Duration) -> kernel::error::Definite {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            if let Some(p) = self.head().await.paused {
+                return p;
+            }
+            assert!(std::time::Instant::now() < until, "{what}: never paused");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Holds `LOCK TABLES t WRITE` on the target table: every page apply waits, J stays
+    /// (windows are read and sealed ahead of it). Dropping the connection releases it.
+    pub async fn lock_target(&self) -> mysql_async::Conn {
+        let mut conn = self.target_conn().await;
+        let sql = format!("LOCK TABLES `{}`.t WRITE", self.tdb);
+        conn.query_drop(sql).await.unwrap();
+        conn
+    }
+
     /// (window, attempt, manifest hash) of every seal row, in window then attempt order.
     pub async fn seals(&self) -> Vec<(u32, u32, Vec<u8>)> {
         self.seals_of(self.job, self.generation).await

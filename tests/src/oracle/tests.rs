@@ -1,5 +1,6 @@
 //! The oracle over hand-built binlog groups: a clean history passes, and each way of
 //! applying a change twice, skipping one or writing without evidence is found.
+use super::parse::RowChange;
 use super::*;
 
 fn s() -> Subject {

@@ -39,14 +39,7 @@ async fn private_case(prefix: &str, source: &'static Server, target: &'static Se
 
 /// Waits until the job is paused; its reason.
 async fn paused(c: &Case, what: &str) -> kernel::error::Definite {
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(p) = c.head().await.paused {
-            return p;
-        }
-        assert!(Instant::now() < until, "{what}: never paused");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.paused_within(what, Duration::from_secs(120)).await
 }
 
 /// J's phase and whether it is paused, None while the state store does not answer (its

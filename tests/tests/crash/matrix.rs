@@ -106,14 +106,6 @@ async fn wait(mut child: Child, limit: Duration) -> Option<i32> {
     }
 }
 
-/// Holds `LOCK TABLES t WRITE` on the target: pages wait, J stays, windows read ahead.
-async fn lock_target(c: &Case) -> mysql_async::Conn {
-    let mut conn = c.target_conn().await;
-    let sql = format!("LOCK TABLES `{}`.t WRITE", c.tdb);
-    conn.query_drop(sql).await.unwrap();
-    conn
-}
-
 fn is_cancel(point: &str) -> bool {
     point.starts_with("cancel.")
 }
@@ -129,7 +121,7 @@ async fn run_point(i: usize, point: &'static str) -> Row {
     let writer = Workload::start(c.source.url_db(&c.sdb), ROWS, i as u64);
     let mut row = Row::default();
     let lock = if point == fp::AFTER_SEALED_AHEAD {
-        Some(lock_target(&c).await)
+        Some(c.lock_target().await)
     } else {
         None
     };

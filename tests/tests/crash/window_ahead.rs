@@ -14,15 +14,6 @@ use std::time::Duration;
 
 const ROWS: i64 = 6_000;
 
-/// Holds `LOCK TABLES t WRITE` on the target table: every page apply waits, J stays.
-async fn lock_target(c: &Case) -> mysql_async::Conn {
-    let mut conn = c.target_conn().await;
-    conn.query_drop(format!("LOCK TABLES `{}`.t WRITE", c.tdb))
-        .await
-        .unwrap();
-    conn
-}
-
 async fn unlock(mut lock: mysql_async::Conn) {
     lock.query_drop("UNLOCK TABLES").await.unwrap();
     lock.disconnect().await.unwrap();
@@ -49,7 +40,7 @@ async fn killed_while_windows_ahead_are_sealed_and_j_is_behind() {
     let mut abrupt = rounds.len();
     for (i, (point, at, rw)) in rounds.iter().enumerate() {
         let before = c.head_opt().await.map_or(0, |h| h.completed);
-        let lock = lock_target(&c).await;
+        let lock = c.lock_target().await;
         let ps = [300u64, 170, 420][i % 3];
         let code = wait(
             serve_cmd(&c, ps, *rw, &format!("{point}@{at}"), ""),

@@ -327,14 +327,7 @@ async fn a_ddl_that_is_not_compatible_pauses_with_the_ddl_named_and_nothing_afte
 
 /// Waits until the job is paused; its reason.
 async fn paused(c: &Case, what: &str) -> kernel::error::Definite {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(p) = c.head().await.paused {
-            return p;
-        }
-        assert!(Instant::now() < until, "{what}: never paused");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.paused_within(what, Duration::from_secs(60)).await
 }
 
 /// `backfill refresh-schema JOB` by the real program: (exit code, stdout, stderr).

@@ -87,8 +87,9 @@ impl Tails {
         Ok(*self.subscribe(pool, stream).await?.borrow())
     }
 
-    /// Waits until the tail is past `mark`, `bound` passed or `cancel` fired; true when
-    /// the tail moved. When the tail cannot be watched (the state store fails), waits
+    /// Waits until the tail is past `mark`, `bound` passed or `cancel` fired; false only
+    /// when the whole bound passed without the tail moving (the caller then checks the
+    /// stream's stop, `kernel::log::stop`). When the tail cannot be watched (the state store fails), waits
     /// [`RETRY_AFTER`] at most: the caller reads L again, and that read reports the
     /// failure.
     pub async fn wait_past(

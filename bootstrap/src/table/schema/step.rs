@@ -140,7 +140,7 @@ async fn target_indexes(conn: &mut Conn, ctx: &TargetCtx) -> Result<BTreeSet<Str
 /// yet: an ADD of a name it lacks, a DROP of a name it has, a RENAME whose old name it has
 /// and new name it lacks. An ADD INDEX without a name always runs (the server names it
 /// after its first column: a kill between the target's DDL and T's record can leave a
-/// second copy, which `verify`'s definition check and the suites' comparison report).
+/// second copy, which the suites' comparison reports; runbooks/schema-change.md).
 pub fn index_clause_pending(alts: &[Alteration], have: &BTreeSet<String>) -> bool {
     let has = |n: &str| have.contains(&n.to_lowercase());
     alts.iter().any(|a| match a {
@@ -152,10 +152,16 @@ pub fn index_clause_pending(alts: &[Alteration], have: &BTreeSet<String>) -> boo
     })
 }
 
+/// The DDL's alterations (none unless it classifies compatible, which replay has checked).
+fn alterations(ddl: &Ddl<'_>) -> Vec<Alteration> {
+    match classify(&ddl.next.ddl, ddl.before) {
+        Classified::Compatible(alts) => alts,
+        Classified::Incompatible(_) => Vec::new(),
+    }
+}
+
 async fn indexes_pending(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Result<bool> {
-    let Classified::Compatible(alts) = classify(&ddl.next.ddl, ddl.before) else {
-        return Ok(false);
-    };
+    let alts = alterations(ddl);
     Ok(index_clause_pending(
         &alts,
         &target_indexes(conn, ctx).await?,
@@ -170,55 +176,56 @@ async fn run_on_target(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Resul
         next,
         lock_wait,
     } = *ddl;
-    let want = next.schema.fingerprint();
-    {
-        let quoted = ctx.schema.qualified();
-        let stmt = target_statement(&next.ddl, before, &quoted).map_err(|i| {
-            Error::definite(
-                DefiniteCode::SchemaChanged,
-                format!(
-                    "{}: the DDL `{}` is not compatible: {i}",
-                    ctx.who(),
-                    next.ddl
-                ),
-            )
-        })?;
-        if let Some(sql) = stmt {
-            let what = format!(
-                "{} applying schema version {} (`{sql}`)",
+    let quoted = ctx.schema.qualified();
+    let stmt = target_statement(&next.ddl, before, &quoted).map_err(|i| {
+        Error::definite(
+            DefiniteCode::SchemaChanged,
+            format!(
+                "{}: the DDL `{}` is not compatible: {i}",
                 ctx.who(),
-                next.version
-            );
-            run_ddl(conn, &what, &sql, lock_wait).await?;
-            tracing::info!(job = %ctx.job, version = next.version, ddl = %sql, "schema change applied to the target");
-        }
-        failpoint::hit(faults::SCHEMA_AFTER_TARGET_DDL);
-        let after = target_definition(conn, ctx).await?;
-        if after.fingerprint() != want {
-            return Err(differs(
-                ctx,
-                "after the DDL the target's definition is not the source's",
-                &next.schema,
-                &after,
-            ));
-        }
-        if let Classified::Compatible(alts) = classify(&next.ddl, before) {
-            let named = alts
-                .iter()
-                .any(|a| !matches!(a, Alteration::AddIndex { name: None }));
-            if named && index_clause_pending(&alts, &target_indexes(conn, ctx).await?) {
-                return Err(Error::definite(
-                    DefiniteCode::TargetRejected,
-                    format!(
-                        "{}: after `{}` the target's indexes do not have what it adds, drops \
-                         or renames; fix: make the target's indexes the source's (SHOW CREATE \
-                         TABLE on both), then `backfill resume`",
-                        ctx.who(),
-                        next.ddl
-                    ),
-                ));
-            }
-        }
+                next.ddl
+            ),
+        )
+    })?;
+    if let Some(sql) = stmt {
+        let what = format!(
+            "{} applying schema version {} (`{sql}`)",
+            ctx.who(),
+            next.version
+        );
+        run_ddl(conn, &what, &sql, lock_wait).await?;
+        tracing::info!(job = %ctx.job, version = next.version, ddl = %sql, "schema change applied to the target");
+    }
+    failpoint::hit(faults::SCHEMA_AFTER_TARGET_DDL);
+    let after = target_definition(conn, ctx).await?;
+    if after.fingerprint() != next.schema.fingerprint() {
+        return Err(differs(
+            ctx,
+            "after the DDL the target's definition is not the source's",
+            &next.schema,
+            &after,
+        ));
+    }
+    check_indexes_after(conn, ctx, ddl).await
+}
+
+/// After the DDL ran, every index clause that names its index is reflected by the target.
+async fn check_indexes_after(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Result<()> {
+    let alts = alterations(ddl);
+    let named = alts
+        .iter()
+        .any(|a| !matches!(a, Alteration::AddIndex { name: None }));
+    if named && index_clause_pending(&alts, &target_indexes(conn, ctx).await?) {
+        return Err(Error::definite(
+            DefiniteCode::TargetRejected,
+            format!(
+                "{}: after `{}` the target's indexes do not have what it adds, drops \
+                 or renames; fix: make the target's indexes the source's (SHOW CREATE \
+                 TABLE on both), then `backfill resume`",
+                ctx.who(),
+                ddl.next.ddl
+            ),
+        ));
     }
     Ok(())
 }
