@@ -209,13 +209,23 @@ async fn run_on_target(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Resul
     check_indexes_after(conn, ctx, ddl).await
 }
 
+/// The index clauses that name their index: only those can be checked by the target's
+/// index names after the DDL (an unnamed ADD INDEX gets the server's name). A DDL that
+/// adds a column and an unnamed index is not an index clause left undone.
+fn named_index_clauses(alts: Vec<Alteration>) -> Vec<Alteration> {
+    alts.into_iter()
+        .filter(|a| match a {
+            Alteration::AddIndex { name } => name.is_some(),
+            Alteration::DropIndex { .. } | Alteration::RenameIndex { .. } => true,
+            _ => false,
+        })
+        .collect()
+}
+
 /// After the DDL ran, every index clause that names its index is reflected by the target.
 async fn check_indexes_after(conn: &mut Conn, ctx: &TargetCtx, ddl: &Ddl<'_>) -> Result<()> {
-    let alts = alterations(ddl);
-    let named = alts
-        .iter()
-        .any(|a| !matches!(a, Alteration::AddIndex { name: None }));
-    if named && index_clause_pending(&alts, &target_indexes(conn, ctx).await?) {
+    let named = named_index_clauses(alterations(ddl));
+    if !named.is_empty() && index_clause_pending(&named, &target_indexes(conn, ctx).await?) {
         return Err(Error::definite(
             DefiniteCode::TargetRejected,
             format!(
@@ -263,6 +273,13 @@ mod tests {
             &have
         ));
         let col = Alteration::AddColumn { name: "c".into() };
-        assert!(!index_clause_pending(&[col], &have), "no index clause");
+        assert!(
+            !index_clause_pending(std::slice::from_ref(&col), &have),
+            "no index clause"
+        );
+        // After `ADD COLUMN c, ADD INDEX (c)` ran: nothing named is left to check.
+        let unnamed = Alteration::AddIndex { name: None };
+        let named = named_index_clauses(vec![col, unnamed, add("i_name")]);
+        assert_eq!(named, vec![add("i_name")]);
     }
 }
