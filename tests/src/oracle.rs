@@ -23,12 +23,13 @@
 //! control markers, and it never reads L, the pages, the product's decoding or `verify`.
 //! Key-partitioned replay (part cursors) is checked per transaction only (each part's
 //! touched keys hold the net effect of its range); coverage needs the main cursor.
+mod collate;
 mod judge;
 pub mod parse;
 mod source;
 
+pub use collate::Collation;
 use harness::Server;
-#[cfg(test)]
 use judge::fold_case;
 use parse::{Group, Image, Pos, Value};
 use source::Source;
@@ -229,12 +230,15 @@ pub fn check(source: &Server, smark: &Mark, target: &Server, tmark: &Mark, s: &S
     let sg = read(source, smark, &|t| t == src || t == intents);
     let tdb = format!("`{}`.", s.tdb);
     let tg = read(target, tmark, &|t| t.starts_with(&tdb));
-    judge(&sg, &tg, s)
+    let mut keys = Collation::of(target, &s.tdb, &s.table, &s.key);
+    judge::run(&Source::build(&sg, s), &tg, s, &mut |k| keys.fold(k))
 }
 
-/// The oracle over parsed groups (pure: unit-tested on recorded text).
+/// The oracle over parsed groups, keys folded by ASCII case and trailing spaces (pure:
+/// unit-tested on recorded text).
 pub fn judge(source: &[Group], target: &[Group], s: &Subject) -> Report {
-    judge::run(&Source::build(source, s), target, s)
+    let mut fold = |keys: &[&Key]| keys.iter().map(|k| fold_case(k)).collect();
+    judge::run(&Source::build(source, s), target, s, &mut fold)
 }
 
 /// A number as printed (`5`, or `-1 (18446744073709551615)` for a large unsigned value).

@@ -11,6 +11,7 @@ mod keys_crash;
 mod lost_commit;
 mod materials_bench;
 mod matrix;
+mod oracle_keys;
 mod replay_parts_crash;
 mod repoint;
 mod retention;
