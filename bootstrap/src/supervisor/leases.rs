@@ -91,6 +91,7 @@ pub(super) async fn pause_outside_task(
         let mut next = head.record.clone();
         next.paused = Some(reason.clone());
         journal.append(&lease, &head, next).await?;
+        kernel::failpoint::hit(crate::table::faults::PAUSE_AFTER_J_PAUSED);
         Ok::<_, Error>(reason)
     }
     .await;

@@ -176,6 +176,7 @@ impl Serve {
         let target = self.conn_pool(Side::Target, &target_url, target)?;
         let lease =
             ledger::lease::acquire(&self.pool, job, &self.cfg.owner, self.cfg.lease_ttl).await?;
+        kernel::failpoint::hit(crate::table::faults::LEASE_AFTER_ACQUIRED);
         let mut tschema = schema.clone();
         tschema.database = rec.target.db.clone();
         tschema.table = rec.target.table.clone();

@@ -108,6 +108,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
     ctx.journal.append(&ctx.lease, &head, next).await?;
     kernel::failpoint::hit(crate::table::faults::CANCEL_AFTER_CANCELLED);
     crate::store::jobs::mark_cancelled(&ctx.pool, ctx.id()).await?;
+    kernel::failpoint::hit(crate::table::faults::CANCEL_AFTER_JOBS_ROW);
     tracing::info!(job = %ctx.id(), k = %k_pos, drained, "CANCELLED(K)");
     Ok(Cancelled { k: k_pos, drained })
 }

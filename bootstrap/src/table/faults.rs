@@ -69,6 +69,18 @@ pub mod window {
     pub const READ_AHEAD: [&str; 1] = [AFTER_SEALED_AHEAD];
 }
 
+/// The job's lease taken (a new fencing token committed in the state store), nothing
+/// else of the task done (`crate::supervisor::tasks`).
+pub const LEASE_AFTER_ACQUIRED: &str = "job.after_lease_acquired";
+/// T's tables exist and T's owner row carries this process's fencing token
+/// (`ledger::target::claim`); no J row written by this task yet.
+pub const TARGET_AFTER_CLAIM: &str = "job.after_target_claim";
+/// The table's material registry row exists (created on the first run, 0 bytes); J not
+/// yet read or created.
+pub const REGISTRY_AFTER_OPENED: &str = "job.after_registry_opened";
+/// The lease renewed (hit once per renewal, every third of the lease TTL, whatever the
+/// task is doing then: `ledger::lease::keep`).
+pub const LEASE_AFTER_RENEWED: &str = ledger::lease::AFTER_RENEWED;
 /// F written to the control table, not yet awaited in L.
 pub const FENCE_AFTER_F_WRITTEN: &str = "fence.after_f_written";
 /// F durable in L, J not yet FENCED.
@@ -91,16 +103,27 @@ pub const STREAM_AFTER_BATCH: &str = "stream.after_batch";
 pub const SCHEMA_AFTER_TARGET_DDL: &str = "schema.after_target_ddl";
 /// T records a schema version with the cursor past its DDL's group.
 pub const SCHEMA_AFTER_T: &str = "schema.after_t";
+/// J records a pause (its reason), the phase unchanged (`crate::table::pause`).
+pub const PAUSE_AFTER_J_PAUSED: &str = "pause.after_j_paused";
+/// A resume cleared J's pause; its command row is not yet deleted.
+pub const RESUME_AFTER_J_CLEARED: &str = "resume.after_j_cleared";
 /// J records CANCELING, K not yet written.
 pub const CANCEL_AFTER_CANCELING: &str = "cancel.after_canceling";
 /// K written to the control table, not yet awaited in L.
 pub const CANCEL_AFTER_K_WRITTEN: &str = "cancel.after_k_written";
-/// J records CANCELLED(K).
+/// J records CANCELLED(K), the jobs row not yet.
 pub const CANCEL_AFTER_CANCELLED: &str = "cancel.after_cancelled";
+/// The jobs row records the cancel too: nothing of the job is left to do.
+pub const CANCEL_AFTER_JOBS_ROW: &str = "cancel.after_jobs_row";
 
-/// Every fault point of the table protocol, in protocol order: the windows', then F,
-/// replay, activation, STREAMING and cancellation.
-pub const ALL: [&str; 31] = [
+/// Every fault point of the table protocol, in protocol order: the task's start (lease,
+/// T claim, registry), the windows', then F, replay, activation, STREAMING, a pause and
+/// its resume, and cancellation; the lease renewal, periodic, after the start.
+pub const ALL: [&str; 38] = [
+    LEASE_AFTER_ACQUIRED,
+    TARGET_AFTER_CLAIM,
+    REGISTRY_AFTER_OPENED,
+    LEASE_AFTER_RENEWED,
     window::AFTER_B_WRITTEN,
     window::AFTER_CAPTURING,
     window::AFTER_LOW_WRITTEN,
@@ -129,9 +152,12 @@ pub const ALL: [&str; 31] = [
     STREAM_AFTER_BATCH,
     SCHEMA_AFTER_TARGET_DDL,
     SCHEMA_AFTER_T,
+    PAUSE_AFTER_J_PAUSED,
+    RESUME_AFTER_J_CLEARED,
     CANCEL_AFTER_CANCELING,
     CANCEL_AFTER_K_WRITTEN,
     CANCEL_AFTER_CANCELLED,
+    CANCEL_AFTER_JOBS_ROW,
 ];
 
 #[cfg(test)]
@@ -148,6 +174,8 @@ mod tests {
         for p in window::ALL.iter().chain(window::READ_AHEAD.iter()) {
             assert!(seen.contains(p), "{p} missing from ALL");
         }
+        let at = |p: &str| ALL.iter().position(|q| *q == p).expect("listed");
+        assert!(at(REGISTRY_AFTER_OPENED) < at(window::AFTER_B_WRITTEN));
     }
 }
 

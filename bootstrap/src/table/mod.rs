@@ -147,12 +147,16 @@ async fn prepare_target(ctx: &JobCtx) -> Result<()> {
     }
     .await;
     conn.close().await;
+    if r.is_ok() {
+        kernel::failpoint::hit(faults::TARGET_AFTER_CLAIM);
+    }
     r
 }
 
 /// The J head, created (INSTALLED) on the first run; the material registry row too.
 pub async fn ensure_journal(ctx: &JobCtx) -> Result<Head> {
     ctx.registry.open_table(ctx.id(), None).await?;
+    kernel::failpoint::hit(faults::REGISTRY_AFTER_OPENED);
     if let Some(h) = ctx.journal.head(ctx.id(), ctx.generation()).await? {
         return Ok(h);
     }

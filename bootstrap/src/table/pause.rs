@@ -32,6 +32,7 @@ pub async fn apply_resume(ctx: &JobCtx) -> Result<bool> {
             next.paused = None;
             ctx.journal.append(&ctx.lease, &head, next).await?;
             crate::table::target_write::reset(ctx).await?;
+            kernel::failpoint::hit(crate::table::faults::RESUME_AFTER_J_CLEARED);
             cleared = true;
         }
     }
@@ -51,6 +52,7 @@ pub async fn pause(ctx: &JobCtx, head: &Head, reason: Definite) -> Result<Defini
     let mut next = head.record.clone();
     next.paused = Some(reason.clone());
     ctx.journal.append(&ctx.lease, head, next).await?;
+    kernel::failpoint::hit(crate::table::faults::PAUSE_AFTER_J_PAUSED);
     ctx.events.paused(ctx.id(), reason.code);
     Ok(reason)
 }

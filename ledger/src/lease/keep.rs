@@ -70,7 +70,7 @@ where
             }
         };
         match retry(attempt, |e: &Error| !e.is_transient(), &policy, stop).await {
-            Ok(()) => {}
+            Ok(()) => kernel::failpoint::hit(super::AFTER_RENEWED),
             Err(RetryError::Cancelled { .. }) => return None,
             Err(e) => return Some(e),
         }

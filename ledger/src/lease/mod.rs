@@ -45,6 +45,9 @@ fn fenced(job: JobId, mine: u64, now: Option<u64>) -> Error {
     )
 }
 
+/// Fault point: a renewal of [`keep`] committed (hit once per renewal).
+pub const AFTER_RENEWED: &str = "job.after_lease_renewed";
+
 /// Takes the lease of `job` for `owner` when it is free, expired or already ours, and
 /// returns it with a new, larger fencing token. Refuses (definite, `fenced`) while another
 /// owner holds a live lease.

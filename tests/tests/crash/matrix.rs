@@ -12,7 +12,13 @@
 //!
 //! The two schema points (`schema.*`) need a DDL while the table streams; they are run
 //! with `ALTER TABLE t ADD COLUMN` by the test, checked by the comparison and the audit;
-//! the oracle's row model does not follow a DDL, so it is not run for them.
+//! the oracle's row model does not follow a DDL, so it is not run for them. The pause
+//! and resume points need a pause: a target trigger refuses one source row ('poison')
+//! while STREAMING, the table pauses on it, the test drops the trigger and records
+//! `resume` (for `resume.*` while the armed serve runs, for `pause.*` after the kill,
+//! where J must still hold the pause). The lease renewal is armed with a 3 s lease.
+//! Not yet: a restart with two apply streams (the oracle counts coverage per change from
+//! the main cursor only and skips it once part transactions exist).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::table::faults::{self, window as fp};
 use backfill_tests::case::*;
@@ -63,9 +69,23 @@ struct Row {
     secs: u64,
 }
 
+/// Flags of the first run beyond its sizes: the lease renewal is reached within a second
+/// with a 3 s lease (renewed every third of it), not after the default's 10 s.
+fn first_flags(point: &str) -> &'static [&'static str] {
+    match point {
+        faults::LEASE_AFTER_RENEWED => &["--lease-ttl-secs", "3"],
+        _ => &[],
+    }
+}
+
 fn serve(c: &Case, s: Sizes, failpoints: &str, exit_when_idle: bool) -> Child {
+    serve_with(c, s, failpoints, exit_when_idle, &[])
+}
+
+fn serve_with(c: &Case, s: Sizes, failpoints: &str, exit_when_idle: bool, flags: &[&str]) -> Child {
     let mut cmd = backfill_tests::command();
     cmd.args(["serve", "--owner", "matrix"])
+        .args(flags)
         .arg("--state")
         .arg(c.state_url())
         .arg("--data-dir")
@@ -114,6 +134,49 @@ fn is_schema(point: &str) -> bool {
     point.starts_with("schema.")
 }
 
+fn is_pause(point: &str) -> bool {
+    point.starts_with("pause.") || point.starts_with("resume.")
+}
+
+/// The key of the source row the target refuses while [`POISON`] is on its table.
+const POISONED: i64 = 90_000_001;
+
+/// A target trigger that refuses a row whose `v` is 'poison': the STREAMING table pauses
+/// on a definite target refusal an operator can fix (drop the trigger) and resume.
+const POISON: &str = "
+DELIMITER //
+CREATE TRIGGER t_poison BEFORE INSERT ON t FOR EACH ROW \
+     IF NEW.v = 'poison' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poison refused'; END IF //
+DELIMITER ;";
+
+/// For the pause and resume points: once STREAMING, the source writes the row the target
+/// refuses; the table pauses. For the resume point the test then fixes the target and
+/// resumes the still running serve (which exits at the point); for the pause point serve
+/// exits at the pause itself and [`fix_and_resume`] follows the kill.
+async fn poison_and_pause(c: &Case, point: &str) {
+    wait_for_async("STREAMING before the poisoned row", async || {
+        c.head_opt()
+            .await
+            .is_some_and(|h| h.phase == Phase::Streaming)
+    })
+    .await;
+    c.source.sql_in(
+        &c.sdb,
+        &format!("INSERT INTO t (id, k, v) VALUES ({POISONED}, 0, 'poison')"),
+    );
+    if point == faults::RESUME_AFTER_J_CLEARED {
+        c.paused_within("the poisoned row", Duration::from_secs(120))
+            .await;
+        fix_and_resume(c).await;
+    }
+}
+
+/// Drops the refusing trigger and records `backfill resume`.
+async fn fix_and_resume(c: &Case) {
+    c.target.sql_in(&c.tdb, "DROP TRIGGER t_poison");
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
+}
+
 /// Kills serve at `point` (the first run), restarts and finishes; returns what happened.
 async fn run_point(i: usize, point: &'static str) -> Row {
     let t0 = Instant::now();
@@ -125,7 +188,11 @@ async fn run_point(i: usize, point: &'static str) -> Row {
     } else {
         None
     };
-    let child = serve(&c, RUNS[0], &format!("{point}@{}", hit_of(point)), false);
+    if is_pause(point) {
+        c.target.sql_in(&c.tdb, POISON);
+    }
+    let armed = format!("{point}@{}", hit_of(point));
+    let child = serve_with(&c, RUNS[0], &armed, false, first_flags(point));
     let first = async {
         if is_cancel(point) {
             wait_for_async("a window applied before the cancel", async || {
@@ -144,6 +211,9 @@ async fn run_point(i: usize, point: &'static str) -> Row {
             c.source
                 .sql_in(&c.sdb, "ALTER TABLE t ADD COLUMN extra INT NULL DEFAULT 7");
         }
+        if is_pause(point) {
+            poison_and_pause(&c, point).await;
+        }
     };
     let (code, ()) = tokio::join!(wait(child, Duration::from_secs(120)), first);
     if let Some(mut l) = lock {
@@ -155,6 +225,16 @@ async fn run_point(i: usize, point: &'static str) -> Row {
         "{point}: serve did not exit at the fault point (never reached, or it failed)"
     );
     row.kills += 1;
+    if point == faults::PAUSE_AFTER_J_PAUSED {
+        // Killed right after J recorded the pause: the pause survives the restart.
+        let p = c
+            .head()
+            .await
+            .paused
+            .expect("J keeps the pause across the kill");
+        assert!(p.message.contains("poison"), "{point}: {p:?}");
+        fix_and_resume(&c).await;
+    }
     for _ in 0..env_or("MATRIX_RANDOM_KILLS", 0) {
         // A SIGKILL at a random instant of a serve that never exits by itself: it must land.
         let ms = rand::random_range(50..2_500);
