@@ -227,6 +227,21 @@ pub async fn install_checked_with(
     out
 }
 
+/// Fault points of `backfill install` (this module), in protocol order: its durable
+/// writes are the control schema on the source, the target table (`--create-target`)
+/// and the state store's job rows, each written once every read-only check passed.
+pub mod faults {
+    /// The control schema and its table exist on the source; nothing else written.
+    pub const AFTER_CONTROL: &str = "install.after_control";
+    /// `--create-target` created the target table; the job is not recorded.
+    pub const AFTER_TARGET_CREATED: &str = "install.after_target_created";
+    /// The job's rows are committed in the state store; install has not answered.
+    pub const AFTER_RECORDED: &str = "install.after_recorded";
+
+    /// Every fault point, in protocol order.
+    pub const ALL: [&str; 3] = [AFTER_CONTROL, AFTER_TARGET_CREATED, AFTER_RECORDED];
+}
+
 /// The refusal error: every failed check, one a line.
 pub fn refused(refusals: &[Refusal]) -> Error {
     let lines: Vec<String> = refusals.iter().map(|r| format!("  - {r}")).collect();
@@ -278,6 +293,7 @@ impl Session<'_> {
         if let Some(r) = privileges::ensure_control(self.source, ctl, &checked.account).await? {
             return Ok(Err(vec![r]));
         }
+        kernel::failpoint::hit(faults::AFTER_CONTROL);
         if self.create {
             let refusals = self.create_target(&checked).await?;
             if !refusals.is_empty() {
@@ -299,6 +315,7 @@ impl Session<'_> {
             plan: plan.clone(),
         };
         let (job_id, generation) = jobs::record_install(self.pool, &job).await?;
+        kernel::failpoint::hit(faults::AFTER_RECORDED);
         let key = checked.sealed.describe_key();
         tracing::info!(job = %job_id, %generation, windows = plan.len(), %key, "installed");
         Ok(Ok(Installed {
@@ -324,6 +341,7 @@ impl Session<'_> {
         if let Some(r) = made {
             return Ok(vec![r]);
         }
+        kernel::failpoint::hit(faults::AFTER_TARGET_CREATED);
         self.target_table(Some(&checked.sealed)).await
     }
 

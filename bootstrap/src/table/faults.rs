@@ -179,6 +179,10 @@ mod tests {
     }
 }
 
+/// Fault points of `backfill install`, listed beside the install code it arms
+/// (`crate::install::faults`: install is below the table protocol's modules).
+pub use crate::install::faults as install;
+
 /// Fault points of retention and GC (`crate::table::retention`), in protocol order.
 pub mod gc {
     /// The release intent (what will be removed, the audit facts) is durable; no byte

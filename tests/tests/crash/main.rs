@@ -7,6 +7,7 @@ mod finish;
 mod galera;
 mod host_loss;
 mod host_loss4;
+mod install_crash;
 mod keys_crash;
 mod lost_commit;
 mod materials_bench;
