@@ -9,7 +9,10 @@
 //! - the target server (with the state store on it) restarted during page apply and
 //!   again while STREAMING: serve rides both out;
 //! - RESET MASTER on the source while serve runs: the capture stops and the table pauses
-//!   with `lineage_changed`; nothing of the new history is applied.
+//!   with `lineage_changed`; nothing of the new history is applied;
+//! - PURGE BINARY LOGS while serve runs: of files already read, nothing pauses and nothing
+//!   is lost; of a file holding a change never read, the table pauses with
+//!   `binlog_purged` and neither that change nor any later one is applied.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::case::*;
 use backfill_tests::keyed;
@@ -246,6 +249,118 @@ async fn reset_master_while_serve_runs_pauses_with_lineage_changed_and_applies_n
     assert_eq!(before.trim(), "10");
     eprintln!(
         "RESET MASTER while serving: paused with {named}, nothing new applied: {}",
+        p.message
+    );
+}
+
+/// The Binlog Dump threads of `source` (the capture's connections).
+fn dump_threads(source: &Server) -> Vec<String> {
+    source
+        .sql("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// PURGE BINARY LOGS TO `file` until it is the only file left: the server keeps a log
+/// a dump thread still reads, or whose binlog checkpoint is not yet written, and purges
+/// it at a later try.
+async fn purge_to(source: &Server, file: &str) {
+    wait_for(&format!("every binlog before {file} purged"), || {
+        source.sql(&format!("PURGE BINARY LOGS TO '{file}'"));
+        source.binlog_files() == [file.to_string()]
+    })
+    .await;
+}
+
+/// The source's current binlog file.
+fn current_binlog(source: &Server) -> String {
+    source.binlog_end().0
+}
+
+/// PURGE BINARY LOGS while serve runs, twice. First of files the capture has read: the
+/// source keeps streaming, nothing pauses, a later change is applied and the target
+/// equals the source. Then of the file holding changes the capture has not read: the
+/// capture is held (the state store's L locked by the test, so the reader cannot store),
+/// its dump connection killed, a change written, the logs flushed and purged, the lock
+/// released: the reader reconnects at D, the source refuses the purged position, the
+/// capture stops with `binlog_purged` and the table pauses with it; the lost change and
+/// every later one are never applied (DESIGN §9: never guess).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn binlog_purges_while_serve_runs_lose_nothing_read_and_pause_on_a_purged_position() {
+    let source = leak(Server::start_private(ServerOpts::source().server_id(93)));
+    let target = harness::shared_target();
+    let c = private_case("fpurge", source, target).await;
+    let log = c.data.path().join("serve.log");
+    let mut s = keyed::serve_command(&c, &[], "")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    streaming(&c, &mut s).await;
+    // 1. Files already captured.
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET v = 'read' WHERE id <= 20");
+    caught_up(&c).await;
+    c.source.sql("FLUSH BINARY LOGS");
+    let kept = current_binlog(c.source);
+    purge_to(c.source, &kept).await;
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET v = 'after purge' WHERE id <= 20");
+    caught_up(&c).await;
+    assert_eq!(c.head().await.paused, None, "a purge of read files paused");
+    // 2. A file with a change the capture never read.
+    let mut hold = mysql_async::Conn::new(mysql_async::Opts::from_url(&c.state_url()).unwrap())
+        .await
+        .unwrap();
+    hold.query_drop("LOCK TABLES capture_log WRITE")
+        .await
+        .unwrap();
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET v = 'held' WHERE id <= 5");
+    let dumps = dump_threads(c.source);
+    assert!(!dumps.is_empty(), "the capture streams from the source");
+    for id in &dumps {
+        let _ = c.source.try_sql(&format!("KILL {id}"));
+    }
+    c.source
+        .sql_in(&c.sdb, "UPDATE t SET v = 'lost' WHERE id BETWEEN 6 AND 10");
+    c.source.sql("FLUSH BINARY LOGS");
+    let last = current_binlog(c.source);
+    purge_to(c.source, &last).await;
+    c.source.sql_in(
+        &c.sdb,
+        "UPDATE t SET v = 'later' WHERE id BETWEEN 11 AND 15",
+    );
+    hold.query_drop("UNLOCK TABLES").await.unwrap();
+    hold.disconnect().await.unwrap();
+    let p = paused(&c, "the purged position").await;
+    assert_eq!(p.code, DefiniteCode::BinlogPurged, "{p:?}");
+    stop(s);
+    let count = |v: &str| {
+        c.target
+            .sql_in(&c.tdb, &format!("SELECT COUNT(*) FROM t WHERE v = '{v}'"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        count("lost"),
+        "0",
+        "a change of the purged file was applied"
+    );
+    assert_eq!(
+        count("later"),
+        "0",
+        "a change after the purged one was applied"
+    );
+    assert_eq!(
+        count("after purge"),
+        "15",
+        "the change after the first purge"
+    );
+    eprintln!(
+        "binlog purges while serving: read files purged, nothing paused; unread file \
+         purged: paused with binlog_purged: {}",
         p.message
     );
 }
