@@ -12,7 +12,10 @@
 //!   with `lineage_changed`; nothing of the new history is applied;
 //! - PURGE BINARY LOGS while serve runs: of files already read, nothing pauses and nothing
 //!   is lost; of a file holding a change never read, the table pauses with
-//!   `binlog_purged` and neither that change nor any later one is applied.
+//!   `binlog_purged` and neither that change nor any later one is applied;
+//! - the material directory (`--materials local`) full, then read-only: the table pauses
+//!   naming the file and the OS error, resumes once the operator fixed it, and converges
+//!   with no partial file left.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::case::*;
 use backfill_tests::keyed;
@@ -362,5 +365,99 @@ async fn binlog_purges_while_serve_runs_lose_nothing_read_and_pause_on_a_purged_
         "binlog purges while serving: read files purged, nothing paused; unread file \
          purged: paused with binlog_purged: {}",
         p.message
+    );
+}
+
+/// Waits until J records a pause whose reason names `what` (an earlier pause of another
+/// cause is waited past).
+async fn paused_with(c: &Case, what: &str) -> kernel::error::Definite {
+    let mut found = None;
+    wait_for_async(&format!("a pause naming {what}"), async || {
+        found = c
+            .head_opt()
+            .await
+            .and_then(|h| h.paused)
+            .filter(|p| p.message.contains(what));
+        found.is_some()
+    })
+    .await;
+    found.expect("waited for it")
+}
+
+/// A small tmpfs mounted over a directory (the case's data dir) for the test's life:
+/// the material directory can be made full or read-only by the server's own kernel.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Tmpfs {
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "this test mounts a small tmpfs (it needs root, as CI runs it): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+
+    fn remount(&self, opts: &str) {
+        let out = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{opts}")])
+            .arg(&self.0)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The material directory (`--materials local`) full, then read-only, while serve copies:
+/// each time the table pauses naming the directory and the error, the operator gives it
+/// room (or makes it writable) and resumes, and the table reaches STREAMING with every
+/// page and change applied exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_then_read_only_material_directory_pauses_by_name_and_resumes_losing_nothing() {
+    let c = Case::new("fdisk", 20_000, 2_000, 500).await;
+    let fs = Tmpfs::mount(c.data.path(), "256k");
+    let w = Workload::start(c.source.url_db(&c.sdb), 20_000, 17);
+    let log = std::env::temp_dir().join(format!("fdisk-{}.log", std::process::id()));
+    // The material files name the directory in every error: the directory is the case's.
+    let mut s = keyed::serve_command(&c, &["--materials", "local"], "")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_async("J created", async || c.head_opt().await.is_some()).await;
+    let full = paused_with(&c, "No space left on device").await;
+    assert!(full.message.contains("backfill resume"), "{}", full.message);
+    eprintln!("material directory full: {:?} {}", full.code, full.message);
+    fs.remount("size=64m,ro");
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
+    let ro = paused_with(&c, "Read-only file system").await;
+    eprintln!("material directory read-only: {:?} {}", ro.code, ro.message);
+    fs.remount("rw");
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
+    streaming(&c, &mut s).await;
+    let writes = w.stop().await;
+    caught_up(&c).await;
+    stop(s);
+    c.assert_exactly_once();
+    eprintln!(
+        "material directory full, read-only: resumed, {} writes",
+        writes.total()
     );
 }
