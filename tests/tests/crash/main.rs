@@ -2,6 +2,7 @@
 //! SIGKILLed, lost commit answers, killed statements; every run converges afterwards.
 mod cancel_crash;
 mod charsets_crash;
+mod failover_kill;
 mod faults;
 mod finish;
 mod galera;
