@@ -21,8 +21,11 @@
 //! test marks both binlogs before the source table is created, the target table starts
 //! empty), so it needs nothing from the product but the names of its T columns and
 //! control markers, and it never reads L, the pages, the product's decoding or `verify`.
-//! Key-partitioned replay (part cursors) is checked per transaction only (each part's
-//! touched keys hold the net effect of its range); coverage needs the main cursor.
+//! Key-partitioned replay (part cursors): each part transaction's touched keys hold the
+//! net effect of its range (from its row's before image or the main cursor, whichever is
+//! later), and every (change, key) is counted per transaction that applied it, part or
+//! main (`keys_twice`: more than one); the main cursor's ranges still tile the changes
+//! after B once (part 0 commits last, moving the main cursor only after every part).
 mod collate;
 mod judge;
 pub mod parse;
@@ -163,6 +166,10 @@ pub struct Report {
     pub chunk_txns: usize,
     /// Source changes covered by more than one replay transaction.
     pub duplicates: usize,
+    /// (Source change, key) pairs applied by more than one replay or part transaction:
+    /// a re-application the cursor ranges cannot show, as of one key partition (part
+    /// transactions) or with an audit log of an upsert that changed nothing.
+    pub keys_twice: usize,
     /// Source changes before the last cursor covered by none.
     pub skipped: usize,
     /// Source changes after the last cursor (none once the replay caught up).
@@ -184,7 +191,11 @@ impl Report {
     /// every page as the source was at its HIGH, nothing written without evidence.
     pub fn assert_exactly_once(&self) {
         assert!(
-            self.duplicates == 0 && self.skipped == 0 && self.unreached == 0 && self.wrong == 0,
+            self.duplicates == 0
+                && self.keys_twice == 0
+                && self.skipped == 0
+                && self.unreached == 0
+                && self.wrong == 0,
             "exactly-once oracle: {self}"
         );
         assert!(self.pages > 0, "exactly-once oracle saw no page: {self}");
@@ -194,7 +205,11 @@ impl Report {
     /// source was at its HIGH, nothing written without evidence (the replay not begun).
     pub fn assert_pages_exactly_once(&self) {
         assert!(
-            self.duplicates == 0 && self.wrong == 0 && self.cursor_txns == 0 && self.pages > 0,
+            self.duplicates == 0
+                && self.keys_twice == 0
+                && self.wrong == 0
+                && self.cursor_txns == 0
+                && self.pages > 0,
             "exactly-once oracle (pages): {self}"
         );
     }
@@ -205,7 +220,8 @@ impl fmt::Display for Report {
         write!(
             f,
             "{} source changes after B; {} pages in {} transactions; {} cursor ({} inside a \
-             group) and {} part transactions; duplicates {}, skipped {}, unreached {}, wrong {}",
+             group) and {} part transactions; duplicates {}, keys twice {}, skipped {}, \
+             unreached {}, wrong {}",
             self.source_changes,
             self.pages,
             self.page_txns,
@@ -213,6 +229,7 @@ impl fmt::Display for Report {
             self.chunk_txns,
             self.part_txns,
             self.duplicates,
+            self.keys_twice,
             self.skipped,
             self.unreached,
             self.wrong

@@ -36,6 +36,7 @@ pub(super) fn run(src: &Source, target: &[Group], s: &Subject, fold: Fold<'_>) -
         b,
         log: Vec::new(),
         replaced: BTreeMap::new(),
+        key_cover: BTreeMap::new(),
         fold,
         rep,
     };
@@ -63,6 +64,8 @@ struct Judge<'a, 'f> {
     /// a newer baseline does it). The product never updates a key otherwise (a key change
     /// is a delete and an upsert), so the old bytes count as the new key's.
     replaced: BTreeMap<Key, Key>,
+    /// Per (source change, key): the replay and part transactions that applied it.
+    key_cover: BTreeMap<(usize, Key), u32>,
     fold: Fold<'f>,
     rep: Report,
 }
@@ -129,7 +132,13 @@ impl Judge<'_, '_> {
     /// With a trigger log: every key whose net effect is an image was upserted exactly
     /// once by the transaction, and no other key was upserted or deleted (a delete of an
     /// absent key fires nothing, so deletes are only checked to be in the range).
-    fn applications(&mut self, g: &Group, net: &BTreeMap<Key, Option<Image>>, touched_only: bool) {
+    fn applications(
+        &mut self,
+        g: &Group,
+        (from, to): (usize, usize),
+        net: &BTreeMap<Key, Option<Image>>,
+        touched_only: bool,
+    ) {
         if self.s.applied.is_none() {
             return;
         }
@@ -169,8 +178,14 @@ impl Judge<'_, '_> {
         if touched_only {
             return;
         }
+        // Under key partitions the other parts committed their keys of this range first.
+        let by_parts: BTreeSet<&Key> = self
+            .key_cover
+            .range((from, Vec::new())..(to, Vec::new()))
+            .map(|((_, k), _)| k)
+            .collect();
         for k in net.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k) {
-            if !upserts.contains_key(k) {
+            if !upserts.contains_key(k) && !by_parts.contains(k) {
                 self.rep.finding(format!(
                     "{}: key {} of the range was never applied",
                     g.gtid,
@@ -333,9 +348,13 @@ impl Judge<'_, '_> {
         self.net_effect(g, from, to, touched, false);
     }
 
+    /// A part transaction's range starts at its row's before image or at the main
+    /// cursor, whichever is later: a first row, or a row at or behind the main cursor,
+    /// means nothing (`ledger::parts`: the part's plan starts at max(main, row)).
     fn part(&mut self, g: &Group, c: &RowChange, touched: &BTreeSet<Key>) {
         self.rep.part_txns += 1;
         if let Some((from, to)) = self.range(g, c, PART_FILE) {
+            let from = from.max(self.last.unwrap_or(self.b));
             self.net_effect(g, from, to.max(from), touched, true);
         }
     }
@@ -352,8 +371,9 @@ impl Judge<'_, '_> {
         touched_only: bool,
     ) {
         let net = self.src.net(from, to);
-        self.applications(g, &net, touched_only);
-        self.touched_in_range(g, from, to, &net, touched);
+        self.applications(g, (from, to), &net, touched_only);
+        let by_collation = self.touched_in_range(g, from, to, &net, touched);
+        self.cover(from, to, &net, touched, &by_collation);
         for (k, want) in &net {
             if touched_only && !touched.contains(k) {
                 continue;
@@ -372,6 +392,7 @@ impl Judge<'_, '_> {
 
     /// Every touched key is a key of the range's changes: by bytes, as the new bytes of
     /// a key the upsert matched in place, or equal to one under the key's collation.
+    /// Returns the range's keys matched only by collation.
     fn touched_in_range(
         &mut self,
         g: &Group,
@@ -379,37 +400,85 @@ impl Judge<'_, '_> {
         to: usize,
         net: &BTreeMap<Key, Option<Image>>,
         touched: &BTreeSet<Key>,
-    ) {
+    ) -> BTreeSet<Key> {
         let misses: Vec<&Key> = touched
             .iter()
             .filter(|k| !net.contains_key(*k))
             .filter(|k| !self.replaced.get(*k).is_some_and(|a| net.contains_key(a)))
             .collect();
+        let mut matched = BTreeSet::new();
         if misses.is_empty() {
-            return;
+            return matched;
         }
         let keys: Vec<&Key> = net.keys().collect();
-        let folded: BTreeSet<Key> = (self.fold)(&keys).into_iter().collect();
+        let folded: BTreeMap<Key, &Key> = (self.fold)(&keys).into_iter().zip(keys).collect();
         let missed = (self.fold)(&misses);
         for (k, f) in misses.iter().zip(missed) {
-            if !folded.contains(&f) {
-                self.rep.finding(format!(
+            match folded.get(&f) {
+                Some(n) => {
+                    matched.insert((*n).clone());
+                }
+                None => self.rep.finding(format!(
                     "{}: key {} written though no change of changes {from}..{to} touches it",
                     g.gtid,
                     show(k)
-                ));
+                )),
+            }
+        }
+        matched
+    }
+
+    /// Counts, per change of [from, to) and key it touched, this transaction's
+    /// application of that key: a key of the range the transaction wrote (by bytes, in
+    /// place under new bytes, by collation) or logged (the audit triggers).
+    fn cover(
+        &mut self,
+        from: usize,
+        to: usize,
+        net: &BTreeMap<Key, Option<Image>>,
+        touched: &BTreeSet<Key>,
+        by_collation: &BTreeSet<Key>,
+    ) {
+        let logged = self.log.iter().map(|(k, _)| k);
+        let replaced = touched.iter().filter_map(|k| self.replaced.get(k));
+        let applied: BTreeSet<&Key> = touched
+            .iter()
+            .chain(replaced)
+            .chain(logged)
+            .chain(by_collation)
+            .filter(|k| net.contains_key(*k))
+            .collect();
+        for i in from..to {
+            for k in self.src.keys_of(i) {
+                if applied.contains(k) {
+                    *self.key_cover.entry((i, k.clone())).or_default() += 1;
+                }
             }
         }
     }
 
     fn finish(mut self) -> Report {
         let last = self.last.unwrap_or(self.b);
-        if self.rep.part_txns == 0 {
-            self.rep.duplicates += self.covered[self.b..].iter().filter(|n| **n > 1).count();
-            self.rep.skipped = self.covered[self.b..last]
-                .iter()
-                .filter(|n| **n == 0)
-                .count();
+        // The main cursor's ranges tile (B, last] once also under key partitions: its
+        // CAS chain advances only after every partition applied the range.
+        self.rep.duplicates += self.covered[self.b..].iter().filter(|n| **n > 1).count();
+        self.rep.skipped = self.covered[self.b..last]
+            .iter()
+            .filter(|n| **n == 0)
+            .count();
+        let twice: Vec<&(usize, Key)> = self
+            .key_cover
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(k, _)| k)
+            .collect();
+        self.rep.keys_twice = twice.len();
+        if let Some((i, k)) = twice.first() {
+            let what = format!(
+                "change {i}'s key {} applied by more than one transaction",
+                show(k)
+            );
+            self.rep.finding(what);
         }
         self.rep.unreached = self.src.changes.len().saturating_sub(last);
         self.rep

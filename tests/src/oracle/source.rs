@@ -103,6 +103,17 @@ impl Source {
         )
     }
 
+    /// The keys change `i` touched: its before key and its after key (one when equal).
+    pub(super) fn keys_of(&self, i: usize) -> impl Iterator<Item = &Key> {
+        let c = &self.changes[i];
+        let after = c.after.as_ref().map(|(k, _)| k);
+        c.before
+            .as_ref()
+            .filter(move |b| Some(*b) != after)
+            .into_iter()
+            .chain(after)
+    }
+
     /// The net effect of changes [from, to) per key: the last image, or None (deleted).
     pub(super) fn net(&self, from: usize, to: usize) -> BTreeMap<Key, Option<Image>> {
         let mut net = BTreeMap::new();

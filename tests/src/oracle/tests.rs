@@ -309,3 +309,55 @@ fn a_key_matched_by_collation_not_bytes_counts_only_in_the_touched_check() {
     let r = judge(&src, &t, &s);
     assert!(r.wrong == 0 && r.duplicates == 0 && r.unreached == 0, "{r}");
 }
+
+/// A part cursor row of part `part` of 2 at `pos`.
+fn part_cur(part: u64, pos: u64) -> Image {
+    let mut c = cur(pos, 0);
+    c.splice(2..2, [v(&part.to_string()), v("2")]);
+    c
+}
+
+#[test]
+fn under_key_partitions_each_change_and_key_is_applied_by_exactly_one_transaction() {
+    let s = Subject {
+        applied: Some("log".into()),
+        ..s()
+    };
+    // (B, 300] on the main cursor alone; (300, 600] split: part 1 deletes key 2 (its
+    // partition), then part 0 (the main cursor, committed last) moves key 1 to k=2.
+    let parts = |part1_also_key_1: bool| {
+        let mut p1_rows = vec![row(D, Some(img(2, 0)), None)];
+        let mut p1_log = vec![(2, "D")];
+        if part1_also_key_1 {
+            p1_rows.push(row(D, Some(img(1, 1)), Some(img(1, 2))));
+            p1_log.push((1, "U"));
+        }
+        let mut p1 = group(25, p1_rows);
+        p1.rows.insert(
+            0,
+            row(
+                "`d`.`_backfill_ledger_cursor_parts`",
+                None,
+                Some(part_cur(1, 600)),
+            ),
+        );
+        let main_rows = if part1_also_key_1 {
+            vec![]
+        } else {
+            vec![row(D, Some(img(1, 1)), Some(img(1, 2)))]
+        };
+        vec![
+            logged(page(10, vec![img(1, 1), img(2, 0)]), &[(1, "I"), (2, "I")]),
+            logged(replay(20, None, (300, 0), vec![]), &[(1, "U")]),
+            logged(p1, &p1_log),
+            logged(replay(30, Some((300, 0)), (600, 0), main_rows), &[(1, "U")]),
+        ]
+    };
+    let r = judge(&source(), &parts(false), &s);
+    r.assert_exactly_once();
+    assert_eq!((r.part_txns, r.keys_twice), (1, 0), "{r}");
+    // Part 1 also applied key 1 of the range, and part 0 applied it again (no row event:
+    // the image was there; the log shows it): one change, one key, two transactions.
+    let r = judge(&source(), &parts(true), &s);
+    assert!(r.keys_twice >= 1, "{r}");
+}
