@@ -401,6 +401,28 @@ pub async fn window(
 }
 
 /// Business DML executions counted by the target's triggers.
+/// The exactly-once oracle over both shared servers' binlogs from `marks` (taken before
+/// [`world`] created the databases) for this world's table.
+pub fn oracle(
+    w: &World,
+    marks: &(crate::oracle::Mark, crate::oracle::Mark),
+) -> crate::oracle::Report {
+    let (src, tgt) = (harness::shared_source(), harness::shared_target());
+    let subject = crate::oracle::Subject {
+        sdb: w.db.clone(),
+        tdb: w.tdb.clone(),
+        table: "t".into(),
+        ctl: w.ctl.clone(),
+        key: crate::oracle::primary_key(src, &w.db, "t"),
+        job: w.job,
+        generation: 1,
+        applied: None,
+    };
+    let r = crate::oracle::check(src, &marks.0, tgt, &marks.1, &subject);
+    eprintln!("exactly-once oracle of {}: {r}", w.db);
+    r
+}
+
 pub fn dml_count(tgt: &Server, w: &World) -> u64 {
     tgt.sql_in(&w.tdb, "SELECT n FROM dml_audit")
         .trim()
