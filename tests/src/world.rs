@@ -305,6 +305,46 @@ pub async fn start(w: &World, pool: &MySqlPool, lease: &Lease) -> log::MarkerSee
     b
 }
 
+/// Rows of `t` matching `filter` in key order, read in a consistent-snapshot view with a
+/// prepared statement (binary protocol), and the view's binlog snapshot position as L
+/// names it.
+async fn read_view(
+    w: &World,
+    pool: &MySqlPool,
+    c: &mut mysql_async::Conn,
+    filter: &str,
+) -> (Vec<mysql_async::Row>, kernel::position::BinlogPos) {
+    c.query_drop(
+        "SET SESSION time_zone = '+00:00'; \
+         SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; \
+         START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+    )
+    .await
+    .unwrap();
+    let st: Vec<(String, String)> = c
+        .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        .await
+        .unwrap();
+    let get = |n: &str| {
+        st.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
+    let raw = kernel::position::BinlogPos::new(
+        get("binlog_snapshot_file").expect("a binlog snapshot file"),
+        get("binlog_snapshot_position")
+            .and_then(|p| p.parse().ok())
+            .expect("a binlog snapshot position"),
+    );
+    let snapshot = log::live_position(pool, &w.stream, c, raw).await.unwrap();
+    let rows = c
+        .exec(format!("SELECT * FROM t{filter} ORDER BY id"), ())
+        .await
+        .unwrap();
+    c.query_drop("COMMIT").await.unwrap();
+    (rows, snapshot)
+}
+
 /// One window, read quiescently between LOW and HIGH (no source writes meanwhile, so the
 /// FINAL rows are the RAW rows), sealed, applied through T and completed in J. Every column
 /// is read (`SELECT *`): columns a test adds after [`world`] must be NULL or plain text.
@@ -335,10 +375,9 @@ pub async fn window(
     } else {
         format!(" WHERE {}", conds.join(" AND "))
     };
-    let rows: Vec<mysql_async::Row> = c
-        .query(format!("SELECT * FROM t{filter} ORDER BY id"))
-        .await
-        .unwrap();
+    // As production reads (`bootstrap::table::window::read`): a REPEATABLE READ view in
+    // UTC, its binlog snapshot position, rows over the binary protocol (a prepared read).
+    let (rows, snapshot) = read_view(w, pool, &mut c, &filter).await;
     c.disconnect().await.unwrap();
     let rows: Vec<Row> = rows
         .into_iter()
@@ -368,9 +407,11 @@ pub async fn window(
         attempt: Attempt(1),
         low: low.end.pos.clone(),
         high: high.end.pos.clone(),
-        snapshot: None,
+        snapshot: Some(snapshot),
         schema_fingerprint: sch.fingerprint(),
         raw_pages: vec![raw.page_ref_for(&rs)],
+        // Production's fold digest of no change (`reconcile::net_effect`: an empty
+        // blake3 hasher), which a quiescent window folds.
         folded_digest: Digest::of(b""),
         folded_changes: 0,
     };
