@@ -18,7 +18,9 @@
 //! adds serve flags (e.g. `--audit-sample-every 1000000` to measure the activation audit's
 //! field check: with `BENCH_LOG=info` the serve log's `activation field check` line has its
 //! `total_ms`); `BENCH_KEEP_DATA=1` keeps the data directory (its path is printed);
-//! `BENCH_ROUNDS=N` runs N rounds alternating which tool goes first and compares medians.
+//! `BENCH_ROUNDS=N` runs N rounds alternating which tool goes first and compares medians;
+//! `BENCH_PROFILE=1` (`--profile` of the script) prints where serve's wall time went, per
+//! protocol step and per window (`BACKFILL_PROFILE`, `bootstrap::present::profile`).
 //!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
@@ -195,6 +197,7 @@ async fn backfill_round(
         .unwrap();
     pool.close().await;
     let data = tempfile::tempdir().unwrap();
+    let profile = data.path().join("profile.jsonl");
     let (secs, rss) = timed(
         Command::new("/usr/bin/time")
             .args(["-f", "CPU_S=%U+%S\nMAXRSS_KB=%M"])
@@ -211,11 +214,19 @@ async fn backfill_round(
             )
             .arg("--data-dir")
             .arg(data.path())
+            .envs(
+                std::env::var("BENCH_PROFILE")
+                    .is_ok_and(|v| v == "1")
+                    .then(|| ("BACKFILL_PROFILE", profile.as_os_str().to_owned())),
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
             ),
     );
+    if profile.exists() {
+        print_profile(&profile, secs);
+    }
     if let Some(cpu) = cpu_seconds() {
         eprintln!("round {r}: backfill serve CPU (user+sys): {cpu:.1} s in {secs:.1} s");
     }
@@ -226,6 +237,52 @@ async fn backfill_round(
         eprintln!("materials kept in {}", data.keep().display());
     }
     (secs, rss, materials)
+}
+
+/// The serve profile (`BACKFILL_PROFILE`): per phase its count, total and largest time
+/// and its total as a share of serve's wall time (phases overlap: windows run two at a
+/// time, a window's read contains its page reads), then per window its steps' totals.
+fn print_profile(path: &std::path::Path, wall: f64) {
+    use std::collections::BTreeMap;
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut phases: BTreeMap<String, (u64, f64, f64)> = BTreeMap::new();
+    let mut windows: BTreeMap<u64, BTreeMap<String, f64>> = BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (phase, ms) = (
+            v["phase"].as_str().unwrap().to_string(),
+            v["ms"].as_f64().unwrap(),
+        );
+        let e = phases.entry(phase.clone()).or_default();
+        *e = (e.0 + 1, e.1 + ms, e.2.max(ms));
+        if let Some(w) = v["w"].as_u64() {
+            *windows.entry(w).or_default().entry(phase).or_default() += ms;
+        }
+    }
+    println!("\nprofile of serve ({wall:.2} s wall): phase, count, total s, max ms, total / wall");
+    for (p, (n, total, max)) in &phases {
+        println!(
+            "  {p:<20} {n:>6} {:>9.3} {max:>9.1} {:>6.0}%",
+            total / 1000.0,
+            total / 10.0 / wall
+        );
+    }
+    let cols = [
+        "window.low",
+        "window.read",
+        "window.high",
+        "window.seal",
+        "window.apply_page",
+        "window.j",
+    ];
+    println!("  per window (ms): {}", cols.join(" "));
+    for (w, m) in &windows {
+        let v: Vec<String> = cols
+            .iter()
+            .map(|c| format!("{:.0}", m.get(*c).unwrap_or(&0.0)))
+            .collect();
+        println!("  w{w:<5} {}", v.join(" "));
+    }
 }
 
 /// One `mariadb-dump --single-transaction | mariadb` of the table into `bench_d{r}`.

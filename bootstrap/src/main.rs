@@ -68,23 +68,38 @@ fn main() {
 /// Text or JSON lines on stderr, filtered by RUST_LOG (default warn), plus the metrics
 /// layer counting warnings and errors.
 fn init_tracing(format: LogFormat) -> LogCounts {
+    use bootstrap::present::profile::{ProfileLayer, TARGET};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use tracing_subscriber::Layer;
+    // Per layer: the log filter does not disable the profile's spans (`BACKFILL_PROFILE`).
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+    };
     let logs = LogCounts::default();
+    let profile = ProfileLayer::from_env().map(|p| {
+        p.with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            m.target() == TARGET
+        }))
+    });
     let registry = tracing_subscriber::registry()
-        .with(filter)
-        .with(EventCounter(logs.clone()));
+        .with(EventCounter(logs.clone()).with_filter(filter()))
+        .with(profile);
     match format {
         LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter()),
+            )
             .init(),
         LogFormat::Json => registry
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
-                    .with_writer(std::io::stderr),
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter()),
             )
             .init(),
     }

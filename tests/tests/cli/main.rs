@@ -9,6 +9,7 @@ mod install_server;
 mod install_target;
 mod keys_refusals;
 mod metrics;
+mod profile;
 mod runbooks;
 mod secrets;
 mod serve_autocommit;

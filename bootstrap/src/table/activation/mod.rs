@@ -29,6 +29,7 @@ use ledger::target::TargetCtx;
 use sqlx::mysql::MySqlPool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// Everything the finish needs (the job task builds it from its context).
 pub struct Finish<'a> {
@@ -222,6 +223,7 @@ impl Finish<'_> {
             control_schema: self.control_schema,
             wait: self.marker_wait,
         })
+        .instrument(crate::profile_span!("fence", self.scope.job))
         .await?;
         if fenced.head.record.phase == Phase::Fenced {
             audit::advance_j(
@@ -260,7 +262,9 @@ impl Finish<'_> {
         let replayed = if fenced.head.record.phase == Phase::Streaming {
             Outcome::default()
         } else {
-            replay::replay_to(&self.replayer(), b.seq, fenced.f.seq).await?
+            replay::replay_to(&self.replayer(), b.seq, fenced.f.seq)
+                .instrument(crate::profile_span!("replay", self.scope.job))
+                .await?
         };
         if let Some(v) = replayed.schema_applied {
             // The run ended at a DDL in (B, F] (DESIGN §16): this finish's context is of
@@ -273,7 +277,10 @@ impl Finish<'_> {
         // check: they run while it does (audit::prefetch says why reading them early is
         // safe). Not on a table already STREAMING, whose evidence retention may release.
         let streaming = fenced.head.record.phase == Phase::Streaming;
-        let (fields, prefetched) = tokio::join!(self.compare_fields(b.seq), async {
+        let check = self
+            .compare_fields(b.seq)
+            .instrument(crate::profile_span!("audit.fields", self.scope.job));
+        let (fields, prefetched) = tokio::join!(check, async {
             if streaming {
                 Default::default()
             } else {
@@ -305,6 +312,7 @@ impl Finish<'_> {
             fields,
             prefetched,
         )
+        .instrument(crate::profile_span!("audit.activate", self.scope.job))
         .await;
         tc.close().await;
         let activated = activated?;

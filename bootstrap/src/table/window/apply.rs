@@ -20,6 +20,7 @@ use ledger::apply::Applied;
 use ledger::chain::{self, ChainEntry};
 use ledger::journal::Head;
 use ledger::target::{self, PageCredential};
+use tracing::Instrument;
 
 /// T's credentials of window `w`, in page order.
 pub async fn credentials(ctx: &JobCtx, w: WindowId) -> Result<Vec<PageCredential>> {
@@ -49,7 +50,9 @@ pub async fn apply_one(
         .map_err(|e| Error::transient(format!("{owner}: {e}")))?;
     // The permit is settled by apply_page: released once the outcome is known and the
     // connection confirmed closed, or kept as a hold while a statement may still run.
-    let n = match crate::table::target_write::apply_page(ctx, bytes, permit).await? {
+    let apply = crate::table::target_write::apply_page(ctx, bytes, permit);
+    let span = crate::profile_span!("window.apply_page", ctx.id(), w);
+    let n = match apply.instrument(span).await? {
         Applied::Committed => page_rows(bytes),
         Applied::AlreadyCommitted => {
             tracing::info!(%w, page = %no, "page already in T: no DML ran");
@@ -94,6 +97,7 @@ pub async fn complete(
     let h = ctx
         .journal
         .complete_window(&ctx.lease, head, entry, next)
+        .instrument(crate::profile_span!("window.j", ctx.id(), w))
         .await?;
     failpoint::hit(fp::AFTER_J);
     Ok(h)

@@ -27,6 +27,7 @@ use ledger::manifest::{self, Expect, WindowManifest};
 use ledger::record::CurrentWindow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// A sealed, verified window and the FINAL pages T does not hold yet (saved bytes).
 #[derive(Debug)]
@@ -280,12 +281,18 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     let (id, g) = (ctx.id(), ctx.generation());
     progress::record(&ctx.pool, id, g, w, a, progress::Step::Reading, (0, 0, 0)).await?;
     let low = Intent::new(id, g, IntentKind::Low, Some(w), Some(a));
-    let low = markers::write_and_await(ctx, &low, fp::AFTER_LOW_WRITTEN).await?;
+    let low = markers::write_and_await(ctx, &low, fp::AFTER_LOW_WRITTEN)
+        .instrument(crate::profile_span!("window.low", id, w))
+        .await?;
     failpoint::hit(fp::AFTER_LOW_IN_L);
     versions::check_low(ctx, &mut chain, version, low.seq).await?;
     ctx.hooks.after_low(id, w, a).await;
     let t0 = std::time::Instant::now();
-    let view = match read::read_window(&vctx, w, a, &range, &keyer).await {
+    let read = read::read_window(&vctx, w, a, &range, &keyer);
+    let view = match read
+        .instrument(crate::profile_span!("window.read", id, w))
+        .await
+    {
         Ok(v) => v,
         Err(e) => return Err(versions::read_failed(ctx, &mut chain, low.seq, e).await),
     };
@@ -294,12 +301,16 @@ async fn attempt(ctx: &JobCtx, w: WindowId, a: Attempt, shared: &Shared) -> Resu
     failpoint::hit(fp::AFTER_READ_CLOSED);
     ctx.hooks.after_read_closed(id, w, a).await;
     let high = Intent::new(id, g, IntentKind::High, Some(w), Some(a));
-    let high = markers::write_and_await(ctx, &high, fp::AFTER_HIGH_WRITTEN).await?;
+    let high = markers::write_and_await(ctx, &high, fp::AFTER_HIGH_WRITTEN)
+        .instrument(crate::profile_span!("window.high", id, w))
+        .await?;
     failpoint::hit(fp::AFTER_HIGH);
     versions::check_high(ctx, &mut chain, low.seq, high.seq).await?;
     seal::check_snapshot(&low, &high, &view)?;
     let marks = (&low, &high);
-    let sealed = seal::seal(&vctx, (w, a), (&range, &keyer), marks, view, &chain).await?;
+    let sealed = seal::seal(&vctx, (w, a), (&range, &keyer), marks, view, &chain)
+        .instrument(crate::profile_span!("window.seal", id, w))
+        .await?;
     let fin = sealed.manifest.final_rows();
     tracing::info!(%w, %a, final_rows = fin, folded = sealed.manifest.folded_changes, ms = t0.elapsed().as_millis() as u64, manifest = %sealed.manifest_hash, "window sealed");
     let rows = (rows_read, fin, 0);

@@ -26,6 +26,7 @@ use ledger::registry::{Kind, Owner};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// What one read view produced.
 #[derive(Debug)]
@@ -128,7 +129,9 @@ async fn in_view(
             after: after.as_deref(),
             upper: range.upper.as_ref(),
         };
-        let (rows, keys) = read_page(ctx, conn, page).await?;
+        let (rows, keys) = read_page(ctx, conn, page)
+            .instrument(crate::profile_span!("window.page_read", ctx.id(), w))
+            .await?;
         ctx.throttle_read(&rows).await?;
         let n = rows.len();
         if n == 0 && !view.raw_pages.is_empty() {
@@ -138,7 +141,9 @@ async fn in_view(
             Some(r) => Some(key_of(ctx, keyer, r)?),
             None => after,
         };
-        persist_raw(ctx, (w, a, range), &mut view, keys, rows).await?;
+        persist_raw(ctx, (w, a, range), &mut view, keys, rows)
+            .instrument(crate::profile_span!("window.raw_persist", ctx.id(), w))
+            .await?;
         progress::record(
             &ctx.pool,
             ctx.id(),

@@ -26,6 +26,7 @@ use kernel::value::Row;
 use kernel::{Error, Result};
 use ledger::seal::{SealedWindow, WindowFacts};
 use std::cmp::Ordering;
+use tracing::Instrument;
 
 /// Checks LOW <= S < HIGH for the read view's binlog point S (when the server reports it).
 ///
@@ -116,7 +117,9 @@ pub async fn seal(
     chain: &Chain,
 ) -> Result<SealedWindow> {
     let changes = versions::changes_between(ctx, chain, low.seq, high.seq).await?;
-    let folded = fold(ctx, (w, a), (range, keyer), view.raw, &changes).await?;
+    let folded = fold(ctx, (w, a), (range, keyer), view.raw, &changes)
+        .instrument(crate::profile_span!("window.fold", ctx.id(), w))
+        .await?;
     let facts = WindowFacts {
         job: ctx.id(),
         generation: ctx.generation(),
@@ -139,6 +142,7 @@ pub async fn seal(
         rows,
         ctx.cfg.page_rows,
     )
+    .instrument(crate::profile_span!("window.final_seal", ctx.id(), w))
     .await?;
     record_seal(ctx, w, a, &sealed.manifest_hash).await?;
     Ok(sealed)
