@@ -245,6 +245,7 @@ pub async fn pin_source(
     let indexes = session.indexes(&source.database, &source.table).await?;
     let key = KeyCols::of(&name, &columns, key)?;
     let snapshot = session.open_snapshot().await?;
+    unchanged_definition(&mut session, source, (&columns, &indexes)).await?;
     Ok(PinnedSource {
         session,
         name,
@@ -254,6 +255,29 @@ pub async fn pin_source(
         snapshot,
         options: options.clone(),
     })
+}
+
+/// Fails (transient: run again) when the source's definition changed while its snapshot
+/// opened. The dictionary is not versioned by read views, so it is read before the
+/// snapshot opens and again after: equal both times, no DDL came between the read and the
+/// snapshot's position P, and the definition compared is the one in force at P (the target
+/// is replayed to P, DDLs included). Without this an `ADD INDEX` committed in that gap
+/// would be reported as an index only on the target.
+async fn unchanged_definition(
+    session: &mut Session,
+    source: &Endpoint,
+    (columns, indexes): (&[Column], &[index::Index]),
+) -> Result<()> {
+    let (db, table) = (&source.database, &source.table);
+    if session.columns(db, table).await? == columns && session.indexes(db, table).await? == indexes
+    {
+        return Ok(());
+    }
+    Err(Error::transient(format!(
+        "the definition of {} changed while verify opened its snapshot (a DDL just ran); \
+         run verify again",
+        source.qualified()
+    )))
 }
 
 /// The target's key columns: the source's names, and the same types and collations (keys
