@@ -29,8 +29,9 @@ pub struct Diff {
     pub extra: usize,
     /// Keys in both whose columns differ.
     pub differing: usize,
-    /// Column lists (name, COLUMN_TYPE, nullability, collation) or the indexes (name,
-    /// columns and prefixes) differ between the two sides.
+    /// Column lists (name, COLUMN_TYPE, nullability, collation, default, EXTRA, generation
+    /// expression) or the indexes (name, uniqueness, columns and prefixes) differ between
+    /// the two sides.
     pub definition_differs: bool,
     /// A few of the keys that differ, as (what, key hex, source row, target row).
     pub examples: Vec<String>,
@@ -75,7 +76,8 @@ pub fn compare(
     key: &[&str],
 ) -> Diff {
     let (sdef, tdef) = (columns(source, sdb, table), columns(target, tdb, table));
-    let (sidx, tidx) = (indexes(source, sdb, table), indexes(target, tdb, table));
+    let sidx = indexes(source, sdb, table, key, true);
+    let tidx = indexes(target, tdb, table, key, false);
     if sidx != tidx {
         // Every row may be equal: a missing index is a definition that differs all the same.
         return Diff {
@@ -130,34 +132,57 @@ pub fn compare(
     d
 }
 
-/// (name, COLUMN_TYPE, IS_NULLABLE, collation) of each column, in ordinal order.
-fn columns(server: &Server, db: &str, table: &str) -> Vec<(String, String, String, String)> {
+/// One column as [`columns`] reads it.
+type ColumnDef = (String, String, String, String, String);
+
+/// (name, COLUMN_TYPE, IS_NULLABLE, collation, the rest) of each column, in ordinal order;
+/// the rest is COLUMN_DEFAULT (`-` for none), EXTRA (auto_increment, on update, INVISIBLE,
+/// generated) and GENERATION_EXPRESSION, as the server prints them.
+fn columns(server: &Server, db: &str, table: &str) -> Vec<ColumnDef> {
     let out = server.sql(&format!(
-        "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLLATION_NAME, '-') \
+        "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLLATION_NAME, '-'), \
+         CONCAT('default ', IFNULL(COLUMN_DEFAULT, '-'), ' extra ', EXTRA, ' as ', \
+         IFNULL(GENERATION_EXPRESSION, '-')) \
          FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
          ORDER BY ORDINAL_POSITION"
     ));
     out.lines()
         .map(|l| {
             let v: Vec<&str> = l.split('\t').collect();
-            (v[0].into(), v[1].into(), v[2].into(), v[3].into())
+            (
+                v[0].into(),
+                v[1].into(),
+                v[2].into(),
+                v[3].into(),
+                v[4].into(),
+            )
         })
         .collect()
 }
 
-/// (name, columns with prefix lengths in index order) of each index, by name. Uniqueness
-/// is not compared: the target keeps the table's key unique and has every other index as a
-/// non-unique one by design (DESIGN §9, `install --create-target`: replay upserts by key
-/// only, and a second unique key could reject a row the source holds).
-fn indexes(server: &Server, db: &str, table: &str) -> Vec<String> {
+/// `name [unique] (columns with prefix lengths in index order)` of each index, by name.
+/// The target keeps the table's key unique and has every other index as a non-unique one
+/// by design (DESIGN §9, §17, `install --create-target`: replay upserts by key only, and a
+/// second unique key could reject a row the source holds): so on the source (`source`
+/// true) a unique index is shown unique only when it is PRIMARY or exactly the `key`
+/// columns the test names; on the target as it is.
+fn indexes(server: &Server, db: &str, table: &str, key: &[&str], source: bool) -> Vec<String> {
     let out = server.sql(&format!(
-        "SELECT CONCAT(INDEX_NAME, ' (', \
+        "SELECT INDEX_NAME, MIN(NON_UNIQUE), \
          GROUP_CONCAT(CONCAT(COLUMN_NAME, IFNULL(CONCAT('(', SUB_PART, ')'), '')) \
-         ORDER BY SEQ_IN_INDEX SEPARATOR ', '), ')') FROM information_schema.STATISTICS \
+         ORDER BY SEQ_IN_INDEX SEPARATOR ', ') FROM information_schema.STATISTICS \
          WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
          GROUP BY INDEX_NAME ORDER BY INDEX_NAME"
     ));
-    out.lines().map(str::to_owned).collect()
+    let key = key.join(", ");
+    out.lines()
+        .map(|l| {
+            let v: Vec<&str> = l.split('\t').collect();
+            let (name, unique, cols) = (v[0], v[1] == "0", v[2]);
+            let shown = unique && (!source || name == "PRIMARY" || cols == key);
+            format!("{name}{} ({cols})", if shown { " unique" } else { "" })
+        })
+        .collect()
 }
 
 /// One column's bytes as hex, rendered by the server; `N` for NULL (hex never has it).

@@ -164,11 +164,12 @@ pub async fn verify(a: VerifyArgs) -> Result<String> {
     Err(Error::definite(
         DefiniteCode::EvidenceConflict,
         format!(
-            "verify of job {}: target differs from source ({} missing keys, {} extra keys, {} differing fields{})",
+            "verify of job {}: target differs from source ({} missing keys, {} extra keys, {} differing fields, {} definition differences{})",
             a.job,
             t.missing.count,
             t.extra.count,
             t.differing_fields.count,
+            report.schema_differences.len(),
             if report.complete { "" } else { "; walk incomplete, continue with --resume" }
         ),
     ))

@@ -92,7 +92,8 @@ pub enum Command {
     /// credentials and cursor, L's chain from B to F; exits 4 naming every failure.
     Audit(crate::cli::check::AuditArgs),
     /// Compare source and target row by row and field by field (missing keys, extra keys,
-    /// differing fields); exits 4 on any difference.
+    /// differing fields) and their definitions (columns and indexes); exits 4 on any
+    /// difference.
     Verify(crate::cli::check::VerifyArgs),
     /// The end-to-end demonstration on throwaway local MariaDB servers: load a sample
     /// table, copy it under concurrent writes to STREAMING, audit, verify, summarise.

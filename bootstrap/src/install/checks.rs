@@ -395,7 +395,7 @@ pub(in crate::install) mod tests {
             collation: None,
             extra: String::new(),
             generation: None,
-            invisible_default: None,
+            default: None,
         }
     }
 

@@ -9,9 +9,12 @@
 //! prefix lengths. Never a foreign key, a trigger or a second unique key: replay upserts
 //! full images in the source's order into an exclusive table (§6), where a foreign key or
 //! trigger would run effects twice or block, and an extra unique key could reject a row that
-//! is valid at its point in the source's history. No defaults are copied (every written
-//! column is always written by backfill), but for an INVISIBLE column, which stays
-//! INVISIBLE and keeps the source's default (MariaDB refuses a NOT NULL one without).
+//! is valid at its point in the source's history. Every column keeps the source's DEFAULT,
+//! `ON UPDATE` and `AUTO_INCREMENT`, and an INVISIBLE column stays INVISIBLE: the target
+//! is the source's definition (`verify` reports any attribute that differs), and none of
+//! them changes what backfill writes, because every write names every stored column with
+//! its value (an explicit value overrides a default and `ON UPDATE`, and the target
+//! sessions run with NO_AUTO_VALUE_ON_ZERO, so a 0 in an AUTO_INCREMENT column stays 0).
 //!
 //! Safe because it only ever creates a table that the probe found missing (`CREATE TABLE`
 //! without `IF NOT EXISTS`, so a table created meanwhile by someone else is an error, never
@@ -22,7 +25,7 @@
 use super::checks::Refusal;
 use super::TableName;
 use kernel::error::mysql_server_code;
-use kernel::introspect::TableFacts;
+use kernel::introspect::{RawColumn, TableFacts};
 use kernel::schema::{quote_ident, SealedSchema};
 use kernel::{Error, Result};
 use mysql_async::prelude::Queryable;
@@ -51,16 +54,10 @@ pub fn create_table_sql(target: &TableName, facts: &TableFacts, sealed: &SealedS
                 )),
                 None => d.push_str(if col.nullable { " NULL" } else { " NOT NULL" }),
             }
+            if col.generated.is_none() {
+                d.push_str(&attributes(raw));
+            }
             if raw.is_invisible() {
-                // MariaDB: a NOT NULL INVISIBLE column must have a default (4106); the
-                // source's keeps the target's own inserts as the source's would be.
-                if let Some(def) = raw
-                    .invisible_default
-                    .as_ref()
-                    .filter(|_| col.generated.is_none())
-                {
-                    d.push_str(&format!(" DEFAULT {def}"));
-                }
                 d.push_str(" INVISIBLE");
             }
             d
@@ -99,6 +96,28 @@ pub fn create_table_sql(target: &TableName, facts: &TableFacts, sealed: &SealedS
         "CREATE TABLE {target} (\n  {}\n) ENGINE=InnoDB",
         parts.join(",\n  ")
     )
+}
+
+/// A column's DEFAULT, ON UPDATE and AUTO_INCREMENT clauses from what
+/// `information_schema.COLUMNS` says (MariaDB prints COLUMN_DEFAULT as an SQL expression,
+/// which `DEFAULT (...)` takes whatever it is). Empty for a column without any.
+fn attributes(raw: &RawColumn) -> String {
+    let mut d = String::new();
+    if let Some(def) = &raw.default {
+        d.push_str(&format!(" DEFAULT ({def})"));
+    }
+    let extra = raw.extra.to_ascii_lowercase();
+    if let Some(at) = extra.find("on update ") {
+        let expr = extra[at + "on update ".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        d.push_str(&format!(" ON UPDATE {expr}"));
+    }
+    if extra.contains("auto_increment") {
+        d.push_str(" AUTO_INCREMENT");
+    }
+    d
 }
 
 /// Creates the target table; a refusal (naming the grant or the database to create) when
@@ -203,6 +222,45 @@ mod tests {
              CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,\n  `twice` bigint(20) GENERATED \
              ALWAYS AS (`id` * 2) STORED,\n  PRIMARY KEY (`id`),\n  KEY `by_name` \
              (`name`(8)),\n  KEY `u_name` (`name`)\n) ENGINE=InnoDB"
+        );
+    }
+
+    #[test]
+    fn defaults_on_update_and_auto_increment_are_copied() {
+        let mut id = col("id", "int", "int(11)");
+        id.extra = "auto_increment".into();
+        let mut at = col("at", "timestamp", "timestamp(6)");
+        at.default = Some("current_timestamp(6)".into());
+        at.extra = "on update current_timestamp(6)".into();
+        let mut name = col("name", "varchar", "varchar(9)");
+        name.default = Some("'x''y'".into());
+        name.extra = "INVISIBLE".into();
+        let mut g = col("g", "int", "int(11)");
+        g.extra = "VIRTUAL GENERATED".into();
+        g.generation = Some("`id` + 1".into());
+        g.default = Some("NULL".into());
+        let mut f = table("shop");
+        f.columns = vec![id, at, name, g];
+        let sealed = kernel::introspect::seal(&f).unwrap_or_else(|p| panic!("{p:?}"));
+        let sql = create_table_sql(&TableName::new("c", "t"), &f, &sealed);
+        assert!(
+            sql.contains("`id` int(11) NOT NULL AUTO_INCREMENT,"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains(
+                "`at` timestamp(6) NOT NULL DEFAULT (current_timestamp(6)) ON UPDATE \
+                 current_timestamp(6),"
+            ),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("`name` varchar(9) NOT NULL DEFAULT ('x''y') INVISIBLE,"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("`g` int(11) GENERATED ALWAYS AS (`id` + 1) VIRTUAL,"),
+            "{sql}"
         );
     }
 

@@ -11,7 +11,13 @@
 //! its exact bytes, and only digests and hex text cross the wire (text protocol, no
 //! prepared statements for row data). Nothing here uses the sealed schema, the codec, the
 //! pages or the ledger: it reads the column list from `information_schema` of both sides
-//! and reports a definition difference as a difference of its own.
+//! and reports a definition difference as a difference of its own: a column missing on
+//! one side, or differing in its type (length, signedness, ENUM members), nullability,
+//! character set, collation, default, EXTRA (`auto_increment`, `on update`, INVISIBLE,
+//! generated) or generation expression (`column.rs`), and an index missing on one side
+//! or differing in its columns, their order and prefix lengths, or its uniqueness
+//! (`index.rs`, which also argues the one uniqueness difference the design makes). Such
+//! a difference makes the report not clean whatever the rows say.
 //!
 //! The key is the one thing verify reads as a value, and only to order and pair rows.
 //! Rows are merged by the job's key columns (given by name, in index order) and each
@@ -99,6 +105,7 @@
 pub mod activation;
 mod column;
 mod diff;
+mod index;
 mod key;
 pub mod pinned;
 mod read;
@@ -207,6 +214,7 @@ pub struct PinnedSource {
     session: Session,
     name: String,
     columns: Vec<Column>,
+    indexes: Vec<index::Index>,
     key: KeyCols,
     snapshot: Option<BinlogPos>,
     options: VerifyOptions,
@@ -234,16 +242,42 @@ pub async fn pin_source(
     )
     .await?;
     let columns = session.columns(&source.database, &source.table).await?;
+    let indexes = session.indexes(&source.database, &source.table).await?;
     let key = KeyCols::of(&name, &columns, key)?;
     let snapshot = session.open_snapshot().await?;
+    unchanged_definition(&mut session, source, (&columns, &indexes)).await?;
     Ok(PinnedSource {
         session,
         name,
         columns,
+        indexes,
         key,
         snapshot,
         options: options.clone(),
     })
+}
+
+/// Fails (transient: run again) when the source's definition changed while its snapshot
+/// opened. The dictionary is not versioned by read views, so it is read before the
+/// snapshot opens and again after: equal both times, no DDL came between the read and the
+/// snapshot's position P, and the definition compared is the one in force at P (the target
+/// is replayed to P, DDLs included). Without this an `ADD INDEX` committed in that gap
+/// would be reported as an index only on the target.
+async fn unchanged_definition(
+    session: &mut Session,
+    source: &Endpoint,
+    (columns, indexes): (&[Column], &[index::Index]),
+) -> Result<()> {
+    let (db, table) = (&source.database, &source.table);
+    if session.columns(db, table).await? == columns && session.indexes(db, table).await? == indexes
+    {
+        return Ok(());
+    }
+    Err(Error::transient(format!(
+        "the definition of {} changed while verify opened its snapshot (a DDL just ran); \
+         run verify again",
+        source.qualified()
+    )))
 }
 
 /// The target's key columns: the source's names, and the same types and collations (keys
@@ -293,7 +327,13 @@ impl PinnedSource {
             Session::connect("target", &target.pool, o.connect_timeout, o.query_timeout).await?;
         let tcolumns = tsession.columns(&target.database, &target.table).await?;
         let tkey = target_key(&tname, &tcolumns, &self.key)?;
-        let (pairs, schema_differences) = sql::pair_columns(&self.columns, &tcolumns);
+        let tindexes = tsession.indexes(&target.database, &target.table).await?;
+        let (pairs, mut schema_differences) = sql::pair_columns(&self.columns, &tcolumns);
+        schema_differences.extend(index::differences(
+            &self.indexes,
+            &tindexes,
+            &self.key.names(),
+        ));
         let target_snapshot = tsession.open_snapshot().await?;
         let mut walk = Walk {
             source: Side {

@@ -4,7 +4,9 @@
 //! Every wait is bounded: connecting by the connect timeout, each query by the query
 //! timeout. A query that times out drops its connection (the session's read view goes
 //! with it); the caller resumes from its cursor on new sessions.
+use super::column::Attributes;
 use super::diff::{FieldDetail, KeyHash};
+use super::index::{self, Index};
 use super::key::{Key, KeyCols};
 use super::sql::{chunk_sql, detail_sql, Column};
 use kernel::error::{from_mysql, DefiniteCode, Error, Result};
@@ -159,7 +161,8 @@ impl Session {
         let conn = &mut self.conn;
         let rows = timed(self.query_timeout, &what, async move {
             conn.exec_iter(
-                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLLATION_NAME \
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLLATION_NAME, \
+                 CHARACTER_SET_NAME, COLUMN_DEFAULT, EXTRA, GENERATION_EXPRESSION \
                  FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
                  ORDER BY ORDINAL_POSITION",
                 (db, table),
@@ -173,6 +176,25 @@ impl Session {
             .map(|r| column_of(r?))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| malformed(&what, e))
+    }
+
+    /// The table's indexes from `information_schema.STATISTICS` (read before the snapshot
+    /// opens, as [`Session::columns`]).
+    pub async fn indexes(&mut self, db: &str, table: &str) -> Result<Vec<Index>> {
+        let what = format!("{} reading the indexes of {db}.{table}", self.side);
+        let conn = &mut self.conn;
+        let rows = timed(self.query_timeout, &what, async move {
+            conn.exec_iter(index::STATISTICS_SQL, (db, table))
+                .await?
+                .map_and_drop(text_row)
+                .await
+        })
+        .await?;
+        let rows = rows
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| malformed(&what, e))?;
+        index::of_rows(&rows).map_err(|e| malformed(&what, e))
     }
 
     /// Opens the consistent snapshot and returns its binlog position when the server
@@ -367,13 +389,20 @@ fn column_of(r: TextRow) -> std::result::Result<Column, String> {
         }
     };
     let need = |i: usize| text(i)?.ok_or_else(|| format!("column {i} is NULL"));
+    let attrs = Attributes {
+        charset: text(5)?,
+        default: text(6)?,
+        extra: text(7)?.unwrap_or_default().to_ascii_lowercase(),
+        generation: text(8)?,
+    };
     Ok(Column::new(
         need(0)?,
         &need(1)?,
         &need(2)?,
         need(3)?.eq_ignore_ascii_case("YES"),
         text(4)?,
-    ))
+    )
+    .with_attrs(attrs))
 }
 
 fn key_hash(key: &KeyCols, r: &TextRow) -> std::result::Result<KeyHash, String> {

@@ -27,6 +27,7 @@ pub fn pair_columns(source: &[Column], target: &[Column]) -> (Vec<(usize, usize)
                 t.describe()
             ));
         }
+        diffs.extend(s.attrs.differences(&s.name, &t.attrs));
         pairs.push((i, j));
     }
     for t in target {

@@ -22,10 +22,9 @@ pub struct RawColumn {
     pub extra: String,
     /// GENERATION_EXPRESSION of a generated column.
     pub generation: Option<String>,
-    /// COLUMN_DEFAULT of an INVISIBLE column, as the server prints it (an SQL expression:
-    /// `7`, `'x'`, `current_timestamp()`); read for those only (`--create-target` needs it:
-    /// a NOT NULL INVISIBLE column must have a default).
-    pub invisible_default: Option<String>,
+    /// COLUMN_DEFAULT, as the server prints it (MariaDB: an SQL expression, `7`, `'x'`,
+    /// `current_timestamp()`, `NULL`; None: no default). `--create-target` copies it.
+    pub default: Option<String>,
 }
 
 impl RawColumn {
@@ -210,82 +209,53 @@ pub async fn read_table(
     }))
 }
 
-type ColumnRow = (
-    String,
-    String,
-    String,
-    String,
-    Option<u64>,
-    Option<u64>,
-    Option<u64>,
-    Option<u64>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
 async fn read_columns(
     conn: &mut mysql_async::Conn,
     db: &str,
     table: &str,
 ) -> std::result::Result<Vec<RawColumn>, mysql_async::Error> {
-    let rows: Vec<ColumnRow> = conn
+    let rows: Vec<mysql_async::Row> = conn
         .exec(
             "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH, \
              NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, \
-             COLLATION_NAME, EXTRA, GENERATION_EXPRESSION FROM information_schema.COLUMNS \
+             COLLATION_NAME, EXTRA, GENERATION_EXPRESSION, COLUMN_DEFAULT \
+             FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
             (db, table),
         )
         .await?;
-    let mut cols = rows
-        .into_iter()
-        .map(|r| RawColumn {
-            name: r.0,
-            data_type: r.1.to_ascii_lowercase(),
-            column_type: r.2,
-            nullable: r.3.eq_ignore_ascii_case("YES"),
-            char_len: r.4,
-            numeric_precision: r.5,
-            numeric_scale: r.6,
-            datetime_precision: r.7,
-            charset: r.8,
-            collation: r.9,
-            extra: r.10.unwrap_or_default(),
-            generation: r.11,
-            invisible_default: None,
-        })
-        .collect::<Vec<_>>();
-    invisible_defaults(conn, db, table, &mut cols).await?;
-    Ok(cols)
+    rows.into_iter().map(column_of).collect()
 }
 
-/// Fills [`RawColumn::invisible_default`] of INVISIBLE columns (one more query, only for a
-/// table that has one).
-async fn invisible_defaults(
-    conn: &mut mysql_async::Conn,
-    db: &str,
-    table: &str,
-    cols: &mut [RawColumn],
-) -> std::result::Result<(), mysql_async::Error> {
-    if !cols.iter().any(RawColumn::is_invisible) {
-        return Ok(());
+/// One row of `read_columns`' query.
+fn column_of(mut r: mysql_async::Row) -> std::result::Result<RawColumn, mysql_async::Error> {
+    fn take<T: mysql_async::prelude::FromValue>(
+        r: &mut mysql_async::Row,
+        i: usize,
+    ) -> std::result::Result<T, mysql_async::Error> {
+        let value = r
+            .take::<mysql_async::Value, usize>(i)
+            .unwrap_or(mysql_async::Value::NULL);
+        mysql_async::from_value_opt(value)
+            .map_err(|e| mysql_async::DriverError::FromValue { value: e.0 }.into())
     }
-    let defaults: Vec<(String, Option<String>)> = conn
-        .exec(
-            "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-            (db, table),
-        )
-        .await?;
-    for c in cols.iter_mut().filter(|c| c.is_invisible()) {
-        c.invisible_default = defaults
-            .iter()
-            .find(|(n, _)| *n == c.name)
-            .and_then(|(_, d)| d.clone());
-    }
-    Ok(())
+    let data_type: String = take(&mut r, 1)?;
+    let nullable: String = take(&mut r, 3)?;
+    Ok(RawColumn {
+        name: take(&mut r, 0)?,
+        data_type: data_type.to_ascii_lowercase(),
+        column_type: take(&mut r, 2)?,
+        nullable: nullable.eq_ignore_ascii_case("YES"),
+        char_len: take(&mut r, 4)?,
+        numeric_precision: take(&mut r, 5)?,
+        numeric_scale: take(&mut r, 6)?,
+        datetime_precision: take(&mut r, 7)?,
+        charset: take(&mut r, 8)?,
+        collation: take(&mut r, 9)?,
+        extra: take::<Option<String>>(&mut r, 10)?.unwrap_or_default(),
+        generation: take(&mut r, 11)?,
+        default: take(&mut r, 12)?,
+    })
 }
 
 async fn read_indexes(

@@ -17,7 +17,7 @@ fn raw(name: &str, data_type: &str, column_type: &str) -> RawColumn {
         collation: None,
         extra: String::new(),
         generation: None,
-        invisible_default: None,
+        default: None,
     }
 }
 

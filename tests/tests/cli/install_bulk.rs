@@ -3,6 +3,7 @@
 //! one `install --source-table 'db.*' --target-table 'copy.*' --create-target`; then
 //! `start --all` and one `serve` take every installed table to STREAMING under a small
 //! writer, and every table compares clean with the independent comparator.
+use backfill_tests::bf;
 use backfill_tests::bin::{backfill, Run};
 use backfill_tests::bulk::{schema, writer, REFUSED};
 use backfill_tests::compare;
@@ -425,6 +426,63 @@ async fn create_target_names_the_missing_grant_and_database() {
     let r = install(&limited, &format!("{tdb}.*"));
     assert_eq!(r.code, 0, "{}", r.all());
     reports(&r, "installed 2 of 2 tables\n");
+}
+
+/// `--create-target` copies the source's definition: every DEFAULT (literals, ENUM, BIT,
+/// an expression, CURRENT_TIMESTAMP), ON UPDATE and AUTO_INCREMENT, a prefix index, and a
+/// second unique key as a plain index (DESIGN §17); both `verify`'s definition check and
+/// the tests' comparator find the two definitions equal.
+#[tokio::test]
+async fn create_target_copies_defaults_on_update_and_auto_increment() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let sdb = source.fresh_db("bulk_def");
+    let tdb = target.fresh_db("bulk_deft");
+    let state = target.url_db(&format!("{tdb}_state"));
+    source.sql_in(
+        &sdb,
+        "CREATE TABLE t (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+         a VARCHAR(10) NOT NULL DEFAULT 'x''y', b INT NULL DEFAULT 7, \
+         c TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), \
+         e ENUM('p','q') NULL DEFAULT 'q', f BIT(3) NULL DEFAULT b'101', \
+         g INT NULL DEFAULT (b + 1), i DECIMAL(5,2) NOT NULL DEFAULT -1.5, n INT NULL, \
+         UNIQUE KEY u_a (a), KEY p_a (a(4), b)) ENGINE=InnoDB",
+    );
+    let flags = [
+        "--source-table",
+        &format!("{sdb}.t"),
+        "--target-table",
+        &format!("{tdb}.t"),
+        "--create-target",
+    ];
+    let r = install(&state, source, &target.url(), &flags);
+    assert_eq!(r.code, 0, "{}", r.all());
+    let q = |s: &Server, db: &str| {
+        s.sql(&format!(
+            "SELECT GROUP_CONCAT(CONCAT(COLUMN_NAME, ':', EXTRA, ':', IFNULL(COLUMN_DEFAULT, '-')) \
+             ORDER BY ORDINAL_POSITION SEPARATOR ' ') FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = 't'"
+        ))
+    };
+    let made = q(target, &tdb);
+    assert_eq!(made, q(source, &sdb), "the target's columns");
+    assert!(made.contains("id:auto_increment:-"), "{made}");
+    assert!(
+        made.contains("c:on update current_timestamp(6):current_timestamp(6)"),
+        "{made}"
+    );
+    let d = compare::compare(source, &sdb, target, &tdb, "t", &["id"]);
+    assert!(d.is_clean(), "{d}");
+    let src = bf::verify::Endpoint::from_url(&source.url(), &sdb, "t").unwrap();
+    let tgt = bf::verify::Endpoint::from_url(&target.url(), &tdb, "t").unwrap();
+    let mut cursor = bf::verify::VerifyCursor::start();
+    let opts = bf::verify::VerifyOptions::default();
+    let v = bf::verify::verify(&src, &tgt, &["id"], &opts, &mut cursor)
+        .await
+        .unwrap();
+    assert!(v.schema_differences.is_empty(), "{v}");
+    assert!(v.is_clean(), "{v}");
+    src.pool.disconnect().await.unwrap();
+    tgt.pool.disconnect().await.unwrap();
 }
 
 /// `--create-target` keeps INVISIBLE columns INVISIBLE, with the source's default (MariaDB

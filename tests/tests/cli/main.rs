@@ -20,6 +20,7 @@ mod status_holds;
 mod status_window;
 mod tls;
 mod verify;
+mod verify_definition;
 mod verify_finding;
 mod verify_keys;
 mod verify_pinned;

@@ -151,3 +151,47 @@ async fn the_re_audit_on_restart_finds_a_target_row_changed_while_streaming() {
     let (checked, differing, _) = recorded_audit(&c);
     assert_eq!((checked, differing), (300, 0));
 }
+
+/// A definition difference fails the activation audit as a differing row does (issue 34
+/// item 5, decided: the target must be the source's definition, indexes included, when
+/// it is published; DESIGN §9 refuses a target whose definition differs and §16 applies
+/// every index DDL in replay order, so at P the two agree unless someone changed one of
+/// them by hand). Here an index added by hand on the installed, still empty target: the
+/// table pauses, named, and is never published; with the index dropped and the table
+/// resumed it streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_index_only_on_the_target_fails_the_activation_audit_and_pauses() {
+    let _serial = in_process().await;
+    let c = Case::new("afields_ix", 300, 100, 50).await;
+    c.target
+        .sql_in(&c.tdb, "ALTER TABLE t ADD INDEX only_t (k)");
+    let outcome = serve_idle(&c).await;
+    assert!(outcome.contains("paused"), "{outcome}");
+    let head = c.head().await;
+    let p = head
+        .paused
+        .clone()
+        .unwrap_or_else(|| panic!("not paused: {head:?}"));
+    assert_eq!(p.code.as_str(), "evidence_corrupt", "{p:?}");
+    assert!(
+        p.message.starts_with("activation audit of job")
+            && p.message.contains("[Fields] key (definition)")
+            && p.message.contains(
+                "definitions differ: index `only_t` (k) is on the target, not on the source"
+            ),
+        "{}",
+        p.message
+    );
+    assert_ne!(head.phase, Phase::Streaming, "{head:?}");
+    assert!(
+        activation_credential(&c).await.is_none(),
+        "a table whose definition differs was published"
+    );
+
+    c.target.sql_in(&c.tdb, "ALTER TABLE t DROP INDEX only_t");
+    bf::store::commands::resume(&c.pool, c.job).await.unwrap();
+    assert_eq!(serve_idle(&c).await, "beyond windows: Streaming");
+    assert!(activation_credential(&c).await.is_some());
+    let (checked, differing, _) = recorded_audit(&c);
+    assert_eq!((checked, differing), (300, 0));
+}
