@@ -226,21 +226,38 @@ impl Case {
     /// The exactly-once oracle over both binlogs ([`crate::oracle`]): every change of `t`
     /// after B applied exactly once, every page as the source was at its HIGH.
     pub fn oracle(&self) -> Report {
-        let key = primary_key(self.source, &self.sdb, "t");
-        let subject = Subject {
+        self.oracle_of("t", self.job, self.generation)
+    }
+
+    /// [`Case::oracle`] of `table` (same name on both sides) copied by `job`.
+    pub fn oracle_of(&self, table: &str, job: JobId, generation: Generation) -> Report {
+        let s = self.subject(table, job, generation);
+        let sg = crate::oracle::read_source(self.source, &self.marks.0, &s);
+        self.oracle_over(&sg, &s)
+    }
+
+    /// The oracle of `s` over the source's groups `sg` (e.g. across a repoint,
+    /// [`crate::oracle::switched`]) and the target's binlog from its mark.
+    pub fn oracle_over(&self, sg: &[crate::oracle::parse::Group], s: &Subject) -> Report {
+        let report = crate::oracle::check_groups(sg, self.target, &self.marks.1, s);
+        eprintln!("exactly-once oracle of {}.{}: {report}", s.sdb, s.table);
+        report
+    }
+
+    /// What the oracle checks of `table` copied by `job`; the audit triggers' log only
+    /// for `t`, whose operations they log ([`add_audit_triggers`]).
+    pub fn subject(&self, table: &str, job: JobId, generation: Generation) -> Subject {
+        let logged = table == "t" && self.has_audit_log();
+        Subject {
             sdb: self.sdb.clone(),
             tdb: self.tdb.clone(),
-            table: "t".into(),
+            table: table.into(),
             ctl: self.ctl.clone(),
-            key,
-            job: self.job.0,
-            generation: self.generation.0,
-            applied: self.has_audit_log().then(|| "audit_log".to_string()),
-        };
-        let (s, t) = &self.marks;
-        let report = crate::oracle::check(self.source, s, self.target, t, &subject);
-        eprintln!("exactly-once oracle of {}: {report}", self.sdb);
-        report
+            key: primary_key(self.source, &self.sdb, table),
+            job: job.0,
+            generation: generation.0,
+            applied: logged.then(|| "audit_log".to_string()),
+        }
     }
 
     /// The target has the audit triggers' log ([`add_audit_triggers`]).
