@@ -272,8 +272,11 @@ async fn streaming_and_mid_windows_tables_follow_a_promoted_replica() {
     writes(&replica, &c.sdb, n + 10_000, 300);
     replica.sql_in(&c.sdb, "UPDATE t2 SET v = 'after' WHERE id % 7 = 0");
     let src = replica.url();
+    // Small replay transactions: the groups from both servers are applied in chunks under
+    // the sub-cursor, each naming a position of the new lineage.
+    let small = ["--replay-batch-rows", "100"];
     assert_eq!(
-        serve_idle(&c, &["--source", &src]),
+        serve_idle(&c, &[&["--source", &src][..], &small].concat()),
         Some(0),
         "serve on the new source"
     );
