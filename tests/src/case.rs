@@ -244,10 +244,10 @@ impl Case {
         report
     }
 
-    /// What the oracle checks of `table` copied by `job`; the audit triggers' log only
-    /// for `t`, whose operations they log ([`add_audit_triggers`]).
+    /// What the oracle checks of `table` copied by `job`, with the audit triggers' log
+    /// of the table where it has one ([`add_audit_triggers_of`]).
     pub fn subject(&self, table: &str, job: JobId, generation: Generation) -> Subject {
-        let logged = table == "t" && self.has_audit_log();
+        let log = audit_log_of(table);
         Subject {
             sdb: self.sdb.clone(),
             tdb: self.tdb.clone(),
@@ -256,15 +256,15 @@ impl Case {
             key: primary_key(self.source, &self.sdb, table),
             job: job.0,
             generation: generation.0,
-            applied: logged.then(|| "audit_log".to_string()),
+            applied: self.has_table(&log).then_some(log),
         }
     }
 
-    /// The target has the audit triggers' log ([`add_audit_triggers`]).
-    fn has_audit_log(&self) -> bool {
+    /// The target database has a table `name` (e.g. an audit triggers' log).
+    fn has_table(&self, name: &str) -> bool {
         let n = self.target.sql(&format!(
             "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{}' \
-             AND TABLE_NAME = 'audit_log'",
+             AND TABLE_NAME = '{name}'",
             self.tdb
         ));
         n.trim() == "1"
