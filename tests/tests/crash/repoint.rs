@@ -84,7 +84,8 @@ fn repoint(c: &Case, old: &Server, to: &Server) -> (i32, String, String) {
     .parts()
 }
 
-/// A second table `t2` (rows of `t` up to `rows`) in small windows, started.
+/// A second table `t2` (rows of `t` up to `rows`) in small windows, started, with audit
+/// triggers.
 async fn start_t2(c: &Case, rows: u64) -> (JobId, Generation) {
     let mut req = c.second_table(rows);
     req.window_rows = 300;
@@ -93,6 +94,8 @@ async fn start_t2(c: &Case, rows: u64) -> (JobId, Generation) {
     backfill_tests::bf::store::commands::start(&c.pool, done.job_id)
         .await
         .unwrap();
+    // The oracle sees every application of t2's changes, also one that changed nothing.
+    add_audit_triggers_of(c.target, &c.tdb, "t2");
     (done.job_id, done.generation)
 }
 
