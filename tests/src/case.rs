@@ -226,28 +226,45 @@ impl Case {
     /// The exactly-once oracle over both binlogs ([`crate::oracle`]): every change of `t`
     /// after B applied exactly once, every page as the source was at its HIGH.
     pub fn oracle(&self) -> Report {
-        let key = primary_key(self.source, &self.sdb, "t");
-        let subject = Subject {
-            sdb: self.sdb.clone(),
-            tdb: self.tdb.clone(),
-            table: "t".into(),
-            ctl: self.ctl.clone(),
-            key,
-            job: self.job.0,
-            generation: self.generation.0,
-            applied: self.has_audit_log().then(|| "audit_log".to_string()),
-        };
-        let (s, t) = &self.marks;
-        let report = crate::oracle::check(self.source, s, self.target, t, &subject);
-        eprintln!("exactly-once oracle of {}: {report}", self.sdb);
+        self.oracle_of("t", self.job, self.generation)
+    }
+
+    /// [`Case::oracle`] of `table` (same name on both sides) copied by `job`.
+    pub fn oracle_of(&self, table: &str, job: JobId, generation: Generation) -> Report {
+        let s = self.subject(table, job, generation);
+        let sg = crate::oracle::read_source(self.source, &self.marks.0, &s);
+        self.oracle_over(&sg, &s)
+    }
+
+    /// The oracle of `s` over the source's groups `sg` (e.g. across a repoint,
+    /// [`crate::oracle::switched`]) and the target's binlog from its mark.
+    pub fn oracle_over(&self, sg: &[crate::oracle::parse::Group], s: &Subject) -> Report {
+        let report = crate::oracle::check_groups(sg, self.target, &self.marks.1, s);
+        eprintln!("exactly-once oracle of {}.{}: {report}", s.sdb, s.table);
         report
     }
 
-    /// The target has the audit triggers' log ([`add_audit_triggers`]).
-    fn has_audit_log(&self) -> bool {
+    /// What the oracle checks of `table` copied by `job`, with the audit triggers' log
+    /// of the table where it has one ([`add_audit_triggers_of`]).
+    pub fn subject(&self, table: &str, job: JobId, generation: Generation) -> Subject {
+        let log = audit_log_of(table);
+        Subject {
+            sdb: self.sdb.clone(),
+            tdb: self.tdb.clone(),
+            table: table.into(),
+            ctl: self.ctl.clone(),
+            key: primary_key(self.source, &self.sdb, table),
+            job: job.0,
+            generation: generation.0,
+            applied: self.has_table(&log).then_some(log),
+        }
+    }
+
+    /// The target database has a table `name` (e.g. an audit triggers' log).
+    fn has_table(&self, name: &str) -> bool {
         let n = self.target.sql(&format!(
             "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{}' \
-             AND TABLE_NAME = 'audit_log'",
+             AND TABLE_NAME = '{name}'",
             self.tdb
         ));
         n.trim() == "1"

@@ -201,6 +201,18 @@ impl Report {
         assert!(self.pages > 0, "exactly-once oracle saw no page: {self}");
     }
 
+    /// For a table that stopped at a point of the source's history (cancelled at K):
+    /// every change after B up to the last cursor applied exactly once and none skipped,
+    /// every page applied (there may be none) once and as the source was at its HIGH,
+    /// nothing written without evidence; the changes after the last cursor
+    /// ([`Report::unreached`]) and the number of pages are the caller's to judge.
+    pub fn assert_exactly_once_until_stopped(&self) {
+        assert!(
+            self.duplicates == 0 && self.skipped == 0 && self.wrong == 0,
+            "exactly-once oracle (stopped table): {self}"
+        );
+    }
+
     /// For a run that stopped after the windows: every page applied once and as the
     /// source was at its HIGH, nothing written without evidence (the replay not begun).
     pub fn assert_pages_exactly_once(&self) {
@@ -243,12 +255,47 @@ impl fmt::Display for Report {
 
 /// Runs the oracle over both binlogs from their marks.
 pub fn check(source: &Server, smark: &Mark, target: &Server, tmark: &Mark, s: &Subject) -> Report {
+    check_groups(&read_source(source, smark, s), target, tmark, s)
+}
+
+/// The groups of `source`'s binlog from `mark` to its end now, with the rows the oracle
+/// needs of `s` (its table and its control markers).
+pub fn read_source(source: &Server, mark: &Mark, s: &Subject) -> Vec<Group> {
     let (src, intents) = (s.src(), s.intents());
-    let sg = read(source, smark, &|t| t == src || t == intents);
+    read(source, mark, &|t| t == src || t == intents)
+}
+
+/// Runs the oracle over the source's groups `sg` (as [`read_source`] or [`switched`]
+/// gives them) and the target's binlog from its mark.
+pub fn check_groups(sg: &[Group], target: &Server, tmark: &Mark, s: &Subject) -> Report {
     let tdb = format!("`{}`.", s.tdb);
     let tg = read(target, tmark, &|t| t.starts_with(&tdb));
     let mut keys = Collation::of(target, &s.tdb, &s.table, &s.key);
-    judge::run(&Source::build(&sg, s), &tg, s, &mut |k| keys.fold(k))
+    judge::run(&Source::build(sg, s), &tg, s, &mut |k| keys.fold(k))
+}
+
+/// The source's history across a lineage switch at `gtid` (`backfill repoint`, DESIGN
+/// §18): the old server's groups up to and including the one of `gtid`, then the new
+/// server's groups after its own group of `gtid`. A replica with `log_slave_updates` logs
+/// every transaction it applied under the primary's GTID, in commit order, at positions of
+/// its own; so the two lists together are the table's history once, each group where its
+/// server logged it. The new server's files are named in lineage epoch `epoch` (`N/file`),
+/// as the positions of that lineage are written (`kernel::position`), so that a position
+/// of one server never names a group of the other.
+pub fn switched(old: Vec<Group>, new: Vec<Group>, gtid: &str, epoch: u32) -> Vec<Group> {
+    let at = |gs: &[Group], what: &str| {
+        gs.iter()
+            .position(|g| g.gtid == gtid)
+            .unwrap_or_else(|| panic!("no group of GTID {gtid} in the {what} server's binlog"))
+    };
+    let (cut, from) = (at(&old, "old"), at(&new, "new"));
+    let mut out = old;
+    out.truncate(cut + 1);
+    out.extend(new.into_iter().skip(from + 1).map(|mut g| {
+        g.end.file = format!("{epoch}/{}", g.end.file);
+        g
+    }));
+    out
 }
 
 /// The oracle over parsed groups, keys folded by ASCII case and trailing spaces (pure:

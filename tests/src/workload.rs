@@ -1,10 +1,11 @@
 //! A concurrent writer of the crash matrix (issue 34): every kind of change a source
-//! takes, on the case table `t (id, k, v)`, and every statement must succeed (an error
-//! fails the test; attempts are never counted as writes). Per step, by a seeded random
-//! choice over the keys the writer knows to exist: an insert of a new key, an update, a
-//! delete, a key change, a multi-statement transaction (update, insert, delete), a
-//! rolled-back transaction (nothing of it may reach the target), and every 40th step one
-//! UPDATE of ~400 rows: one source transaction larger than a replay batch of the matrix.
+//! takes, on the case table `t (id, k, v)` or a table of its shape, and every statement
+//! must succeed (an error fails the test; attempts are never counted as writes). Per
+//! step, by a seeded random choice over the keys the writer knows to exist: an insert of a
+//! new key, an update, a delete, a key change, a multi-statement transaction (update,
+//! insert, delete), a rolled-back transaction (nothing of it may reach the target), and
+//! every 40th step one UPDATE of ~400 rows: one source transaction larger than a replay
+//! batch of the matrix.
 use mysql_async::prelude::Queryable;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,8 +46,20 @@ pub struct Workload {
 impl Workload {
     /// Starts writing to `t` of the database in `url`, whose keys are 1..=rows now.
     pub fn start(url: String, rows: i64, seed: u64) -> Workload {
+        Workload::on(url, "t", rows, seed, Duration::from_millis(8))
+    }
+
+    /// Starts writing to `table` (of the shape of `t`) of the database in `url`, whose keys
+    /// are 1..=rows now, pausing `pause` after each step (several writers on one source
+    /// share its pace).
+    pub fn on(url: String, table: &str, rows: i64, seed: u64, pause: Duration) -> Workload {
         let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(run(url, rows, seed, stop.clone()));
+        let to = Target {
+            url,
+            table: table.to_string(),
+            pause,
+        };
+        let task = tokio::spawn(run(to, rows, seed, stop.clone()));
         Workload { stop, task }
     }
 
@@ -57,8 +70,16 @@ impl Workload {
     }
 }
 
+/// Where a writer writes and at what pace.
+struct Target {
+    url: String,
+    table: String,
+    pause: Duration,
+}
+
 struct Writer {
     conn: mysql_async::Conn,
+    table: String,
     live: Vec<i64>,
     next: i64,
     /// The keys filled before the writer (the large update's range lies among them).
@@ -67,12 +88,13 @@ struct Writer {
     counts: Counts,
 }
 
-async fn run(url: String, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts {
-    let opts = mysql_async::Opts::from_url(&url).expect("a writer URL");
+async fn run(to: Target, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts {
+    let opts = mysql_async::Opts::from_url(&to.url).expect("a writer URL");
     let mut w = Writer {
         conn: mysql_async::Conn::new(opts)
             .await
             .expect("the writer connects"),
+        table: to.table,
         live: (1..=rows).collect(),
         next: 10_000_000,
         first: rows,
@@ -83,7 +105,7 @@ async fn run(url: String, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts
     while !stop.load(Ordering::SeqCst) {
         w.step(step).await;
         step += 1;
-        tokio::time::sleep(Duration::from_millis(8)).await;
+        tokio::time::sleep(to.pause).await;
     }
     w.counts
 }
@@ -108,10 +130,11 @@ impl Writer {
     }
 
     async fn step(&mut self, step: u64) {
+        let t = self.table.clone();
         if step % 40 == 39 {
             let a = self.rng.random_range(1..=self.first.max(401) - 400);
             self.exec(format!(
-                "UPDATE t SET k = k + 1 WHERE id BETWEEN {a} AND {}",
+                "UPDATE {t} SET k = k + 1 WHERE id BETWEEN {a} AND {}",
                 a + 400
             ))
             .await;
@@ -123,20 +146,20 @@ impl Writer {
             1 => {
                 let (_, a) = self.pick();
                 self.exec(format!(
-                    "UPDATE t SET k = k + 1, v = 'u{step}' WHERE id = {a}"
+                    "UPDATE {t} SET k = k + 1, v = 'u{step}' WHERE id = {a}"
                 ))
                 .await;
                 self.counts.updates += 1;
             }
             2 if self.live.len() > 100 => {
                 let (i, a) = self.pick();
-                self.exec(format!("DELETE FROM t WHERE id = {a}")).await;
+                self.exec(format!("DELETE FROM {t} WHERE id = {a}")).await;
                 self.live.swap_remove(i);
                 self.counts.deletes += 1;
             }
             3 => {
                 let ((i, a), b) = (self.pick(), self.fresh());
-                self.exec(format!("UPDATE t SET id = {b} WHERE id = {a}"))
+                self.exec(format!("UPDATE {t} SET id = {b} WHERE id = {a}"))
                     .await;
                 self.live[i] = b;
                 self.counts.key_changes += 1;
@@ -145,8 +168,8 @@ impl Writer {
             5 => {
                 let ((_, a), b) = (self.pick(), self.fresh());
                 self.exec(format!(
-                    "BEGIN; UPDATE t SET v = 'never' WHERE id = {a}; \
-                     INSERT INTO t (id, k, v) VALUES ({b}, 0, 'never'); ROLLBACK"
+                    "BEGIN; UPDATE {t} SET v = 'never' WHERE id = {a}; \
+                     INSERT INTO {t} (id, k, v) VALUES ({b}, 0, 'never'); ROLLBACK"
                 ))
                 .await;
                 self.counts.rolled_back += 1;
@@ -156,9 +179,11 @@ impl Writer {
     }
 
     async fn insert(&mut self) {
-        let b = self.fresh();
-        self.exec(format!("INSERT INTO t (id, k, v) VALUES ({b}, {b}, 'ins')"))
-            .await;
+        let (b, t) = (self.fresh(), self.table.clone());
+        self.exec(format!(
+            "INSERT INTO {t} (id, k, v) VALUES ({b}, {b}, 'ins')"
+        ))
+        .await;
         self.live.push(b);
         self.counts.inserts += 1;
     }
@@ -170,9 +195,10 @@ impl Writer {
         if d == a {
             return self.insert().await;
         }
+        let t = self.table.clone();
         self.exec(format!(
-            "BEGIN; UPDATE t SET v = 'txn{step}' WHERE id = {a}; \
-             INSERT INTO t (id, k, v) VALUES ({b}, 0, 'txn'); DELETE FROM t WHERE id = {d}; COMMIT"
+            "BEGIN; UPDATE {t} SET v = 'txn{step}' WHERE id = {a}; \
+             INSERT INTO {t} (id, k, v) VALUES ({b}, 0, 'txn'); DELETE FROM {t} WHERE id = {d}; COMMIT"
         ))
         .await;
         self.live.swap_remove(i);

@@ -11,13 +11,31 @@ use std::collections::BTreeMap;
 /// triggers). A log table without a key, not a counter row: concurrent writers of one
 /// table (the apply streams of one batch) never wait for each other on it.
 pub fn add_audit_triggers(server: &Server, db: &str) {
+    add_audit_triggers_of(server, db, "t");
+}
+
+/// [`add_audit_triggers`] on `db.table` (of the shape of `t`), logging to
+/// [`audit_log_of`]`(table)`.
+pub fn add_audit_triggers_of(server: &Server, db: &str, table: &str) {
+    let log = audit_log_of(table);
     server.sql_in(
         db,
-        "CREATE TABLE audit_log (id BIGINT NOT NULL, op CHAR(1) NOT NULL);
-         CREATE TRIGGER t_ins AFTER INSERT ON t FOR EACH ROW INSERT INTO audit_log VALUES (NEW.id, 'I');
-         CREATE TRIGGER t_upd AFTER UPDATE ON t FOR EACH ROW INSERT INTO audit_log VALUES (NEW.id, 'U');
-         CREATE TRIGGER t_del AFTER DELETE ON t FOR EACH ROW INSERT INTO audit_log VALUES (OLD.id, 'D');",
+        &format!(
+            "CREATE TABLE {log} (id BIGINT NOT NULL, op CHAR(1) NOT NULL);
+             CREATE TRIGGER {table}_ins AFTER INSERT ON {table} FOR EACH ROW INSERT INTO {log} VALUES (NEW.id, 'I');
+             CREATE TRIGGER {table}_upd AFTER UPDATE ON {table} FOR EACH ROW INSERT INTO {log} VALUES (NEW.id, 'U');
+             CREATE TRIGGER {table}_del AFTER DELETE ON {table} FOR EACH ROW INSERT INTO {log} VALUES (OLD.id, 'D');"
+        ),
     );
+}
+
+/// The audit triggers' log table of `table`: `audit_log` for `t`, `audit_log_<table>`
+/// for another.
+pub fn audit_log_of(table: &str) -> String {
+    match table {
+        "t" => "audit_log".into(),
+        _ => format!("audit_log_{table}"),
+    }
 }
 
 /// (inserts, updates, deletes) logged by [`add_audit_triggers`] on `db.t`.

@@ -4,7 +4,8 @@
 //! target kept as it was at the crash and untouched after K, the table re-addable. The
 //! cancel itself is killed after CANCELING and converges on restart (K written once). A
 //! table whose T holds the activation credential while J is not yet STREAMING is drained
-//! up to K (T decides, not J).
+//! up to K (T decides, not J). The exactly-once oracle over both binlogs holds up to K:
+//! no change applied twice or skipped, every page once, nothing after K applied.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
 use backfill_tests::bf::table::hooks::SQL_ENV;
@@ -147,10 +148,42 @@ async fn crash_then_cancel_with(
     } else {
         assert_eq!(at_k, at_crash, "not activated: the partial target is kept");
     }
+    let after_k: usize = c
+        .source
+        .sql_in(&c.sdb, "SELECT COUNT(*) FROM t")
+        .parse()
+        .unwrap();
     c.source.sql_in(&c.sdb, "UPDATE t SET v = 'after-k'");
     assert_eq!(serve_in_process(&c).await, "");
     assert_eq!(checksum(c.target, &c.tdb, "t"), at_k, "untouched after K");
+    stopped_at_k(&c, after_k, activated);
     c
+}
+
+/// The exactly-once oracle of a table cancelled at K, followed by `after_k` source
+/// changes (one per row): no change applied twice, none skipped before the last cursor,
+/// nothing wrong, every page in T applied once; the changes after K never applied, and
+/// when the cancel `drained` the table up to K, every change before them was.
+fn stopped_at_k(c: &Case, after_k: usize, drained: bool) {
+    let r = c.oracle();
+    r.assert_exactly_once_until_stopped();
+    let pages = c.target.sql_in(
+        &c.tdb,
+        &format!(
+            "SELECT COUNT(*) FROM {} WHERE job_id = {}",
+            ledger::target::PAGES,
+            c.job.0
+        ),
+    );
+    assert_eq!(
+        r.pages.to_string(),
+        pages,
+        "every page credential in T: {r}"
+    );
+    assert!(r.unreached >= after_k, "the changes after K applied: {r}");
+    if drained {
+        assert_eq!(r.unreached, after_k, "drained up to K: {r}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

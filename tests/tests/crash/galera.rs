@@ -5,66 +5,32 @@
 //! one serve moved to) is SIGKILLed while STREAMING and restarted as well. serve never
 //! ends and the table never pauses; once the writer stops, the target equals the source
 //! (compared by the two servers alone, `compare`), `audit` and `verify` pass, and L's hash
-//! chain has no hole and no group stored twice. The test itself reads the state store
-//! through a plain TCP proxy in front of the three nodes (new connections to the first
-//! live one), so both ways of reaching a cluster are exercised. It prints how long serve
+//! chain has no hole and no group stored twice, and the exactly-once oracle over both
+//! binlogs passes. The test itself reads the state store through a plain TCP proxy in
+//! front of the three nodes (new connections to the first live one), so both ways of
+//! reaching a cluster are exercised. It prints how long serve
 //! took to write to the state store again after each kill.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
-use backfill_tests::case::{fill, DDL};
+use backfill_tests::case::{add_audit_triggers, fill, DDL};
 use backfill_tests::compare::compare;
+use backfill_tests::oracle::{self, primary_key, Mark, Subject};
+use backfill_tests::workload::{Counts, Workload};
 use backfill_tests::*;
 use harness::{Cluster, Proxy, Server};
 use ledger::journal::Journal;
 use ledger::record::Phase;
 use sqlx::MySqlPool;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ROWS: i64 = 20_000;
 const SECRET: &str = "s3cretGalera";
 
-/// One writer statement: inserts, updates, deletes, key changes, small transactions.
-fn step(n: i64, i: i64) -> String {
-    let k = |m: i64| (i * m) % n + 1;
-    match i % 5 {
-        0 => format!("INSERT INTO t VALUES ({}, {i}, 'ins')", n + 1 + i),
-        1 => format!("UPDATE t SET k = k + 1, v = 'upd' WHERE id = {}", k(7)),
-        2 => format!("DELETE FROM t WHERE id = {}", k(13)),
-        3 => format!("UPDATE t SET id = {} WHERE id = {}", n + 1_000_000 + i, k(17)),
-        _ => format!(
-            "BEGIN; UPDATE t SET v = 'txn' WHERE id = {}; INSERT INTO t VALUES ({}, 0, 'txn'); COMMIT",
-            k(19),
-            n + 2_000_000 + i
-        ),
-    }
-}
-
-struct Writer {
-    stop: Arc<AtomicBool>,
-    done: Arc<AtomicU64>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-fn start_writer(source: &'static Server, db: String) -> Writer {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let thread = {
-        let (stop, done) = (stop.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                // A duplicate key is possible by construction; the source refuses it.
-                let _ = source.try_sql(&format!("USE `{db}`; {}", step(ROWS, i)));
-                i += 1;
-                done.store(i as u64, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
-    Writer { stop, done, thread }
+/// The writer on the SOURCE (a plain server; the cluster is only the state store): the
+/// error-checked [`Workload`], counting commits.
+fn start_writer(source: &'static Server, db: &str) -> Workload {
+    Workload::start(source.url_db(db), ROWS, 60)
 }
 
 /// (L's tail seq, J's completed windows, J's phase, J's pause) read through the proxy.
@@ -163,6 +129,9 @@ const LIMIT: Duration = Duration::from_secs(120);
 fn spawn_serve(state: &str, data: &std::path::Path, log: &std::path::Path) -> Child {
     backfill_tests::command()
         .args(["serve", "--owner", "galera-test", "--state", state])
+        // Small replay transactions: the writer's 400-row groups are applied in chunks
+        // under the sub-cursor across the node kills.
+        .args(["--replay-batch-rows", "100"])
         .arg("--data-dir")
         .arg(data)
         .env("RUST_LOG", "warn")
@@ -180,6 +149,8 @@ async fn serve_survives_a_state_store_node_kill_mid_bootstrap_and_another_while_
     let formed = t0.elapsed();
     let proxy = Proxy::start(cluster.ports());
     let (source, target) = (harness::shared_source(), harness::shared_target());
+    // The oracle reads both binlogs from before the tables exist.
+    let marks = (Mark::now(source), Mark::now(target));
     let (sdb, ctl, tdb) = (
         source.fresh_db("galera_s"),
         source.fresh_db("galera_c"),
@@ -208,6 +179,8 @@ async fn serve_survives_a_state_store_node_kill_mid_bootstrap_and_another_while_
     let done = install(&req)
         .await
         .unwrap_or_else(|e| panic!("install: {e}"));
+    // After install (it refuses a target with triggers): the oracle sees every application.
+    add_audit_triggers(target, &tdb);
     let pool = kernel::state::open(&check_url, &Default::default())
         .await
         .unwrap();
@@ -226,7 +199,7 @@ async fn serve_survives_a_state_store_node_kill_mid_bootstrap_and_another_while_
         id: (done.job_id.0, done.generation.0),
     };
 
-    let writer = start_writer(source, sdb.clone());
+    let writer = start_writer(source, &sdb);
     let dirs = tempfile::tempdir().unwrap();
     let (data, log) = (dirs.path().join("data"), dirs.path().join("serve.log"));
     let mut serve = spawn_serve(&serve_url, &data, &log);
@@ -257,13 +230,33 @@ async fn serve_survives_a_state_store_node_kill_mid_bootstrap_and_another_while_
         done.job_id.0,
     )
     .await;
+    exactly_once(&marks, [sdb, tdb, ctl], (done.job_id.0, done.generation.0));
     pool.close().await;
     eprintln!(
-        "galera: cluster formed in {formed:?}; {ROWS} rows + {writes} writer statements; \
+        "galera: cluster formed in {formed:?}; {ROWS} rows + writer committed {writes:?}; \
          serve continued {first:?} after the kill mid-bootstrap and {second:?} after the \
          kill while STREAMING; {l} L records; total {:?}",
         t0.elapsed()
     );
+}
+
+/// The exactly-once oracle over the source's and the target's binlogs from `marks`, of
+/// `t` copied from `sdb` (control schema `ctl`) to `tdb` by (job, generation).
+fn exactly_once(marks: &(Mark, Mark), [sdb, tdb, ctl]: [String; 3], (job, generation): (u64, u64)) {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let subject = Subject {
+        key: primary_key(source, &sdb, "t"),
+        sdb,
+        tdb,
+        table: "t".into(),
+        ctl,
+        job,
+        generation,
+        applied: Some("audit_log".into()),
+    };
+    let report = oracle::check(source, &marks.0, target, &marks.1, &subject);
+    eprintln!("galera: exactly-once oracle: {report}");
+    report.assert_exactly_once();
 }
 
 /// After the run: L's chain is whole up to D's tail with no group stored twice, the offline
@@ -315,17 +308,15 @@ async fn evidence_holds(
 
 /// Stops the writer, waits until the target equals the source (compared by the servers
 /// alone), checks serve still ran, stops it and reads its log: it failed over through its
-/// host list and never printed the password. Returns the writer's statement count.
+/// host list and never printed the password. Returns what the writer committed.
 async fn stop_and_compare(
-    writer: Writer,
+    writer: Workload,
     (sdb, tdb): (&str, &str),
     serve: &mut Child,
     log: &std::path::Path,
-) -> u64 {
+) -> Counts {
     let (source, target) = (harness::shared_source(), harness::shared_target());
-    writer.stop.store(true, Ordering::Relaxed);
-    writer.thread.join().unwrap();
-    let writes = writer.done.load(Ordering::Relaxed);
+    let writes = writer.stop().await;
     let until = Instant::now() + LIMIT;
     let diff = loop {
         let d = compare(source, sdb, target, tdb, "t", &["id"]);

@@ -9,11 +9,10 @@
 //! `backfill audit` passes with the survivor's data directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::case::*;
+use backfill_tests::workload::{Counts, Workload};
 use backfill_tests::*;
 use ledger::record::Phase;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(super) const TTL_SECS: u64 = 6;
@@ -48,43 +47,23 @@ pub(super) fn serve_at(
         .expect("spawn backfill serve")
 }
 
-/// A writer on the source until stopped: inserts, updates, deletes, key changes.
-fn writer(c: &Case, n: i64) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
-    writer_on(c, &["t"], n)
+/// A writer on the source's `t` until stopped ([`Workload`]: every statement must
+/// succeed, commits are counted).
+fn writer(c: &Case, n: i64) -> Workload {
+    Workload::start(c.source.url_db(&c.sdb), n, 18)
 }
 
-/// [`writer`] on each of `tables` in turn (ids 1..=n of each at the start).
-pub(super) fn writer_on(
-    c: &Case,
-    tables: &[&'static str],
-    n: i64,
-) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (s, src, db, tables) = (stop.clone(), c.source, c.sdb.clone(), tables.to_vec());
-    let h = std::thread::spawn(move || {
-        let mut i: i64 = 0;
-        while !s.load(Ordering::Relaxed) {
-            let k = |m: i64| (i * m) % n + 1;
-            let len = tables.len() as i64;
-            let t = tables[(i % len) as usize];
-            let q = match (i / len) % 4 {
-                0 => format!("INSERT INTO {t} VALUES ({}, {i}, 'ins')", n + 1 + i),
-                1 => format!("UPDATE {t} SET k = k + 1, v = 'upd' WHERE id = {}", k(7)),
-                2 => format!("DELETE FROM {t} WHERE id = {}", k(13)),
-                _ => format!(
-                    "UPDATE {t} SET id = {} WHERE id = {}",
-                    n + 1_000_000 + i,
-                    k(17)
-                ),
-            };
-            // Duplicate keys are possible by construction; the source refuses them.
-            let _ = src.try_sql(&format!("USE `{db}`; {q}"));
-            i += 1;
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        i as u64
-    });
-    (stop, h)
+/// A [`Workload`] on each of `tables` (ids 1..=n of each at the start), together at
+/// about the pace of one.
+pub(super) fn writers_on(c: &Case, tables: &[&str], n: i64) -> Vec<Workload> {
+    let pause = Duration::from_millis(8 * tables.len() as u64);
+    let url = c.source.url_db(&c.sdb);
+    let seeds = 180..;
+    tables
+        .iter()
+        .zip(seeds)
+        .map(|(t, seed)| Workload::on(url.clone(), t, n, seed, pause))
+        .collect()
 }
 
 /// The owner of the job's lease, by the state store.
@@ -172,10 +151,12 @@ pub(super) async fn taken_over(
 }
 
 /// The writer stopped: a last `serve --exit-when-idle` of host B catches up, then source
-/// and target are compared independently and the audit runs on B's data directory.
+/// and target are compared independently, the audit runs on B's data directory and the
+/// exactly-once oracle reads both binlogs.
 fn converge_and_compare(c: &Case, b_dir: &std::path::Path) {
     catch_up(c, b_dir);
     compare_job(c, "t", c.job, b_dir);
+    c.assert_exactly_once();
 }
 
 /// A last `serve --exit-when-idle` of host B (the writer stopped) catches every job up.
@@ -214,20 +195,15 @@ pub(super) fn compare_job(c: &Case, table: &str, job: kernel::ids::JobId, b_dir:
     assert!(out.contains(": PASS ("), "audit {table}: {out}");
 }
 
-/// Host B runs until STREAMING and caught up (`--exit-when-idle`), then the writer stops.
-async fn survivor_streams(
-    c: &Case,
-    b: Child,
-    stop: Arc<AtomicBool>,
-    w: std::thread::JoinHandle<u64>,
-) -> u64 {
+/// Host B runs until STREAMING and caught up (`--exit-when-idle`), then the writer stops;
+/// returns what it committed.
+async fn survivor_streams(c: &Case, b: Child, w: Workload) -> Counts {
     let b_exit = tokio::task::spawn_blocking(move || wait_long(b))
         .await
         .unwrap();
     assert_eq!(b_exit, Some(0), "host B's serve");
     assert_eq!(c.head().await.phase, Phase::Streaming);
-    stop.store(true, Ordering::Relaxed);
-    w.join().unwrap()
+    w.stop().await
 }
 
 /// [`wait`] without its 90 s bound (the survivor copies the rest of the table).
@@ -253,7 +229,7 @@ async fn no_window_read_again(
     what: &str,
     took: Duration,
     (b, b_dir): (Child, &std::path::Path),
-    (stop, w): (Arc<AtomicBool>, std::thread::JoinHandle<u64>),
+    w: Workload,
     attempts_before: Vec<(u32, u32)>,
 ) {
     eprintln!("host loss {what}: takeover after {took:?} at lease TTL {TTL_SECS} s");
@@ -261,7 +237,8 @@ async fn no_window_read_again(
         took <= Duration::from_secs(TTL_SECS + 5),
         "takeover took {took:?}"
     );
-    survivor_streams(c, b, stop, w).await;
+    let writes = survivor_streams(c, b, w).await;
+    eprintln!("host loss {what}: writer committed {writes:?}");
     assert_eq!(
         c.last_attempts().await,
         attempts_before,
@@ -274,7 +251,7 @@ async fn no_window_read_again(
 async fn host_lost_mid_windows_is_taken_over_from_evidence() {
     let n = 20_000;
     let c = Case::new("hloss_w", n, 2_000, 500).await;
-    let (stop, w) = writer(&c, n);
+    let w = writer(&c, n);
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // Host A reads slowly so that the loss comes mid windows.
     let mut a = serve_as(&c, "host-a", a_dir.path(), &["--read-rows-per-sec", "3000"]);
@@ -293,7 +270,7 @@ async fn host_lost_mid_windows_is_taken_over_from_evidence() {
         took <= Duration::from_secs(TTL_SECS + 5),
         "takeover took {took:?}"
     );
-    let writes = survivor_streams(&c, b, stop, w).await;
+    let writes = survivor_streams(&c, b, w).await;
     let sealed_after = c.seals().await;
     let attempts_after: std::collections::BTreeMap<u32, u32> =
         c.last_attempts().await.into_iter().collect();
@@ -312,7 +289,7 @@ async fn host_lost_mid_windows_is_taken_over_from_evidence() {
         .iter()
         .filter(|(wi, a)| attempts_after.get(wi) != Some(a))
         .count();
-    eprintln!("host loss mid windows: {} windows sealed before the loss, {reopened} windows of A's unsealed attempts read again, writer {writes} statements", sealed_before.len());
+    eprintln!("host loss mid windows: {} windows sealed before the loss, {reopened} windows of A's unsealed attempts read again, writer committed {writes:?}", sealed_before.len());
     converge_and_compare(&c, b_dir.path());
 }
 
@@ -320,7 +297,7 @@ async fn host_lost_mid_windows_is_taken_over_from_evidence() {
 async fn host_lost_while_streaming_is_taken_over() {
     let n = 5_000;
     let c = Case::new("hloss_s", n, 1_000, 500).await;
-    let (stop, w) = writer(&c, n);
+    let w = writer(&c, n);
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut a = serve_as(&c, "host-a", a_dir.path(), &[]);
     wait_journal(&c, "host A STREAMING", |h| h.phase == Phase::Streaming).await;
@@ -330,15 +307,7 @@ async fn host_lost_while_streaming_is_taken_over() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let took = lose_host_a(&c, &mut a, a_dir).await;
     let b_run = (b, b_dir.path());
-    no_window_read_again(
-        &c,
-        "while STREAMING",
-        took,
-        b_run,
-        (stop, w),
-        attempts_before,
-    )
-    .await;
+    no_window_read_again(&c, "while STREAMING", took, b_run, w, attempts_before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -346,7 +315,7 @@ async fn host_lost_in_the_replay_of_b_f_is_taken_over() {
     use backfill_tests::bf::table::faults;
     let n = 5_000;
     let c = Case::new("hloss_r", n, 1_000, 500).await;
-    let (stop, w) = writer(&c, n);
+    let w = writer(&c, n);
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // Host A dies right after its first replay batch of (B, F] committed in T (before
     // activation): the writer keeps (B, F] non-empty.
@@ -373,5 +342,5 @@ async fn host_lost_in_the_replay_of_b_f_is_taken_over() {
     let took = host_a_gone(&c, died, a_dir).await;
     let b_run = (b, b_dir.path());
     let what = "in the replay of (B, F]";
-    no_window_read_again(&c, what, took, b_run, (stop, w), attempts_before).await;
+    no_window_read_again(&c, what, took, b_run, w, attempts_before).await;
 }

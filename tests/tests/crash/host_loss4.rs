@@ -1,7 +1,7 @@
 //! Losing the serve host that owns two of four jobs (DESIGN §18, issue 18): two real
 //! `backfill serve` processes, each with its own `--owner` and data directory, share one
 //! state store (materials in the state store, the default); four tables of one source,
-//! one job each, copy under one writer. Host A (`--max-sessions 2`) takes two jobs; host
+//! one job each, copy under a writer each. Host A (`--max-sessions 2`) takes two jobs; host
 //! B (`--max-sessions 4`: room for all four) takes the other two and tries A's again
 //! every 2 s. A is lost (SIGKILL, or a fault point) mid windows, in the replay of (B, F]
 //! or while STREAMING, and its data directory is deleted: B takes A's two jobs and the
@@ -12,17 +12,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::host_loss::{
     catch_up, compare_job, lease_owner_of, serve_as, serve_at, stream_owner, taken_over, wait_long,
-    writer_on, TTL_SECS,
+    writers_on, TTL_SECS,
 };
 use backfill_tests::bf::install::{install, InstallRequest, TableName};
 use backfill_tests::case::*;
+use backfill_tests::workload::{Counts, Workload};
 use kernel::ids::{Generation, JobId};
 use ledger::record::{JournalRecord, Phase};
 use std::path::Path;
 use std::process::Child;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The four tables, one job each (`t` is the [`Case`]'s own).
@@ -36,10 +34,8 @@ struct Job {
     g: Generation,
 }
 
-type Writer = (Arc<AtomicBool>, JoinHandle<u64>);
-
 /// The four tables of `rows` rows each (`t` of the case, `t2`..`t4` copies of its rows),
-/// each installed with these sizes and started, in job order.
+/// each installed with these sizes, started and given audit triggers, in job order.
 async fn four(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> (Case, Vec<Job>) {
     let c = Case::new(prefix, rows, window_rows, page_rows).await;
     let mut jobs = vec![Job {
@@ -66,6 +62,8 @@ async fn four(prefix: &str, rows: i64, window_rows: u64, page_rows: u64) -> (Cas
         backfill_tests::bf::store::commands::start(&c.pool, done.job_id)
             .await
             .unwrap();
+        // Like `t`'s: the oracle sees every application, also one that changed nothing.
+        add_audit_triggers_of(c.target, &c.tdb, table);
         jobs.push(Job {
             table,
             id: done.job_id,
@@ -264,15 +262,16 @@ async fn lose_host_a(
 }
 
 /// After host A's loss `what`, taken over in `took`: host B brings all four jobs to
-/// STREAMING and exits idle, the writer stops; every window sealed before the loss keeps
+/// STREAMING and exits idle, the writers stop; every window sealed before the loss keeps
 /// its seal and was not attempted again (a job past its windows then has exactly the
-/// attempts it had); B catches up and every table compares clean.
+/// attempts it had); B catches up, every table compares clean and the exactly-once oracle
+/// passes for each job.
 async fn survivor_finishes(
     c: &Case,
     what: &str,
     took: Duration,
     (b, b_dir): (Child, &Path),
-    (stop, w): Writer,
+    w: Vec<Workload>,
     jobs: &[Job],
     before: Vec<Before>,
 ) {
@@ -289,8 +288,10 @@ async fn survivor_finishes(
         let phase = head_of(c, j).await.map(|h| h.phase);
         assert_eq!(phase, Some(Phase::Streaming), "{j:?} after host B");
     }
-    stop.store(true, Ordering::Relaxed);
-    let writes = w.join().unwrap();
+    let mut writes = Vec::new();
+    for w in w {
+        writes.push(w.stop().await);
+    }
     let mut again = 0;
     for (j, was) in jobs.iter().zip(&before) {
         let seals = c.seals_of(j.id, j.g).await;
@@ -320,10 +321,26 @@ async fn survivor_finishes(
         .zip(&before)
         .map(|(j, b)| (j.table, b.seals.len()))
         .collect();
-    eprintln!("host loss {what}: windows sealed before the loss (all kept) {sealed:?}, {again} unsealed attempts of A read again, writer {writes} statements");
+    eprintln!("host loss {what}: windows sealed before the loss (all kept) {sealed:?}, {again} unsealed attempts of A read again");
+    writers_committed(jobs, &writes);
     catch_up(c, b_dir);
     for j in jobs {
         compare_job(c, j.table, j.id, b_dir);
+    }
+    // Every job's figures first, then the verdicts.
+    let reports: Vec<_> = jobs
+        .iter()
+        .map(|j| c.oracle_of(j.table, j.id, j.g))
+        .collect();
+    for r in reports {
+        r.assert_exactly_once();
+    }
+}
+
+/// Prints what each table's writer committed (every statement succeeded).
+fn writers_committed(jobs: &[Job], writes: &[Counts]) {
+    for (j, w) in jobs.iter().zip(writes) {
+        eprintln!("writer of {}: committed {w:?}", j.table);
     }
 }
 
@@ -341,7 +358,7 @@ fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
 async fn host_owning_two_of_four_lost_mid_windows() {
     let n = 8_000;
     let (c, jobs) = four("hl4_w", n, 1_000, 500).await;
-    let w = writer_on(&c, &TABLES, n);
+    let w = writers_on(&c, &TABLES, n);
     let (a_dir, b_dir) = dirs();
     // Host A reads slowly (one limit shared by its two jobs): the loss comes mid windows.
     let slow = ["--read-rows-per-sec", "2000"];
@@ -371,7 +388,7 @@ async fn host_owning_two_of_four_lost_in_the_replay_of_b_f() {
     use backfill_tests::bf::table::faults;
     let n = 3_000;
     let (c, jobs) = four("hl4_r", n, 1_000, 500).await;
-    let w = writer_on(&c, &TABLES, n);
+    let w = writers_on(&c, &TABLES, n);
     let (a_dir, b_dir) = dirs();
     // Host A dies right after the second replay batch of (B, F] it committed in T (one
     // group per batch: the writer gives each table's (B, F] more than that).
@@ -409,7 +426,7 @@ async fn host_owning_two_of_four_lost_in_the_replay_of_b_f() {
 async fn host_owning_two_of_four_lost_while_streaming() {
     let n = 3_000;
     let (c, jobs) = four("hl4_s", n, 1_000, 500).await;
-    let w = writer_on(&c, &TABLES, n);
+    let w = writers_on(&c, &TABLES, n);
     let (a_dir, b_dir) = dirs();
     let paths = (a_dir.path(), b_dir.path());
     let (mut a, b, a_jobs) = two_hosts(&c, &jobs, paths, &[], "").await;

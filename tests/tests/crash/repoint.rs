@@ -4,11 +4,14 @@
 //! the primary is stopped, the replica promoted and `backfill repoint` moves the stream
 //! to it at D's GTID. Writes on the new primary reach the target, source and target
 //! agree by CHECKSUM TABLE and by `backfill verify` against the new source, the audit
-//! passes, no window was read again and T's page credentials are unchanged. A repoint to
-//! a replica that stopped before D's GTID (as a server restored from an older backup) is
-//! refused naming that GTID, and changes nothing.
+//! passes, the exactly-once oracle holds for both tables over the primary's binlog up to
+//! the repoint's GTID and the new primary's after it, no window was read again and T's
+//! page credentials are unchanged. A repoint to a replica that stopped before D's GTID
+//! (as a server restored from an older backup) is refused naming that GTID, and changes
+//! nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use backfill_tests::case::*;
+use backfill_tests::oracle::{self, parse::Group, Mark, Subject};
 use backfill_tests::*;
 use harness::{Server, ServerOpts};
 use kernel::ids::{Generation, JobId};
@@ -81,7 +84,8 @@ fn repoint(c: &Case, old: &Server, to: &Server) -> (i32, String, String) {
     .parts()
 }
 
-/// A second table `t2` (rows of `t` up to `rows`) in small windows, started.
+/// A second table `t2` (rows of `t` up to `rows`) in small windows, started, with audit
+/// triggers.
 async fn start_t2(c: &Case, rows: u64) -> (JobId, Generation) {
     let mut req = c.second_table(rows);
     req.window_rows = 300;
@@ -90,6 +94,8 @@ async fn start_t2(c: &Case, rows: u64) -> (JobId, Generation) {
     backfill_tests::bf::store::commands::start(&c.pool, done.job_id)
         .await
         .unwrap();
+    // The oracle sees every application of t2's changes, also one that changed nothing.
+    add_audit_triggers_of(c.target, &c.tdb, "t2");
     (done.job_id, done.generation)
 }
 
@@ -157,16 +163,48 @@ fn verify_clean(c: &Case, job: JobId) {
 }
 
 /// Primary, its replica (positions shifted by a local group in another GTID domain, so
-/// the two binlogs differ) and a replica left behind; table `t` on the primary.
-async fn servers(n: i64) -> (&'static Server, Server, Server, Case) {
+/// the two binlogs differ) and a replica left behind; table `t` on the primary; where the
+/// replica's binlog stood before the case's tables existed (for the oracle).
+async fn servers(n: i64) -> (&'static Server, Server, Server, Case, Mark) {
     let primary: &'static Server = Box::leak(Box::new(Server::start(ServerOpts::source())));
     let replica = Server::start_replica_of(primary, 3);
     replica.sql("SET SESSION gtid_domain_id = 9; CREATE DATABASE rp_local_only");
     let behind = Server::start_replica_of(primary, 4);
+    let mark = Mark::now(&replica);
     let c = Case::on(primary, "rp_s", n, 1_000, 500).await;
     behind.wait_replicated(primary, Duration::from_secs(60));
     behind.stop_replication();
-    (primary, replica, behind, c)
+    (primary, replica, behind, c, mark)
+}
+
+/// The subjects of the oracle, `t` and `t2`, and their history in the primary's binlog,
+/// read before the primary stops.
+fn before_failover(c: &Case, t2: (JobId, Generation)) -> Vec<(Subject, Vec<Group>)> {
+    [("t", c.job, c.generation), ("t2", t2.0, t2.1)]
+        .into_iter()
+        .map(|(table, job, g)| {
+            let s = c.subject(table, job, g);
+            let old = oracle::read_source(c.source, &c.marks.0, &s);
+            (s, old)
+        })
+        .collect()
+}
+
+/// The exactly-once oracle of each job across the failover: the primary's history up to
+/// D's GTID at the repoint, then the new primary's after it (a replica with
+/// `log_slave_updates` logs the primary's transactions under their GTIDs), in lineage
+/// epoch 1 as T's cursors after the repoint name it ([`oracle::switched`]).
+fn exactly_once_across(
+    c: &Case,
+    new: (&Server, &Mark),
+    gtid: &str,
+    old: Vec<(Subject, Vec<Group>)>,
+) {
+    for (s, old) in old {
+        let later = oracle::read_source(new.0, new.1, &s);
+        let history = oracle::switched(old, later, gtid, 1);
+        c.oracle_over(&history, &s).assert_exactly_once();
+    }
 }
 
 /// Repoints to `behind` (refused naming D's GTID, D unchanged), then to `replica`.
@@ -209,7 +247,7 @@ async fn repoint_refused_then_done(c: &Case, primary: &Server, behind: &Server, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_and_mid_windows_tables_follow_a_promoted_replica() {
     let n = 3_000;
-    let (primary, replica, behind, c) = servers(n).await;
+    let (primary, replica, behind, c, replica_mark) = servers(n).await;
     assert_eq!(serve_idle(&c, &[]), Some(0), "serve to STREAMING");
     assert_eq!(c.head().await.phase, Phase::Streaming);
     let t2 = start_t2(&c, n as u64).await;
@@ -226,17 +264,22 @@ async fn streaming_and_mid_windows_tables_follow_a_promoted_replica() {
     assert!(!creds.is_empty() && t2_seals.len() >= 2, "{t2_seals:?}");
     assert_eq!(head_of(&c, t2.0, t2.1).await.unwrap().phase, Phase::Windows);
 
+    let old = before_failover(&c, t2);
     primary.stop();
     replica.promote();
     // The killed serve's heartbeat goes stale (10 s) and its leases expire (3 s).
     tokio::time::sleep(Duration::from_secs(11)).await;
+    let gtid = d_of(&c).await.0;
     repoint_refused_then_done(&c, primary, &behind, &replica).await;
 
     writes(&replica, &c.sdb, n + 10_000, 300);
     replica.sql_in(&c.sdb, "UPDATE t2 SET v = 'after' WHERE id % 7 = 0");
     let src = replica.url();
+    // Small replay transactions: the groups from both servers are applied in chunks under
+    // the sub-cursor, each naming a position of the new lineage.
+    let small = ["--replay-batch-rows", "100"];
     assert_eq!(
-        serve_idle(&c, &["--source", &src]),
+        serve_idle(&c, &[&["--source", &src][..], &small].concat()),
         Some(0),
         "serve on the new source"
     );
@@ -251,6 +294,7 @@ async fn streaming_and_mid_windows_tables_follow_a_promoted_replica() {
     }
     verify_clean(&c, c.job);
     verify_clean(&c, t2.0);
+    exactly_once_across(&c, (&replica, &replica_mark), &gtid, old);
     let (state, data) = (c.state_url(), c.data.path().to_str().unwrap().to_string());
     for job in [c.job, t2.0] {
         let job = job.0.to_string();

@@ -1,9 +1,10 @@
 //! The whole table lifecycle through `serve` against real MariaDB (issue 6 acceptance):
 //! install, start, windows under a concurrent writer, F, replay of (B, F], activation
 //! audit, STREAMING and continuous replay; the writer stops, a restarted serve with
-//! another replay batch size catches up, and `verify` reports 0/0/0 and CHECKSUM TABLE
-//! agrees. Then the `audit` and `verify` commands: exit 0 on the clean table, exit 4
-//! naming a tampered T credential and a row changed directly in the target.
+//! another replay batch size catches up, `verify` reports 0/0/0, CHECKSUM TABLE agrees and
+//! the exactly-once oracle over both binlogs passes. Then the `audit` and `verify`
+//! commands: exit 0 on the clean table, exit 4 naming a tampered T credential and a row
+//! changed directly in the target.
 //!
 //! Size: SERVE_FINISH_ROWS (default 20 000; the issue's full size is 200 000).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,8 +13,9 @@ use backfill_tests::case::*;
 use backfill_tests::serving as serve;
 use backfill_tests::*;
 use ledger::record::Phase;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 fn rows() -> i64 {
@@ -24,24 +26,39 @@ fn rows() -> i64 {
 }
 
 /// One writer statement per step: inserts, updates, deletes, key changes, and now and
-/// then a 3 000-row UPDATE (one source transaction of several L chunks).
+/// then a 3 000-row UPDATE (one source transaction of several L chunks). Every key a step
+/// creates is `n + 1 + i` of its own step `i`, so no step repeats a key: each statement
+/// must succeed ([`writer`]).
 fn step(n: i64, i: i64) -> String {
     let k = |m: i64| (i * m) % n + 1;
+    let new = n + 1 + i;
     match i % 6 {
-        0 => format!("INSERT INTO t VALUES ({}, {i}, 'ins')", n + 1 + i),
+        0 => format!("INSERT INTO t VALUES ({new}, {i}, 'ins')"),
         1 => format!("UPDATE t SET k = k + 1, v = 'upd' WHERE id = {}", k(7)),
         2 => format!("DELETE FROM t WHERE id = {}", k(13)),
-        3 => format!("UPDATE t SET id = {} WHERE id = {}", n + 1_000_000 + i, k(17)),
+        3 => format!("UPDATE t SET id = {new} WHERE id = {}", k(17)),
         4 if i % 120 == 4 => {
             let a = k(31);
             format!("UPDATE t SET k = k + 1 WHERE id BETWEEN {a} AND {}", a + 3000)
         }
         _ => format!(
-            "BEGIN; UPDATE t SET v = 'txn' WHERE id = {}; INSERT INTO t VALUES ({}, 0, 'txn'); COMMIT",
-            k(19),
-            n + 2_000_000 + i
+            "BEGIN; UPDATE t SET v = 'txn' WHERE id = {}; INSERT INTO t VALUES ({new}, 0, 'txn'); COMMIT",
+            k(19)
         ),
     }
+}
+
+/// Writes [`step`]s to the source's `db` until `stop`; every statement must succeed (an
+/// error fails the test through the thread's panic). Returns the transactions committed.
+fn writer(src: &'static harness::Server, db: String, stop: Arc<AtomicBool>) -> JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let (n, mut i) = (rows(), 0);
+        while !stop.load(Ordering::Relaxed) {
+            src.sql_in(&db, &step(n, i));
+            i += 1;
+        }
+        i as u64
+    })
 }
 
 async fn serve_once(c: &Case, replay: ReplayConfig) -> String {
@@ -58,21 +75,7 @@ async fn serve_copies_replays_activates_and_streams_under_a_concurrent_writer() 
     let started = Instant::now();
     let c = Case::new("sfin", n, (n / 8).max(1) as u64, 1000).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (stop, done) = (stop.clone(), done.clone());
-        let (src, db) = (c.source, c.sdb.clone());
-        std::thread::spawn(move || {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                // Duplicate keys are possible by construction of the random steps; the
-                // source refuses them and nothing is logged.
-                let _ = src.try_sql(&format!("USE `{db}`; {}", step(n, i)));
-                i += 1;
-                done.store(i as u64, Ordering::Relaxed);
-            }
-        })
-    };
+    let writer = writer(c.source, c.sdb.clone(), stop.clone());
     // First process: windows under the writer, F, replay, activation, caught up once.
     let out = serve_once(
         &c,
@@ -89,7 +92,7 @@ async fn serve_copies_replays_activates_and_streams_under_a_concurrent_writer() 
     // Keep writing a little while the table is STREAMING, then stop.
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    let commits = writer.join().expect("every writer statement succeeds");
     // Second process with another replay batch size: re-audits and catches up (I3).
     let out = serve_once(
         &c,
@@ -129,9 +132,10 @@ async fn serve_copies_replays_activates_and_streams_under_a_concurrent_writer() 
     assert_eq!(code, 0, "audit: {stdout} {stderr}");
     let a: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(a["passed"], true);
+    // Before the tampering below: every change applied exactly once, every page once.
+    c.assert_exactly_once();
     eprintln!(
-        "serve end to end: {n} rows, writer {} statements, first serve (windows..STREAMING) {first:?}, total {:?}",
-        done.load(Ordering::Relaxed),
+        "serve end to end: {n} rows, writer committed {commits} transactions, first serve (windows..STREAMING) {first:?}, total {:?}",
         started.elapsed()
     );
     // A tampered T credential: audit exits 4 and names it.
