@@ -208,7 +208,7 @@ impl Report {
     /// ([`Report::unreached`]) and the number of pages are the caller's to judge.
     pub fn assert_exactly_once_until_stopped(&self) {
         assert!(
-            self.duplicates == 0 && self.skipped == 0 && self.wrong == 0,
+            self.duplicates == 0 && self.keys_twice == 0 && self.skipped == 0 && self.wrong == 0,
             "exactly-once oracle (stopped table): {self}"
         );
     }
