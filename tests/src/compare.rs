@@ -75,9 +75,21 @@ pub fn compare(
     table: &str,
     key: &[&str],
 ) -> Diff {
-    let (sdef, tdef) = (columns(source, sdb, table), columns(target, tdb, table));
-    let sidx = indexes(source, sdb, table, key, true);
-    let tidx = indexes(target, tdb, table, key, false);
+    compare_tables(source, (sdb, table), target, (tdb, table), key)
+}
+
+/// Compares `sdb.stable` on `source` with `tdb.ttable` on `target` (a target of another
+/// name), rows keyed by `key`.
+pub fn compare_tables(
+    source: &Server,
+    (sdb, stable): (&str, &str),
+    target: &Server,
+    (tdb, ttable): (&str, &str),
+    key: &[&str],
+) -> Diff {
+    let (sdef, tdef) = (columns(source, sdb, stable), columns(target, tdb, ttable));
+    let sidx = indexes(source, sdb, stable, key, true);
+    let tidx = indexes(target, tdb, ttable, key, false);
     if sidx != tidx {
         // Every row may be equal: a missing index is a definition that differs all the same.
         return Diff {
@@ -96,8 +108,8 @@ pub fn compare(
         };
     }
     let names: Vec<(String, String)> = sdef.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
-    let a = rows(source, sdb, table, key, &names);
-    let b = rows(target, tdb, table, key, &names);
+    let a = rows(source, sdb, stable, key, &names);
+    let b = rows(target, tdb, ttable, key, &names);
     let mut d = Diff {
         rows: a.len(),
         definition_differs: sdef != tdef,
@@ -143,8 +155,10 @@ fn columns(server: &Server, db: &str, table: &str) -> Vec<ColumnDef> {
         "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLLATION_NAME, '-'), \
          CONCAT('default ', IFNULL(COLUMN_DEFAULT, '-'), ' extra ', EXTRA, ' as ', \
          IFNULL(GENERATION_EXPRESSION, '-')) \
-         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
-         ORDER BY ORDINAL_POSITION"
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {} \
+         ORDER BY ORDINAL_POSITION",
+        lit(db),
+        lit(table)
     ));
     out.lines()
         .map(|l| {
@@ -171,8 +185,10 @@ fn indexes(server: &Server, db: &str, table: &str, key: &[&str], source: bool) -
         "SELECT INDEX_NAME, MIN(NON_UNIQUE), \
          GROUP_CONCAT(CONCAT(COLUMN_NAME, IFNULL(CONCAT('(', SUB_PART, ')'), '')) \
          ORDER BY SEQ_IN_INDEX SEPARATOR ', ') FROM information_schema.STATISTICS \
-         WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' \
-         GROUP BY INDEX_NAME ORDER BY INDEX_NAME"
+         WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {} \
+         GROUP BY INDEX_NAME ORDER BY INDEX_NAME",
+        lit(db),
+        lit(table)
     ));
     let key = key.join(", ");
     out.lines()
@@ -185,15 +201,28 @@ fn indexes(server: &Server, db: &str, table: &str, key: &[&str], source: bool) -
         .collect()
 }
 
+/// `s` as an SQL string literal (quotes doubled, backslashes escaped): any table name.
+pub fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// `s` as a quoted identifier (backquotes doubled): any table or column name.
+pub fn ident(s: &str) -> String {
+    format!("`{}`", s.replace('`', "``"))
+}
+
 /// One column's bytes as hex, rendered by the server; `N` for NULL (hex never has it).
 fn hex_expr(c: &str) -> String {
-    format!("IFNULL(HEX(CAST(`{c}` AS BINARY)), 'N')")
+    format!("IFNULL(HEX(CAST({} AS BINARY)), 'N')", ident(c))
 }
 
 /// [`hex_expr`] of a column of `column_type`: a FLOAT through its exact DOUBLE.
 fn value_expr(c: &str, column_type: &str) -> String {
     if column_type.starts_with("float") {
-        return format!("IFNULL(HEX(CAST(CAST(`{c}` AS DOUBLE) AS BINARY)), 'N')");
+        return format!(
+            "IFNULL(HEX(CAST(CAST({} AS DOUBLE) AS BINARY)), 'N')",
+            ident(c)
+        );
     }
     hex_expr(c)
 }
@@ -211,9 +240,10 @@ fn rows(
     let out = server.sql_in(
         db,
         &format!(
-            "SET time_zone = '+00:00'; SELECT CONCAT_WS('.', {}), CONCAT_WS('.', {}) FROM `{table}`",
+            "SET time_zone = '+00:00'; SELECT CONCAT_WS('.', {}), CONCAT_WS('.', {}) FROM {}",
             k.join(", "),
-            r.join(", ")
+            r.join(", "),
+            ident(table)
         ),
     );
     let mut map = BTreeMap::new();

@@ -47,7 +47,8 @@ pub async fn command(a: InstallArgs) -> Result<(String, i32)> {
             ..base
         };
         let done = install::install(&req).await?;
-        return Ok((render_one(&done, a.format), cli::EXIT_OK));
+        let names = (&req.source_table, &req.target_table);
+        return Ok((render_one(&done, names, a.format), cli::EXIT_OK));
     }
     let req = BulkRequest {
         base,
@@ -73,8 +74,10 @@ fn usage(m: String) -> Error {
     Error::definite(DefiniteCode::Usage, m)
 }
 
-/// The single-table output, as it always was.
-fn render_one(done: &Installed, format: Format) -> String {
+/// The single-table output: the job id as text; in JSON also both tables' names, as the
+/// bulk report gives them (the exact parts, whatever characters they hold).
+fn render_one(done: &Installed, (s, t): (&TableName, &TableName), format: Format) -> String {
+    let name = |t: &TableName| json!({ "db": t.db, "table": t.table });
     match format {
         Format::Text => format!("{}\n", done.job_id),
         Format::Json => format!(
@@ -82,6 +85,8 @@ fn render_one(done: &Installed, format: Format) -> String {
             json!({
                 "job_id": done.job_id.0,
                 "generation": done.generation.0,
+                "source": name(s),
+                "target": name(t),
                 "windows": done.windows,
                 "fingerprint": done.fingerprint.to_hex(),
                 "key": done.key,

@@ -401,7 +401,7 @@ impl Server {
 
     /// Like [`Server::sql`], with `db` as the default database.
     pub fn sql_in(&self, db: &str, sql: &str) -> String {
-        self.sql(&format!("USE `{db}`; {sql}"))
+        self.sql(&format!("USE `{}`; {sql}", db.replace('`', "``")))
     }
 
     fn client(&self) -> Command {

@@ -9,6 +9,7 @@ mod install_server;
 mod install_target;
 mod keys_refusals;
 mod metrics;
+mod odd_names;
 mod profile;
 mod runbooks;
 mod secrets;

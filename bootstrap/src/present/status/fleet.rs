@@ -89,9 +89,23 @@ impl Filter {
     }
 }
 
-/// `db.table`, unquoted (what a pattern and a fleet line show).
+/// `db.table`, unquoted (what a `--table` pattern matches).
 fn name(t: &jobs::TableRef) -> String {
     format!("{}.{}", t.db, t.table)
+}
+
+/// `db.table` as a fleet line and its JSON show it: a part of only ASCII letters, digits
+/// and `_` as it is, any other backquoted with backquotes doubled, so that a name holding a
+/// dot, a space or a backquote reads as one part (`` odd.`we.ird"name` ``).
+fn shown(t: &jobs::TableRef) -> String {
+    let part = |p: &str| {
+        if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            p.to_string()
+        } else {
+            kernel::schema::quote_ident(p)
+        }
+    };
+    format!("{}.{}", part(&t.db), part(&t.table))
 }
 
 /// `*` (any run) and `?` (one character) against `text`, ASCII case-insensitive.
@@ -206,7 +220,7 @@ impl FleetRow {
         let line = format!(
             "{:>6} {:<28} {:<17} {:>9} {:>7} {:>6} {:>6} {:>6}  {note}",
             self.job.job_id.0,
-            cut(&name(&self.job.source), 28),
+            cut(&shown(&self.job.source), 28),
             cut(&self.state(), 17),
             format!("{}/{}", self.windows_done, self.job.windows),
             self.rows_per_sec()
@@ -223,8 +237,8 @@ impl FleetRow {
         json!({
             "job_id": self.job.job_id.0,
             "generation": self.job.generation.0,
-            "source": name(&self.job.source),
-            "target": name(&self.job.target),
+            "source": shown(&self.job.source),
+            "target": shown(&self.job.target),
             "state": self.state(),
             "phase": self.phase,
             "windows_done": self.windows_done,
@@ -598,5 +612,20 @@ mod tests {
         assert_eq!(human_secs(4000), "1h06m");
         assert_eq!(human_secs(90_000), "1d01h");
         assert_eq!(human_secs(61), "1m01s");
+    }
+
+    #[test]
+    fn a_name_that_needs_quoting_is_shown_quoted_and_a_plain_one_as_it_is() {
+        let t = |db: &str, table: &str| jobs::TableRef {
+            identity: "srv".into(),
+            db: db.into(),
+            table: table.into(),
+        };
+        assert_eq!(shown(&t("shop", "orders_1")), "shop.orders_1");
+        assert_eq!(shown(&t("shop", "we.ird\"name")), "shop.`we.ird\"name`");
+        assert_eq!(shown(&t("a b", "back`tick")), "`a b`.`back``tick`");
+        assert_eq!(shown(&t("shop", "ünï")), "shop.`ünï`");
+        // The filter still matches the plain parts.
+        assert_eq!(name(&t("shop", "we.ird")), "shop.we.ird");
     }
 }
