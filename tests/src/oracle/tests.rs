@@ -361,3 +361,69 @@ fn under_key_partitions_each_change_and_key_is_applied_by_exactly_one_transactio
     let r = judge(&source(), &parts(true), &s);
     assert!(r.keys_twice >= 1, "{r}");
 }
+
+/// Keys 1 and 2, B, HIGH of window 1; then key 2 to k=1 (300), key 1 to k=1 (500), key 2
+/// to k=2 (600). Key 2 is in partition 1.
+fn source_two_partitions() -> Vec<Group> {
+    vec![
+        group(
+            100,
+            vec![row(T, None, Some(img(1, 0))), row(T, None, Some(img(2, 0)))],
+        ),
+        marker(200, "B", "NULL", "NULL"),
+        marker(250, "HIGH", "1", "1"),
+        group(300, vec![row(T, Some(img(2, 0)), Some(img(2, 1)))]),
+        group(500, vec![row(T, Some(img(1, 0)), Some(img(1, 1)))]),
+        group(600, vec![row(T, Some(img(2, 1)), Some(img(2, 2)))]),
+    ]
+}
+
+/// Part 1 committed key 2 through 600 with `key2` as its row, then serve was killed
+/// before the main cursor moved; the restart's main transactions reach 500 (key 1, part 1
+/// `Ahead`) and 600 (nothing left to write). `main_also_key2`: the main transaction to 500
+/// writes key 2 as well.
+fn part_ahead_of_main(key2: i64, main_also_key2: bool) -> Vec<Group> {
+    let mut p1 = group(25, vec![row(D, Some(img(2, 0)), Some(img(2, key2)))]);
+    p1.rows.insert(
+        0,
+        row(
+            "`d`.`_backfill_ledger_cursor_parts`",
+            None,
+            Some(part_cur(1, 600)),
+        ),
+    );
+    let mut to_500 = vec![row(D, Some(img(1, 0)), Some(img(1, 1)))];
+    if main_also_key2 {
+        to_500.push(row(D, Some(img(2, key2)), Some(img(2, 1))));
+        to_500.push(row(D, Some(img(2, 1)), Some(img(2, key2))));
+    }
+    vec![
+        page(10, vec![img(1, 0), img(2, 0)]),
+        p1,
+        replay(30, None, (500, 0), to_500),
+        replay(40, Some((500, 0)), (600, 0), vec![]),
+    ]
+}
+
+#[test]
+fn a_partition_ahead_of_the_main_cursor_after_a_kill_shows_its_own_later_state() {
+    // Measured in `scripts/chaos` (a random SIGKILL with 2 apply streams): 133 keys of
+    // part 1 "one step ahead of the source" at main's next cursor, a clean final compare.
+    let r = judge(
+        &source_two_partitions(),
+        &part_ahead_of_main(2, false),
+        &s(),
+    );
+    r.assert_exactly_once();
+    assert_eq!((r.part_txns, r.wrong), (1, 0), "{r}");
+    // The part's row is not the source's at the part's point: still a finding.
+    let r = judge(
+        &source_two_partitions(),
+        &part_ahead_of_main(5, false),
+        &s(),
+    );
+    assert!(r.wrong >= 1, "{r}");
+    // The main transaction wrote key 2 itself: checked exactly, a finding.
+    let r = judge(&source_two_partitions(), &part_ahead_of_main(2, true), &s());
+    assert!(r.wrong >= 1 || r.duplicates >= 1, "{r}");
+}
