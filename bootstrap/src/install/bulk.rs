@@ -82,12 +82,44 @@ impl BulkReport {
 /// The source tables `sources` name, each paired with its target (the whole-command
 /// decisions: nothing is written).
 pub async fn select(req: &BulkRequest) -> Result<Vec<(TableName, TableName)>> {
+    Ok(select_with_parents(req).await?.0)
+}
+
+/// [`select`], and the foreign keys that reference the selected tables (read once for
+/// every selected schema, [`Shared`]).
+async fn select_with_parents(
+    req: &BulkRequest,
+) -> Result<(Vec<(TableName, TableName)>, kernel::introspect::ParentKeys)> {
     let opts = connect::opts(&req.base.source_url, "--source")?;
     let label = connect::server_label(&opts);
     let mut conn = connect::connect(opts, "source", &req.base.source_url).await?;
-    let found = select::expand(&mut conn, &label, &req.sources).await;
+    let read = async {
+        let found = select::expand(&mut conn, &label, &req.sources).await?;
+        let pairs = req.target.map(&found)?;
+        let mut schemas: Vec<String> = pairs.iter().map(|(s, _)| s.db.clone()).collect();
+        schemas.sort();
+        schemas.dedup();
+        let parents = kernel::introspect::read_parent_keys(&mut conn, &schemas).await?;
+        Ok((pairs, parents))
+    };
+    let out = read.await;
     connect::close(conn).await;
-    req.target.map(&found?)
+    out
+}
+
+/// The foreign keys that reference the target tables of `pairs`, read once ([`Shared`]).
+async fn target_parents(
+    req: &BulkRequest,
+    pairs: &[(TableName, TableName)],
+) -> Result<kernel::introspect::ParentKeys> {
+    let opts = connect::opts(&req.base.target_url, "--target")?;
+    let mut conn = connect::connect(opts, "target", &req.base.target_url).await?;
+    let mut schemas: Vec<String> = pairs.iter().map(|(_, t)| t.db.clone()).collect();
+    schemas.sort();
+    schemas.dedup();
+    let read = kernel::introspect::read_parent_keys(&mut conn, &schemas).await;
+    connect::close(conn).await;
+    read
 }
 
 /// Tables installed at once by [`install_many`]. An install is mostly round trips (the
@@ -102,9 +134,14 @@ pub async fn install_many(req: &BulkRequest) -> Result<BulkReport> {
     use futures_util::stream::{self, StreamExt as _};
     super::checks::check_sizes(req.base.window_rows, req.base.page_rows)
         .map_err(|why| Error::definite(DefiniteCode::Usage, why))?;
-    let pairs = select(req).await?;
+    let (pairs, parents) = select_with_parents(req).await?;
+    let target_parents = target_parents(req, &pairs).await?;
     let pool = kernel::state::open(&req.base.state_url, &Default::default()).await?;
-    let shared = Shared::default();
+    let shared = Shared {
+        parents: Some(parents),
+        target_parents: Some(target_parents),
+        ..Shared::default()
+    };
     let tables = stream::iter(pairs)
         .map(|(source, target)| {
             let (pool, shared) = (&pool, &shared);

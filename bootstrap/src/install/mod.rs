@@ -526,7 +526,8 @@ impl Session<'_> {
                 return Ok(None);
             }
         }
-        let facts = introspect::read_table(self.source, db, table).await?;
+        let parents = self.shared.and_then(|s| s.parents.as_ref());
+        let facts = introspect::read_table_with(self.source, db, table, parents).await?;
         if facts.is_none() {
             refusals.push(Refusal::new(
                 format!("source table {}", self.req.source_table),
@@ -581,7 +582,9 @@ impl Session<'_> {
                 )])
             }
         }
-        let Some(facts) = introspect::read_table(self.target, db, table).await? else {
+        let parents = self.shared.and_then(|s| s.target_parents.as_ref());
+        let Some(facts) = introspect::read_table_with(self.target, db, table, parents).await?
+        else {
             return Ok(vec![Refusal::new(
                 name,
                 "is not visible in information_schema",

@@ -30,7 +30,10 @@ pub use server::{
     read_binlog_status, read_install_lineage, read_server_facts, server_facts_sql, BinlogStatus,
     InstallLineage, ServerFacts, SERVER_VARIABLES,
 };
-pub use table::{read_table, ForeignKey, IndexDef, RawColumn, TableFacts};
+pub use table::{
+    read_parent_keys, read_table, read_table_with, ForeignKey, IndexDef, ParentKeys, RawColumn,
+    TableFacts,
+};
 
 use crate::error::{DefiniteCode, Error};
 

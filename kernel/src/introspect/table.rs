@@ -156,12 +156,29 @@ impl TableFacts {
     }
 }
 
+/// Foreign keys by the (schema, table) they reference: the parent side of
+/// [`TableFacts::foreign_keys`] for every table of some schemas, read at once
+/// ([`read_parent_keys`]).
+pub type ParentKeys = std::collections::BTreeMap<(String, String), Vec<ForeignKey>>;
+
 /// Reads a table's facts; `None` when `information_schema` does not show it (missing, or
 /// the user holds no privilege on it).
 pub async fn read_table(
     conn: &mut mysql_async::Conn,
     db: &str,
     table: &str,
+) -> Result<Option<TableFacts>> {
+    read_table_with(conn, db, table, None).await
+}
+
+/// [`read_table`], the foreign keys that reference the table taken from `parents` when
+/// given (a bulk install reads them once for its schemas: finding a table's children
+/// means scanning every schema's constraints, which the server cannot look up by name).
+pub async fn read_table_with(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+    parents: Option<&ParentKeys>,
 ) -> Result<Option<TableFacts>> {
     let what = format!(
         "reading the definition of {}.{}",
@@ -193,7 +210,7 @@ pub async fn read_table(
         )
         .await
         .map_err(|e| from_mysql(&what, &e))?;
-    let foreign_keys = read_foreign_keys(conn, db, table)
+    let foreign_keys = read_foreign_keys(conn, db, table, parents)
         .await
         .map_err(|e| from_mysql(&what, &e))?;
     Ok(Some(TableFacts {
@@ -290,33 +307,96 @@ async fn read_indexes(
     Ok(out)
 }
 
+type FkRow = (String, String, String, String, String, String, String);
+
+const FK_COLUMNS: &str = "SELECT CONSTRAINT_NAME, CONSTRAINT_SCHEMA, TABLE_NAME, \
+     UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE \
+     FROM information_schema.REFERENTIAL_CONSTRAINTS";
+
+fn foreign_key_of(r: FkRow) -> ForeignKey {
+    ForeignKey {
+        name: r.0,
+        child_db: r.1,
+        child_table: r.2,
+        parent_db: r.3,
+        parent_table: r.4,
+        update_rule: r.5,
+        delete_rule: r.6,
+    }
+}
+
+/// The foreign keys declared on the table (looked up by the server by schema and table
+/// name) and those that reference it (from `parents`, else one scan of the constraints),
+/// each once (a self-reference is both), ordered by child schema, child table, name.
+///
+/// Two statements, not one with `OR`: the `OR` of a child and a parent predicate defeats
+/// the server's lookup by name, so every call read every table's constraints (measured:
+/// 3.0 s a call at 5 000 tables, against 0.02 s for the child side and 0.53 s for the
+/// parent side alone).
 async fn read_foreign_keys(
     conn: &mut mysql_async::Conn,
     db: &str,
     table: &str,
+    parents: Option<&ParentKeys>,
 ) -> std::result::Result<Vec<ForeignKey>, mysql_async::Error> {
-    type FkRow = (String, String, String, String, String, String, String);
-    let rows: Vec<FkRow> = conn
+    let children: Vec<FkRow> = conn
         .exec(
-            "SELECT CONSTRAINT_NAME, CONSTRAINT_SCHEMA, TABLE_NAME, UNIQUE_CONSTRAINT_SCHEMA, \
-             REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE \
-             FROM information_schema.REFERENTIAL_CONSTRAINTS \
-             WHERE (CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?) \
-                OR (UNIQUE_CONSTRAINT_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?) \
-             ORDER BY CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME",
-            (db, table, db, table),
+            format!("{FK_COLUMNS} WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?"),
+            (db, table),
         )
         .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| ForeignKey {
-            name: r.0,
-            child_db: r.1,
-            child_table: r.2,
-            parent_db: r.3,
-            parent_table: r.4,
-            update_rule: r.5,
-            delete_rule: r.6,
-        })
-        .collect())
+    let mut keys: Vec<ForeignKey> = children.into_iter().map(foreign_key_of).collect();
+    let referencing = match parents {
+        Some(p) => p
+            .get(&(db.to_string(), table.to_string()))
+            .cloned()
+            .unwrap_or_default(),
+        None => {
+            let rows: Vec<FkRow> = conn
+                .exec(
+                    format!(
+                        "{FK_COLUMNS} WHERE UNIQUE_CONSTRAINT_SCHEMA = ? \
+                         AND REFERENCED_TABLE_NAME = ?"
+                    ),
+                    (db, table),
+                )
+                .await?;
+            rows.into_iter().map(foreign_key_of).collect()
+        }
+    };
+    for k in referencing {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.sort_by(|a, b| {
+        (&a.child_db, &a.child_table, &a.name).cmp(&(&b.child_db, &b.child_table, &b.name))
+    });
+    Ok(keys)
+}
+
+/// Every foreign key that references a table of `schemas`, by the table it references:
+/// one statement for a whole bulk install instead of one scan per table.
+pub async fn read_parent_keys(
+    conn: &mut mysql_async::Conn,
+    schemas: &[String],
+) -> Result<ParentKeys> {
+    let mut out = ParentKeys::new();
+    if schemas.is_empty() {
+        return Ok(out);
+    }
+    let marks = vec!["?"; schemas.len()].join(", ");
+    let rows: Vec<FkRow> = conn
+        .exec(
+            format!("{FK_COLUMNS} WHERE UNIQUE_CONSTRAINT_SCHEMA IN ({marks})"),
+            schemas.to_vec(),
+        )
+        .await
+        .map_err(|e| from_mysql("reading the foreign keys that reference the tables", &e))?;
+    for k in rows.into_iter().map(foreign_key_of) {
+        out.entry((k.parent_db.clone(), k.parent_table.clone()))
+            .or_default()
+            .push(k);
+    }
+    Ok(out)
 }

@@ -577,3 +577,70 @@ async fn a_server_level_refusal_is_listed_under_every_table() {
     assert!(!r.all().contains("bulk-pw"), "the password leaked");
     assert_eq!(target.sql_in(&tdb, "SHOW TABLES"), "", "nothing created");
 }
+
+/// The foreign keys a bulk install reads once for the command (`install::shared`): a
+/// source child whose key cascades from a parent of another schema, and a target table
+/// that a table of another target schema references, are each refused naming the key; the
+/// other tables install. (Before, each table scanned every schema's constraints: a bulk
+/// install was quadratic in the table count.)
+#[tokio::test]
+async fn foreign_keys_of_both_sides_are_refused_when_read_once_for_the_command() {
+    let (source, target) = (harness::shared_source(), harness::shared_target());
+    let (sdb, other) = (source.fresh_db("bulk_fk"), source.fresh_db("bulk_fko"));
+    let (tdb, tother) = (target.fresh_db("bulk_fkt"), target.fresh_db("bulk_fkto"));
+    let state = target.url_db(&format!("{tdb}_state"));
+    source.sql_in(
+        &other,
+        "CREATE TABLE parent (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+    );
+    source.sql_in(
+        &sdb,
+        &format!(
+            "CREATE TABLE child (id BIGINT NOT NULL PRIMARY KEY, p BIGINT NULL, \
+             CONSTRAINT fk_cascade FOREIGN KEY (p) REFERENCES `{other}`.parent (id) \
+             ON DELETE CASCADE) ENGINE=InnoDB; \
+             CREATE TABLE referenced (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB; \
+             CREATE TABLE plain (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB"
+        ),
+    );
+    target.sql_in(
+        &tdb,
+        "CREATE TABLE referenced (id BIGINT NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+    );
+    target.sql_in(
+        &tother,
+        &format!(
+            "CREATE TABLE points_in (id BIGINT NOT NULL PRIMARY KEY, r BIGINT NULL, \
+             CONSTRAINT fk_in FOREIGN KEY (r) REFERENCES `{tdb}`.referenced (id)) ENGINE=InnoDB"
+        ),
+    );
+    let r = install(
+        &state,
+        source,
+        &target.url(),
+        &[
+            "--source-table",
+            &format!("{sdb}.*"),
+            "--target-table",
+            &format!("{tdb}.*"),
+            "--create-target",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.all());
+    let report = json(&r);
+    let installed: Vec<&str> = report["installed"]
+        .as_array()
+        .expect("installed")
+        .iter()
+        .map(|i| i["source"]["table"].as_str().expect("table"))
+        .collect();
+    assert_eq!(installed, ["plain"], "{report}");
+    let refused = report["refused"].to_string();
+    assert!(refused.contains("fk_cascade"), "{report}");
+    assert!(
+        refused.contains("fk_in") && refused.contains("points_in"),
+        "the target referenced from another schema: {report}"
+    );
+}
