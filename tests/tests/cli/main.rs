@@ -1,5 +1,6 @@
 //! The operator's surface, mostly through the `backfill` program: install and its refusals,
-//! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo.
+//! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo, the README's
+//! quick start.
 mod config;
 mod demo;
 mod fleet_status;
@@ -10,6 +11,7 @@ mod install_target;
 mod keys_refusals;
 mod metrics;
 mod profile;
+mod quick_start;
 mod runbooks;
 mod secrets;
 mod serve_autocommit;
