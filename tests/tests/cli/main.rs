@@ -4,6 +4,7 @@
 mod config;
 mod demo;
 mod fleet_status;
+mod help;
 mod install;
 mod install_bulk;
 mod install_server;
