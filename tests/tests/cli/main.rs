@@ -2,6 +2,7 @@
 //! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo, the README's
 //! quick start.
 mod config;
+mod dashboard;
 mod demo;
 mod fleet_status;
 mod help;
