@@ -31,7 +31,9 @@ use std::path::PathBuf;
 /// Environment variable naming the config file.
 pub const ENV: &str = "BACKFILL_CONFIG";
 
-/// Each key of the file and the environment variable of its flag.
+/// Each key of the file and the environment variable of its flag: every flag of `serve`
+/// (global ones included) but `--config`, named by its long name with `_` for `-`, as
+/// `--config`'s help says.
 pub const KEYS: &[(&str, &str)] = &[
     ("state", "BACKFILL_STATE"),
     ("data_dir", "BACKFILL_DATA_DIR"),
@@ -58,6 +60,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("apply_streams", "BACKFILL_APPLY_STREAMS"),
     ("windows_only", "BACKFILL_WINDOWS_ONLY"),
     ("metrics_addr", "BACKFILL_METRICS_ADDR"),
+    ("audit_sample_every", "BACKFILL_AUDIT_SAMPLE_EVERY"),
+    ("audit_chunk_rows", "BACKFILL_AUDIT_CHUNK_ROWS"),
     ("verify_every", "BACKFILL_VERIFY_EVERY"),
     ("retention_days", "BACKFILL_RETENTION_DAYS"),
     ("retention_until_verify", "BACKFILL_RETENTION_UNTIL_VERIFY"),
@@ -179,6 +183,34 @@ mod tests {
         }
         let args = ["backfill", "--config=/x.toml"].map(OsString::from);
         assert_eq!(file_of(&args), Some(PathBuf::from("/x.toml")));
+    }
+
+    /// `--config`'s help promises the keys are serve's flags with `_` for `-`: each key is
+    /// such a flag mirrored by its variable, and each such flag is a key.
+    #[test]
+    fn the_keys_are_serves_flags_named_as_the_help_says() {
+        use clap::CommandFactory;
+        let mut cli = crate::cli::Cli::command();
+        cli.build();
+        let serve = cli.find_subcommand("serve").cloned().unwrap_or_default();
+        let flags: Vec<(String, String)> = serve
+            .get_arguments()
+            .filter_map(|a| {
+                let long = a.get_long()?;
+                let env = a.get_env()?.to_string_lossy().into_owned();
+                (long != "config").then(|| (long.replace('-', "_"), env))
+            })
+            .collect();
+        let keys: Vec<(String, String)> = KEYS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for f in &flags {
+            assert!(keys.contains(f), "serve's flag {f:?} is not a key");
+        }
+        for k in &keys {
+            assert!(flags.contains(k), "key {k:?} is not a flag of serve");
+        }
     }
 
     #[test]

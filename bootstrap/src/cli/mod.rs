@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod check;
 pub mod commands;
 pub mod config;
+pub mod generate;
 pub mod install;
 pub mod materials;
 pub mod refresh;
@@ -44,8 +45,9 @@ pub struct Cli {
         default_value_t = LogFormat::Text
     )]
     pub log_format: LogFormat,
-    /// TOML file with serve's settings (keys in `crate::cli::config::KEYS`); a flag or its
-    /// environment variable overrides the file.
+    /// TOML file with serve's settings: each key is one of serve's flags without its `--`,
+    /// with `_` for `-` (`read_windows = 2`, `source = ["mysql://..."]`; `backfill serve
+    /// --help` lists them); a flag or its environment variable overrides the file.
     #[arg(long, global = true, env = "BACKFILL_CONFIG", value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
     #[command(subcommand)]
@@ -98,6 +100,27 @@ pub enum Command {
     /// The end-to-end demonstration on throwaway local MariaDB servers: load a sample
     /// table, copy it under concurrent writes to STREAMING, audit, verify, summarise.
     Demo(DemoArgs),
+    /// Print a shell completion script on stdout, generated from these definitions, e.g.
+    /// `backfill completions bash > /etc/bash_completion.d/backfill`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) on stdout, generated from these definitions, e.g.
+    /// `backfill man | man -l -`; with a COMMAND, that command's page.
+    Man(ManArgs),
+}
+
+/// `backfill completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `backfill man [COMMAND]`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A subcommand whose page to print (default: the page of `backfill` itself).
+    pub command: Option<String>,
 }
 
 /// Output format.

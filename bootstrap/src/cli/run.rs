@@ -21,6 +21,8 @@ pub async fn run(cli: Cli, logs: LogCounts) -> Result<(String, i32)> {
         Command::Serve(a) => crate::cli::serve::serve(a, logs).await,
         Command::Audit(a) => crate::cli::check::audit(a).await,
         Command::Verify(a) => crate::cli::check::verify(a).await,
+        Command::Completions(a) => crate::cli::generate::completions(a),
+        Command::Man(a) => crate::cli::generate::man(a),
     };
     out.map(|o| (o, cli::EXIT_OK))
 }

@@ -178,7 +178,9 @@ pub fn check_source_table(t: &TableFacts) -> Result<SealedSchema, Vec<Refusal>> 
             .into_iter()
             .map(|p| {
                 let s = p.to_string();
-                let (problem, fix) = s.split_once("; fix: ").unwrap_or((&s, "see README"));
+                let (problem, fix) = s
+                    .split_once("; fix: ")
+                    .unwrap_or((&s, "see runbooks/install.md"));
                 Refusal::new(&name, problem, fix)
             })
             .collect::<Vec<_>>()

@@ -152,7 +152,7 @@ impl Family {
 }
 
 /// The metrics endpoint's own state-store connections: a scrape reads with one, so two
-/// are plenty, and they count in the state store's bound (README, Connections).
+/// are plenty, and they count in the state store's bound (docs/connections.md).
 pub const STATE_CONNECTIONS: u32 = 2;
 
 const STATE_OPTIONS: kernel::state::StateOptions = kernel::state::StateOptions {

@@ -63,8 +63,8 @@ pub enum ColumnKind {
     Inet6,
 }
 
-/// Every `information_schema.COLUMNS.DATA_TYPE` accepted, with its kind. The README's
-/// list of supported types is this table.
+/// Every `information_schema.COLUMNS.DATA_TYPE` accepted, with its kind. The list of
+/// supported types in docs/types.md is this table.
 pub const SUPPORTED_TYPES: &[(&str, ColumnKind)] = &[
     ("tinyint", ColumnKind::TinyInt),
     ("smallint", ColumnKind::SmallInt),

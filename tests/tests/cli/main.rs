@@ -1,8 +1,11 @@
 //! The operator's surface, mostly through the `backfill` program: install and its refusals,
-//! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo.
+//! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo, the README's
+//! quick start.
 mod config;
+mod dashboard;
 mod demo;
 mod fleet_status;
+mod help;
 mod install;
 mod install_bulk;
 mod install_server;
@@ -11,6 +14,7 @@ mod keys_refusals;
 mod metrics;
 mod odd_names;
 mod profile;
+mod quick_start;
 mod runbooks;
 mod secrets;
 mod serve_autocommit;

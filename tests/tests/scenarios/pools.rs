@@ -5,7 +5,7 @@
 //! serve connects as its own users (`bf_pool` to source and target, `bf_pool_state` to the
 //! state store), so a sampler (root) reads each server's PROCESSLIST every 100 ms and
 //! counts exactly serve's connections. At every sample each count stays under the bound
-//! of README "Connections" (defaults: 2 read windows, 2 target writes): 8 on the source
+//! of docs/connections.md (defaults: 2 read windows, 2 target writes): 8 on the source
 //! (2 read views, 4 control, 1 kill, 1 binlog), 9 on the target (2 writes, 2 field
 //! checks, 4 control, 1 kill) and 10 on the state store (8, and 2 for the metrics).
 //! Meanwhile `backfill status` (root) answers every second and shows the pools, as the
@@ -68,7 +68,7 @@ const USER: &str = "bf_pool";
 const STATE_USER: &str = "bf_pool_state";
 const PW: &str = "P00lsPerServer";
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
-/// The documented bounds (README, Connections) with R read windows and W target writes
+/// The documented bounds (docs/connections.md) with R read windows and W target writes
 /// (2 and 2, or as `POOLS_SERVE_ARGS` sets them): R + 4 + 1 + 1 on the source (read views,
 /// control, KILL, binlog), W + R + 4 + 1 on the target (writes, field checks, control,
 /// KILL).
@@ -94,7 +94,7 @@ const STATE_BOUND: u64 = 8 + 2;
 /// The server may still list, for a moment, a connection serve has closed (COM_QUIT
 /// sent, its slot given back) while the slot's next connection opens: seen as one over
 /// the bound in about 1 of 5 runs while serve's own pool counts stayed within it. The
-/// gap is named in README (Connections) and issue 17's note; the sampler allows exactly
+/// gap is named in docs/connections.md and issue 17's note; the sampler allows exactly
 /// one such connection per server, and serve's own peaks are checked against the bound
 /// exactly (`pool_peaks_within_bounds`).
 const CLOSING: u64 = 1;
