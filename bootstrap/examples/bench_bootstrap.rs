@@ -22,6 +22,11 @@
 //! `BENCH_PROFILE=1` (`--profile` of the script) prints where serve's wall time went, per
 //! protocol step and per window (`BACKFILL_PROFILE`, `bootstrap::present::profile`).
 //!
+//! `BENCH_ALL=1` (issue 35, `scripts/bench-bootstrap-matrix.sh`) runs every tool each
+//! round (backfill to STREAMING and windows only, the dump, mydumper, LOAD DATA on two
+//! connections: the ingest limit) and prints every ratio in one line; `BENCH_INDEXES=1`
+//! adds two secondary indexes to the table (every copy has them).
+//!
 //! Server settings are the harness's (innodb_flush_log_at_trx_commit=2, sync_binlog=0,
 //! binlog on) with a 512M buffer pool, unless `BENCH_DURABLE=1` (flush=1, sync_binlog=1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -48,11 +53,24 @@ fn wide() -> bool {
     matches!(key_mode().as_str(), "composite" | "wide")
 }
 
+/// `BENCH_INDEXES=1` (issue 35): two secondary indexes on the table, on every copy.
+fn indexes() -> bool {
+    std::env::var("BENCH_INDEXES").is_ok_and(|v| v == "1")
+}
+
 fn ddl() -> String {
     let d = match key_mode().as_str() {
         "composite" => DDL_WIDE.replace("KEYCOLS", "uid, uuid"),
         "wide" => DDL_WIDE.replace("KEYCOLS", "id"),
         _ => DDL.to_string(),
+    };
+    let d = if indexes() {
+        d.replace(
+            ") ENGINE=InnoDB",
+            ", KEY k_name (name), KEY k_at (at)) ENGINE=InnoDB",
+        )
+    } else {
+        d
     };
     if types() {
         d.replace(
@@ -155,23 +173,19 @@ fn timed(cmd: &mut Command) -> (f64, f64) {
     (secs, rss_kb / 1024.0)
 }
 
-/// What one round measured: serve's time and peak RSS, the dump's time, the field check.
-struct Round {
-    backfill: f64,
-    rss: f64,
-    dump: f64,
-}
-
-/// One backfill run of round `r`: install into `bench_t{r}` with the state store
-/// `bench_state{r}` (both new), start, `serve` to idle; (seconds, peak RSS MiB, data dir
-/// size in bytes).
+/// One backfill run `tag` (e.g. `0s`: round 0 to STREAMING): install into `bench_t{tag}`
+/// with the state store `bench_state{tag}` (both new), start, `serve` to idle, to
+/// STREAMING when `streaming` (the fence, replay, activation audit and its full field
+/// check) or `--windows-only`; (seconds, peak RSS MiB, data dir size in bytes).
 async fn backfill_round(
     src: &Server,
     tgt: &Server,
-    r: usize,
+    tag: &str,
+    streaming: bool,
     sizes: (i64, u64, u64),
 ) -> (f64, f64, u64) {
     let (rows, window_rows, page_rows) = sizes;
+    let r = tag;
     let bin = std::env::var("BACKFILL_BIN").expect("BACKFILL_BIN: path of the release backfill");
     let tdb = format!("bench_t{r}");
     tgt.sql(&format!("CREATE DATABASE {tdb}"));
@@ -203,10 +217,7 @@ async fn backfill_round(
             .args(["-f", "CPU_S=%U+%S\nMAXRSS_KB=%M"])
             .arg(&bin)
             .args(["serve", "--exit-when-idle", "--state", &state])
-            .args(
-                (!std::env::var("BENCH_STREAMING").is_ok_and(|v| v == "1"))
-                    .then_some("--windows-only"),
-            )
+            .args((!streaming).then_some("--windows-only"))
             .args(
                 std::env::var("BENCH_SERVE_ARGS")
                     .unwrap_or_default()
@@ -301,18 +312,23 @@ fn dump_round(src: &Server, tgt: &Server, r: usize, rows: i64) -> f64 {
     secs
 }
 
-/// Drops what round `r` wrote on the target, so every round starts from the same
-/// buffer pool and disk (both tools' copies go: the comparison stays fair).
-fn clear_round(tgt: &Server, r: usize) {
-    tgt.sql(&format!(
-        "DROP DATABASE IF EXISTS bench_t{r}; DROP DATABASE IF EXISTS bench_d{r}; \
-         DROP DATABASE IF EXISTS bench_state{r}"
-    ));
+/// Drops every copy on the target, so every run starts from the same buffer pool and
+/// disk (every tool's copy goes: the comparison stays fair).
+fn clear_copies(tgt: &Server) {
+    let dbs = tgt.sql(
+        "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'bench\\_%'",
+    );
+    for db in dbs.lines().filter(|l| !l.is_empty()) {
+        tgt.sql(&format!("DROP DATABASE `{db}`"));
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
     if n % 2 == 1 {
         v[n / 2]
     } else {
@@ -320,10 +336,103 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// `BENCH_ROUNDS=N` (default 1): N rounds, the two tools alternating which goes first
-/// (round 0 backfill first, round 1 the dump first, ...), each round's copies dropped
-/// before the next; every round is printed and the medians compared. One round is the
-/// historical order (backfill, then the dump, then mydumper).
+/// What a run copies with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Tool {
+    /// backfill to STREAMING (fence, replay, activation audit with the full field check).
+    Streaming,
+    /// backfill `--windows-only`.
+    Windows,
+    /// `mariadb-dump --single-transaction | mariadb`.
+    Dump,
+    /// `mydumper -t 2` then `myloader -t 2`.
+    Mydumper,
+    /// `LOAD DATA LOCAL INFILE` of the table's rows on two connections at once (the
+    /// files written before the clock starts): the target's ingest limit.
+    LoadData,
+}
+
+impl Tool {
+    fn name(self) -> &'static str {
+        match self {
+            Tool::Streaming => "backfill to STREAMING",
+            Tool::Windows => "backfill windows only",
+            Tool::Dump => "mariadb-dump | mariadb",
+            Tool::Mydumper => "mydumper/myloader -t 2",
+            Tool::LoadData => "LOAD DATA x2",
+        }
+    }
+}
+
+/// The tools of every round: `BENCH_ALL=1` all five (mydumper when installed, LOAD DATA
+/// unless `BENCH_TYPES`: its text files cannot carry GEOMETRY bytes); else backfill
+/// (to STREAMING with `BENCH_STREAMING=1`, else windows only) and the dump, with mydumper
+/// once when there is one round (the historical run).
+fn tools(rounds: usize) -> Vec<Tool> {
+    let has_mydumper = Command::new("mydumper").arg("--version").output().is_ok();
+    if !has_mydumper {
+        eprintln!("mydumper is not installed (apt-get install -y mydumper): skipped");
+    }
+    if std::env::var("BENCH_ALL").is_ok_and(|v| v == "1") {
+        let mut t = vec![Tool::Streaming, Tool::Windows, Tool::Dump];
+        t.extend(has_mydumper.then_some(Tool::Mydumper));
+        t.extend((!types()).then_some(Tool::LoadData));
+        return t;
+    }
+    let backfill = if std::env::var("BENCH_STREAMING").is_ok_and(|v| v == "1") {
+        Tool::Streaming
+    } else {
+        Tool::Windows
+    };
+    let mut t = vec![backfill, Tool::Dump];
+    t.extend((has_mydumper && rounds == 1).then_some(Tool::Mydumper));
+    t
+}
+
+/// What the runs measured: every tool's seconds per round, serve's peak RSS and the
+/// materials' size.
+#[derive(Default)]
+struct Measured {
+    secs: std::collections::BTreeMap<Tool, Vec<f64>>,
+    rss: f64,
+    materials: u64,
+}
+
+impl Measured {
+    fn median(&self, t: Tool) -> f64 {
+        median(self.secs.get(&t).cloned().unwrap_or_default())
+    }
+}
+
+/// One run of `tool` in round `r`.
+async fn run_tool(
+    tool: Tool,
+    (src, tgt): (&Server, &Server),
+    r: usize,
+    sizes: (i64, u64, u64),
+    out: &mut Measured,
+) {
+    let rows = sizes.0;
+    let secs = match tool {
+        Tool::Streaming | Tool::Windows => {
+            let streaming = tool == Tool::Streaming;
+            let tag = format!("{r}{}", if streaming { "s" } else { "w" });
+            let (b, rss, materials) = backfill_round(src, tgt, &tag, streaming, sizes).await;
+            out.rss = out.rss.max(rss);
+            out.materials = materials;
+            b
+        }
+        Tool::Dump => dump_round(src, tgt, r, rows),
+        Tool::Mydumper => mydumper(src, tgt, r, rows, sizes.1),
+        Tool::LoadData => load_data(src, tgt, r, rows),
+    };
+    eprintln!("round {r}: {} {secs:.2} s", tool.name());
+    out.secs.entry(tool).or_default().push(secs);
+}
+
+/// `BENCH_ROUNDS=N` (default 1): N rounds, the tools rotating which goes first (round r
+/// starts with tool r mod n), every copy dropped after each run; every run is printed and
+/// the medians compared. One round is the historical order (backfill, the dump, mydumper).
 #[tokio::main]
 async fn main() {
     let args: Vec<u64> = std::env::args()
@@ -346,85 +455,172 @@ async fn main() {
     fill(&src, "bench", rows);
     eprintln!("filled {rows} rows in {:.1} s", t0.elapsed().as_secs_f64());
     let sizes = (rows, window_rows, page_rows);
-    let mut done = Vec::new();
-    let mut materials = 0;
+    let tools = tools(rounds);
+    let mut m = Measured::default();
     for r in 0..rounds {
-        let (b, d, rss);
-        if r % 2 == 0 {
-            let x = backfill_round(&src, &tgt, r, sizes).await;
-            (b, rss, materials) = x;
-            d = dump_round(&src, &tgt, r, rows);
-        } else {
-            d = dump_round(&src, &tgt, r, rows);
-            let x = backfill_round(&src, &tgt, r, sizes).await;
-            (b, rss, materials) = x;
-        }
-        eprintln!(
-            "round {r} ({} first): backfill {b:.2} s, mariadb-dump | mariadb {d:.2} s: {:.2}x",
-            if r % 2 == 0 { "backfill" } else { "dump" },
-            b / d
-        );
-        done.push(Round {
-            backfill: b,
-            rss,
-            dump: d,
-        });
-        if rounds > 1 {
-            clear_round(&tgt, r);
+        for i in 0..tools.len() {
+            let tool = tools[(r + i) % tools.len()];
+            run_tool(tool, (&src, &tgt), r, sizes, &mut m).await;
+            clear_copies(&tgt);
         }
     }
-    let m_secs = if rounds == 1 {
-        mydumper(&src, &tgt, rows, window_rows)
-    } else {
-        None
-    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("load average at the end: {}", load.trim());
-    let b_secs = median(done.iter().map(|x| x.backfill).collect());
-    let d_secs = median(done.iter().map(|x| x.dump).collect());
-    let b_rss = done.iter().map(|x| x.rss).fold(0.0, f64::max);
-    if rounds > 1 {
-        println!(
-            "rounds: {}",
-            done.iter()
-                .map(|x| format!("{:.2}/{:.2}", x.backfill, x.dump))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!("medians of {rounds} alternating rounds:");
+    if std::env::var("BENCH_ALL").is_ok_and(|v| v == "1") {
+        print_all(&m, &tools, sizes, rounds);
+    } else {
+        print_classic(&m, &tools, sizes, rounds);
     }
+}
+
+/// The historical table: backfill against the dump and mydumper.
+fn print_classic(m: &Measured, tools: &[Tool], sizes: (i64, u64, u64), rounds: usize) {
+    let (rows, window_rows, page_rows) = sizes;
+    let b = tools[0];
+    if rounds > 1 {
+        let pairs: Vec<String> = m.secs[&b]
+            .iter()
+            .zip(&m.secs[&Tool::Dump])
+            .map(|(x, y)| format!("{x:.2}/{y:.2}"))
+            .collect();
+        println!("rounds: {}", pairs.join(", "));
+        println!("medians of {rounds} rotating rounds:");
+    }
+    let (b_secs, d_secs) = (m.median(b), m.median(Tool::Dump));
     println!(
-        "| rows | window/page | backfill windows | mariadb-dump \\| mariadb | ratio | mydumper/myloader -t 2 | ratio | serve peak RSS | materials |"
+        "| rows | window/page | {} | mariadb-dump \\| mariadb | ratio | mydumper/myloader -t 2 | ratio | serve peak RSS | materials |",
+        b.name()
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    let m = match m_secs {
-        Some(m) => (format!("{m:.2} s"), format!("{:.2}x", b_secs / m)),
-        None if rounds > 1 => ("-".into(), "-".into()),
-        None => ("not installed".into(), "-".into()),
+    let my = match m.secs.get(&Tool::Mydumper) {
+        Some(_) => {
+            let x = m.median(Tool::Mydumper);
+            (format!("{x:.2} s"), format!("{:.2}x", b_secs / x))
+        }
+        None => ("-".into(), "-".into()),
     };
     println!(
-        "| {rows} | {window_rows}/{page_rows} | {b_secs:.2} s | {d_secs:.2} s | {:.2}x | {} | {} | {b_rss:.0} MiB | {:.0} MiB |",
+        "| {rows} | {window_rows}/{page_rows} | {b_secs:.2} s | {d_secs:.2} s | {:.2}x | {} | {} | {:.0} MiB | {:.0} MiB |",
         b_secs / d_secs,
-        m.0,
-        m.1,
-        materials as f64 / 1048576.0
+        my.0,
+        my.1,
+        m.rss,
+        m.materials as f64 / 1048576.0
     );
 }
 
-/// `mydumper --trx-consistency-only -t 2 -r CHUNK` of the table, then `myloader -t 2` into
-/// `bench_m` on the target; the time of both (None when mydumper is not installed).
-fn mydumper(src: &Server, tgt: &Server, rows: i64, chunk: u64) -> Option<f64> {
-    if Command::new("mydumper").arg("--version").output().is_err() {
-        eprintln!("mydumper is not installed (apt-get install -y mydumper): skipped");
-        return None;
+/// `BENCH_ALL=1`: every tool's median and every ratio of backfill to a peer, one line.
+fn print_all(m: &Measured, tools: &[Tool], sizes: (i64, u64, u64), rounds: usize) {
+    let (rows, window_rows, page_rows) = sizes;
+    for t in tools {
+        let v: Vec<String> = m.secs[t].iter().map(|x| format!("{x:.2}")).collect();
+        println!("{}: {} s", t.name(), v.join(", "));
     }
+    let settings = format!(
+        "{}, {} indexes, {}",
+        if std::env::var("BENCH_DURABLE").is_ok_and(|v| v == "1") {
+            "durable"
+        } else {
+            "harness settings"
+        },
+        if indexes() { "2" } else { "no" },
+        if key_mode().is_empty() {
+            "id key".to_string()
+        } else {
+            format!("{} key", key_mode())
+        },
+    );
+    println!("medians of {rounds} rotating rounds ({settings}):");
+    let cell = |t: Tool| {
+        m.secs
+            .get(&t)
+            .map_or("-".to_string(), |_| format!("{:.2} s", m.median(t)))
+    };
+    let ratio = |a: Tool, b: Tool| match (m.secs.get(&a), m.secs.get(&b)) {
+        (Some(_), Some(_)) => format!("{:.2}x", m.median(a) / m.median(b)),
+        _ => "-".to_string(),
+    };
+    println!(
+        "| rows | window/page | settings | to STREAMING | windows only | dump\\|load | mydumper -t 2 | LOAD DATA x2 | STREAMING / mydumper | STREAMING / dump | STREAMING / LOAD DATA | windows / mydumper | serve peak RSS |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {rows} | {window_rows}/{page_rows} | {settings} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB |",
+        cell(Tool::Streaming),
+        cell(Tool::Windows),
+        cell(Tool::Dump),
+        cell(Tool::Mydumper),
+        cell(Tool::LoadData),
+        ratio(Tool::Streaming, Tool::Mydumper),
+        ratio(Tool::Streaming, Tool::Dump),
+        ratio(Tool::Streaming, Tool::LoadData),
+        ratio(Tool::Windows, Tool::Mydumper),
+        m.rss
+    );
+}
+
+/// The table's rows written by the source's client as two tab-separated files (halves by
+/// `id`, before the clock starts), then loaded into `bench_l{r}` on the target by two
+/// `LOAD DATA LOCAL INFILE` at once; the load's seconds.
+fn load_data(src: &Server, tgt: &Server, r: usize, rows: i64) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let half = rows / 2;
+    let files: Vec<std::path::PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("t{i}.tsv")))
+        .collect();
+    for (i, f) in files.iter().enumerate() {
+        let cond = if i == 0 {
+            format!("id <= {half}")
+        } else {
+            format!("id > {half}")
+        };
+        let dump = format!(
+            "mariadb --no-defaults -h127.0.0.1 -uroot -P{} -B -N -e \
+             \"SET time_zone = '+00:00'; SELECT * FROM bench.t WHERE {cond}\" > {}",
+            src.port(),
+            f.display()
+        );
+        let ok = Command::new("bash")
+            .args(["-o", "pipefail", "-c", &dump])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "{dump}");
+    }
+    let db = format!("bench_l{r}");
+    tgt.sql(&format!("CREATE DATABASE {db}"));
+    tgt.sql_in(&db, &ddl());
+    let load: Vec<String> = files
+        .iter()
+        .map(|f| {
+            format!(
+                "mariadb --no-defaults --local-infile=1 -h127.0.0.1 -uroot -P{} {db} -e \
+                 \"SET time_zone = '+00:00'; LOAD DATA LOCAL INFILE '{}' INTO TABLE t\" &",
+                tgt.port(),
+                f.display()
+            )
+        })
+        .collect();
+    let cmd = format!("{} wait; echo MAXRSS_KB=0 >&2", load.join("\n"));
+    let (secs, _) = timed(Command::new("bash").args(["-c", &cmd]));
+    assert_eq!(
+        tgt.sql_in(&db, "SELECT COUNT(*) FROM t"),
+        rows.to_string(),
+        "LOAD DATA loaded every row"
+    );
+    secs
+}
+
+/// `mydumper --trx-consistency-only -t 2 -r CHUNK` of the table, then `myloader -t 2` into
+/// `bench_m{r}` on the target; the time of both.
+fn mydumper(src: &Server, tgt: &Server, r: usize, rows: i64, chunk: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dump");
-    tgt.sql("CREATE DATABASE bench_m");
+    let db = format!("bench_m{r}");
+    tgt.sql(&format!("CREATE DATABASE {db}"));
     let cmd = format!(
         "mydumper -h 127.0.0.1 -u root -P {} -B bench -t 2 -r {chunk} \
          --trx-consistency-only -o {out} && \
-         myloader -h 127.0.0.1 -u root -P {} -d {out} -B bench_m -t 2 && \
+         myloader -h 127.0.0.1 -u root -P {} -d {out} -B {db} -t 2 && \
          echo MAXRSS_KB=0 >&2",
         src.port(),
         tgt.port(),
@@ -432,11 +628,11 @@ fn mydumper(src: &Server, tgt: &Server, rows: i64, chunk: u64) -> Option<f64> {
     );
     let (secs, _) = timed(Command::new("bash").args(["-o", "pipefail", "-c", &cmd]));
     assert_eq!(
-        tgt.sql_in("bench_m", "SELECT COUNT(*) FROM t"),
+        tgt.sql_in(&db, "SELECT COUNT(*) FROM t"),
         rows.to_string(),
         "myloader loaded every row"
     );
-    Some(secs)
+    secs
 }
 
 fn dir_size(p: &std::path::Path) -> u64 {
