@@ -186,12 +186,12 @@ fn indexes(server: &Server, db: &str, table: &str, key: &[&str], source: bool) -
 }
 
 /// One column's bytes as hex, rendered by the server; `N` for NULL (hex never has it).
-fn hex_expr(c: &str) -> String {
+pub fn hex_expr(c: &str) -> String {
     format!("IFNULL(HEX(CAST(`{c}` AS BINARY)), 'N')")
 }
 
 /// [`hex_expr`] of a column of `column_type`: a FLOAT through its exact DOUBLE.
-fn value_expr(c: &str, column_type: &str) -> String {
+pub fn value_expr(c: &str, column_type: &str) -> String {
     if column_type.starts_with("float") {
         return format!("IFNULL(HEX(CAST(CAST(`{c}` AS DOUBLE) AS BINARY)), 'N')");
     }

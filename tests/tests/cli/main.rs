@@ -2,6 +2,7 @@
 //! `--config`, status, metrics, verify, secrets and TLS, runbooks, the demo.
 mod config;
 mod demo;
+mod digest;
 mod fleet_status;
 mod install;
 mod install_bulk;
