@@ -505,8 +505,8 @@ impl Case {
 
     /// Asserts that the target table holds exactly the source table's rows, compared by the
     /// two servers alone (nothing decoded by the pipeline or by this crate): `CHECKSUM
-    /// TABLE` and [`crate::table_digest`] (per-row `HEX()` of every column, in key order,
-    /// hashed by the server) on each side; on a difference, the keys that differ.
+    /// TABLE` and [`crate::table_digest`] (per row the exact bytes of every column, in key
+    /// order, hashed by the server) on each side; on a difference, the keys that differ.
     pub fn assert_target_equals_source(&self) {
         let cols = ["id", "k", "v"];
         let s = crate::table_digest(self.source, &self.sdb, "t", "id", &cols);

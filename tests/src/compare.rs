@@ -212,12 +212,12 @@ pub fn ident(s: &str) -> String {
 }
 
 /// One column's bytes as hex, rendered by the server; `N` for NULL (hex never has it).
-fn hex_expr(c: &str) -> String {
+pub fn hex_expr(c: &str) -> String {
     format!("IFNULL(HEX(CAST({} AS BINARY)), 'N')", ident(c))
 }
 
 /// [`hex_expr`] of a column of `column_type`: a FLOAT through its exact DOUBLE.
-fn value_expr(c: &str, column_type: &str) -> String {
+pub fn value_expr(c: &str, column_type: &str) -> String {
     if column_type.starts_with("float") {
         return format!(
             "IFNULL(HEX(CAST(CAST({} AS DOUBLE) AS BINARY)), 'N')",

@@ -6,7 +6,8 @@
 //! the real `backfill serve` program to STREAMING and checks the audit and the
 //! independent comparison ([`crate::compare`]).
 //!
-//! Debugging aids (environment): `KEYS_SHAPES=a,b` runs only those shapes,
+//! Debugging aids (environment): `KEYS_SHAPES=a,b` runs only those shapes (a name that
+//! is no shape, or a filter that selects none of a test's shapes, fails that test),
 //! `KEYS_SERVE_LOG` is the serve child's RUST_LOG (default `error`), `KEYS_DEBUG_LOCKS=1`
 //! prints the target's InnoDB transactions and locks while it has not caught up, and
 //! `KEYS_EXPLAIN=1` turns the target's general log on and prints every DELETE the
@@ -484,14 +485,14 @@ pub async fn each_shape(group: &str, shapes: &[Shape]) {
     let mut failed = Vec::new();
     // KEYS_SHAPES=name,name runs only those (while debugging one shape).
     let only = std::env::var("KEYS_SHAPES").ok();
-    for s in shapes {
-        if only
-            .as_ref()
-            .is_some_and(|o| !o.split(',').any(|n| n == s.name))
-        {
-            eprintln!("key shape {}: not run (KEYS_SHAPES={only:?})", s.name);
-            continue;
-        }
+    let run = select(shapes, only.as_deref()).unwrap_or_else(|e| panic!("{group}: {e}"));
+    for s in shapes
+        .iter()
+        .filter(|s| !run.iter().any(|r| r.name == s.name))
+    {
+        eprintln!("key shape {}: not run (KEYS_SHAPES={only:?})", s.name);
+    }
+    for s in &run {
         let prefix = format!("k{group}{}", s.name.len());
         let shape = *s;
         let r = tokio::spawn(async move { end_to_end(&prefix, shape).await }).await;
@@ -510,9 +511,77 @@ pub async fn each_shape(group: &str, shapes: &[Shape]) {
     );
 }
 
+/// The shapes of a group that `only` (`KEYS_SHAPES`: names, comma-separated) selects;
+/// all of them without a filter. A name that is no shape of [`shapes::ALL`] (a typo) or a
+/// filter that selects none of the group's shapes is an error: a run that copies no
+/// table must fail, not pass.
+pub fn select(shapes: &[Shape], only: Option<&str>) -> Result<Vec<Shape>, String> {
+    let Some(only) = only else {
+        return Ok(shapes.to_vec());
+    };
+    let names: Vec<&str> = only
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    let known = |n: &str| shapes::ALL.iter().chain(shapes).any(|s| s.name == n);
+    let unknown: Vec<&str> = names.iter().copied().filter(|n| !known(n)).collect();
+    let group: Vec<&str> = shapes.iter().map(|s| s.name).collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "KEYS_SHAPES={only:?} names no key shape {unknown:?}; this group has {group:?}"
+        ));
+    }
+    let run: Vec<Shape> = shapes
+        .iter()
+        .filter(|s| names.contains(&s.name))
+        .copied()
+        .collect();
+    if run.is_empty() {
+        return Err(format!(
+            "KEYS_SHAPES={only:?} selects none of this group's shapes {group:?}: nothing \
+             would run"
+        ));
+    }
+    Ok(run)
+}
+
 fn q(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
 /// The shapes of issue 14's acceptance list, and a few more.
 pub mod shapes;
+
+#[cfg(test)]
+mod tests {
+    use super::select;
+    use super::shapes::{INT_INT, INT_VARCHAR50_DATE, SMALLINT_UNSIGNED};
+
+    fn names(only: Option<&str>) -> Result<Vec<&'static str>, String> {
+        let group = [SMALLINT_UNSIGNED, INT_INT];
+        select(&group, only).map(|v| v.iter().map(|s| s.name).collect())
+    }
+
+    #[test]
+    fn keys_shapes_selects_named_shapes_and_fails_when_it_selects_none() {
+        assert_eq!(names(None), Ok(vec!["smallint_unsigned", "int_int"]));
+        assert_eq!(names(Some("int_int")), Ok(vec!["int_int"]));
+        assert_eq!(
+            names(Some(" int_int , smallint_unsigned")).unwrap().len(),
+            2
+        );
+        // A shape of another group: this group runs none of it.
+        let e = names(Some(INT_VARCHAR50_DATE.name)).unwrap_err();
+        assert!(e.contains("selects none"), "{e}");
+        // A typo, alone or beside a real name.
+        for typo in ["int_itn", "int_int,int_itn"] {
+            let e = names(Some(typo)).unwrap_err();
+            assert!(e.contains("names no key shape [\"int_itn\"]"), "{e}");
+        }
+        for empty in ["", ","] {
+            let e = names(Some(empty)).unwrap_err();
+            assert!(e.contains("selects none"), "{e}");
+        }
+    }
+}

@@ -66,9 +66,12 @@ pub fn checksum(server: &harness::Server, db: &str, table: &str) -> String {
 }
 
 /// A digest of `db.table` computed by the server alone, independent of any decoding by
-/// the pipeline (or by this crate): every row as `HEX()` of each of `columns` (NULL kept
-/// apart from any value), in key order, folded into one SHA2 by the server, with the row
-/// count. Two servers holding the same rows give the same answer.
+/// the pipeline (or by this crate): every row as the exact rendering of each of `columns`
+/// that [`compare`] uses (the hex of the value's bytes: a DECIMAL's text with its scale,
+/// a DOUBLE's shortest round-trip text, a FLOAT through its exact widening to DOUBLE, the
+/// type read from `information_schema`; NULL kept apart from any value), in key order,
+/// folded into one SHA2 by the server, with the row count. Two servers holding the same
+/// rows give the same answer; plain `HEX()` would round a DECIMAL or FLOAT to an integer.
 pub fn table_digest(
     server: &harness::Server,
     db: &str,
@@ -76,14 +79,38 @@ pub fn table_digest(
     key: &str,
     columns: &[&str],
 ) -> String {
-    server.sql_in(db, &digest_sql(table, key, columns))
+    let types = server.sql(&format!(
+        "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}'"
+    ));
+    let type_of = |c: &str| {
+        types
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .find(|(n, _)| *n == c)
+            .map(|(_, t)| t.to_string())
+            .unwrap_or_else(|| panic!("{db}.{table} has no column {c}"))
+    };
+    let exprs: Vec<String> = columns
+        .iter()
+        .map(|c| compare::value_expr(c, &type_of(c)))
+        .collect();
+    server.sql_in(db, &digest_of(table, key, &exprs))
 }
 
-/// The statement of [`table_digest`] (one row: count, digest).
+/// The statement of [`table_digest`] (one row: count, digest) for a table without FLOAT
+/// columns (their type is not known here: [`table_digest`] widens them).
 pub fn digest_sql(table: &str, key: &str, columns: &[&str]) -> String {
-    let row = columns
+    let exprs: Vec<String> = columns.iter().map(|c| compare::hex_expr(c)).collect();
+    digest_of(table, key, &exprs)
+}
+
+/// Count and SHA2 of the rows of `table` rendered as `exprs` (each `N` for NULL), in key
+/// order.
+fn digest_of(table: &str, key: &str, exprs: &[String]) -> String {
+    let row = exprs
         .iter()
-        .map(|c| format!("IFNULL(CONCAT('v', HEX(`{c}`)), 'n')"))
+        .map(|e| format!("CONCAT('v', {e})"))
         .collect::<Vec<_>>()
         .join(", ");
     format!(

@@ -1,5 +1,6 @@
 //! A concurrent writer of the crash matrix (issue 34): every kind of change a source
-//! takes, on the case table `t (id, k, v)` or a table of its shape, and every statement
+//! takes, on the case table `t (id, k, v)` or tables of its shape (one writer may spread
+//! its steps over several: [`Workload::across`]), and every statement
 //! must succeed (an error fails the test; attempts are never counted as writes). Per
 //! step, by a seeded random choice over the keys the writer knows to exist: an insert of a
 //! new key, an update, a delete, a key change, a multi-statement transaction (update,
@@ -53,10 +54,23 @@ impl Workload {
     /// are 1..=rows now, pausing `pause` after each step (several writers on one source
     /// share its pace).
     pub fn on(url: String, table: &str, rows: i64, seed: u64, pause: Duration) -> Workload {
+        Workload::across(url, &[table.to_string()], rows, seed, pause)
+    }
+
+    /// Starts writing to `tables` (each of the shape of `t`, with keys 1..=rows now) of the
+    /// database in `url` over one connection: each step on a table chosen at random.
+    pub fn across(
+        url: String,
+        tables: &[String],
+        rows: i64,
+        seed: u64,
+        pause: Duration,
+    ) -> Workload {
+        assert!(!tables.is_empty(), "a writer of no table");
         let stop = Arc::new(AtomicBool::new(false));
         let to = Target {
             url,
-            table: table.to_string(),
+            tables: tables.to_vec(),
             pause,
         };
         let task = tokio::spawn(run(to, rows, seed, stop.clone()));
@@ -73,14 +87,17 @@ impl Workload {
 /// Where a writer writes and at what pace.
 struct Target {
     url: String,
-    table: String,
+    tables: Vec<String>,
     pause: Duration,
 }
 
 struct Writer {
     conn: mysql_async::Conn,
+    /// The table of this step (one of `tables`) and the keys it holds.
     table: String,
     live: Vec<i64>,
+    /// The other tables, with their keys.
+    others: Vec<(String, Vec<i64>)>,
     next: i64,
     /// The keys filled before the writer (the large update's range lies among them).
     first: i64,
@@ -90,12 +107,14 @@ struct Writer {
 
 async fn run(to: Target, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts {
     let opts = mysql_async::Opts::from_url(&to.url).expect("a writer URL");
+    let mut tables = to.tables.into_iter();
     let mut w = Writer {
         conn: mysql_async::Conn::new(opts)
             .await
             .expect("the writer connects"),
-        table: to.table,
+        table: tables.next().expect("a table"),
         live: (1..=rows).collect(),
+        others: tables.map(|t| (t, (1..=rows).collect())).collect(),
         next: 10_000_000,
         first: rows,
         rng: rand::rngs::StdRng::seed_from_u64(seed),
@@ -103,6 +122,7 @@ async fn run(to: Target, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts 
     };
     let mut step = 0u64;
     while !stop.load(Ordering::SeqCst) {
+        w.switch();
         w.step(step).await;
         step += 1;
         tokio::time::sleep(to.pause).await;
@@ -111,6 +131,18 @@ async fn run(to: Target, rows: i64, seed: u64, stop: Arc<AtomicBool>) -> Counts 
 }
 
 impl Writer {
+    /// Makes a table chosen at random (of several) the one of the next step.
+    fn switch(&mut self) {
+        if self.others.is_empty() {
+            return;
+        }
+        let i = self.rng.random_range(0..=self.others.len());
+        if let Some((t, live)) = self.others.get_mut(i) {
+            std::mem::swap(&mut self.table, t);
+            std::mem::swap(&mut self.live, live);
+        }
+    }
+
     /// A key the writer knows to exist (it never empties the table: inserts keep pace).
     fn pick(&mut self) -> (usize, i64) {
         let i = self.rng.random_range(0..self.live.len());

@@ -83,3 +83,24 @@ pub fn end(mut child: Child, within: Duration) -> Option<i32> {
     child.wait().unwrap();
     None
 }
+
+/// How a run armed at one fault point ended: [`end`], and whether the probe's stderr (a
+/// pipe: [`Probe::pipe_stderr`]) shows the exit line of `point` (`kernel::failpoint`),
+/// i.e. the run died AT that point and not otherwise. Returns (exit code, hit, stderr).
+pub fn end_at(mut child: Child, within: Duration, point: &str) -> (Option<i32>, bool, String) {
+    let mut pipe = child.stderr.take().expect("the probe's stderr is piped");
+    // Read while it runs: a full pipe would otherwise block the probe.
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut s);
+        s
+    });
+    let code = end(child, within);
+    let err = reader.join().expect("the stderr reader");
+    let line = format!(
+        "failpoint {point}: exiting with status {}",
+        kernel::failpoint::EXIT_CODE
+    );
+    let hit = code == Some(kernel::failpoint::EXIT_CODE) && err.contains(&line);
+    (code, hit, err)
+}

@@ -1,6 +1,27 @@
 //! The key shapes of the end-to-end suites (issue 14's acceptance list and a few more).
 use super::{q, Shape, SPACE};
 
+/// Every shape of this module (`KEYS_SHAPES` may name only these).
+pub const ALL: [Shape; 17] = [
+    SMALLINT_UNSIGNED,
+    BIGINT_UNSIGNED,
+    INT_INT,
+    INT_CHAR4,
+    INT_VARCHAR50_DATE,
+    CHAR3_CHAR30,
+    INT_DATETIME_DATE_TIME,
+    INT_ENUM,
+    CHAR3,
+    VARCHAR255_GENERAL_CI,
+    BINARY16,
+    INET6,
+    INET4,
+    BIGINT_UNSIGNED_UUID,
+    REORDERED,
+    DECIMAL_TIMESTAMP_YEAR_SET,
+    UNIQUE_VARCHAR_INT,
+];
+
 pub const SMALLINT_UNSIGNED: Shape = Shape {
     name: "smallint_unsigned",
     columns: "id SMALLINT UNSIGNED NOT NULL",

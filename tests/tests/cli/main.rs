@@ -4,6 +4,7 @@
 mod config;
 mod dashboard;
 mod demo;
+mod digest;
 mod fleet_status;
 mod help;
 mod install;

@@ -12,8 +12,9 @@
 //! metrics do. At the end every table is STREAMING and compares clean with the
 //! independent comparator (`backfill_tests::compare`).
 //!
-//! A writer touches random rows of random tables (`POOLS_WRITER_RATE` statements/s,
-//! default 20) while serve bootstraps; then a second `serve --exit-when-idle` catches up
+//! A writer (`backfill_tests::workload`: inserts, updates, deletes, primary-key changes,
+//! multi-statement and rolled-back transactions) changes random tables
+//! (`POOLS_WRITER_RATE` steps/s, default 20) while serve bootstraps; then a second `serve --exit-when-idle` catches up
 //! and the tables are compared; then serve runs idle for `POOLS_IDLE_SECS` (default 3) to
 //! measure the idle cost (CPU, state-store queries/s; the figure is the last half, and at
 //! 1 000 tables the restart's re-audits take about a minute: use 120) and stops on SIGTERM. The sizes are
@@ -39,6 +40,7 @@ use backfill_tests::bf::install::{InstallRequest, TableName};
 use backfill_tests::bf::store::commands;
 use backfill_tests::case::DDL;
 use backfill_tests::compare::compare;
+use backfill_tests::workload::Workload;
 use harness::{Server, ServerOpts};
 use kernel::ids::{Generation, JobId};
 use ledger::journal::Journal;
@@ -425,35 +427,15 @@ async fn watch(child: &mut std::process::Child, root_state: &str, addr: &str) ->
     }
 }
 
-/// Updates a random row of a random table, `rate` statements a second (root, so the
-/// sampler does not count it), until `stop`; returns how many it ran.
-fn writer(source: &Server, sdb: &str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
-    let (url, sdb) = (source.url_db(sdb), sdb.to_string());
+/// The workload's writer (`backfill_tests::workload`: inserts, updates, deletes, key
+/// changes, multi-statement and rolled-back transactions, a large update every 40th step)
+/// over every table, each step on a random one, about `rate` steps a second (root, so the
+/// sampler does not count it); every statement must succeed.
+fn writer(source: &Server, sdb: &str) -> Workload {
     let rate = env("POOLS_WRITER_RATE", 20).max(1);
-    let (n_tables, n_rows) = (tables() as u64, rows() as u64);
-    tokio::spawn(async move {
-        let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
-            .await
-            .unwrap();
-        let every = Duration::from_secs_f64(1.0 / rate as f64);
-        let mut tick = tokio::time::interval(every);
-        let (mut n, mut x) = (0u64, 0x9e37_79b9_7f4a_7c15u64);
-        while !stop.load(Ordering::SeqCst) {
-            tick.tick().await;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let (t, id) = (x % n_tables + 1, (x >> 20) % n_rows + 1);
-            c.query_drop(format!(
-                "UPDATE {sdb}.t{t} SET k = k + 1, v = 'w{n}' WHERE id = {id}"
-            ))
-            .await
-            .unwrap();
-            n += 1;
-        }
-        let _ = c.disconnect().await;
-        n
-    })
+    let tables: Vec<String> = (1..=tables()).map(|i| format!("t{i}")).collect();
+    let pause = Duration::from_secs_f64(1.0 / rate as f64);
+    Workload::across(source.url_db(sdb), &tables, rows(), 17, pause)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -484,7 +466,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     };
     let stop = Arc::new(AtomicBool::new(false));
     let seen = sampler(source.url(), target.url(), addr.clone(), stop.clone());
-    let writes = writer(&source, &sdb, stop.clone());
+    let writes = writer(&source, &sdb);
     let t1 = Instant::now();
     let before = Load::now(&source, &target);
     let com_before = com_counts(&target);
@@ -495,7 +477,7 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     let ran = t1.elapsed();
     let load = Load::now(&source, &target).since(&before);
     stop.store(true, Ordering::SeqCst);
-    let (seen, writes) = (seen.await.unwrap(), writes.await.unwrap());
+    let (seen, writes) = (seen.await.unwrap(), writes.stop().await);
     let exit = child.wait().unwrap();
     let (out, err) = output(&log);
     assert!(
@@ -505,10 +487,11 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
     );
     eprintln!(
         "pools: {} tables x {} rows installed in {installed:?}, serve to idle in {ran:?} \
-         under {writes} writes (peak RSS {:.0} MiB); {seen:?}; {} status runs answered, \
+         under {} writes {writes:?} (peak RSS {:.0} MiB); {seen:?}; {} status runs answered, \
          slowest {:?}",
         tables(),
         rows(),
+        writes.total(),
         w.peak_rss_mib,
         w.statuses,
         w.slowest
@@ -527,6 +510,10 @@ async fn a_hundred_and_twenty_tables_stay_under_the_connection_bound_per_server(
         "the sampler saw serve: {seen:?}"
     );
     assert!(w.statuses >= 1, "status ran during serve");
+    assert!(
+        writes.inserts > 0 && writes.updates > 0 && writes.deletes > 0 && writes.key_changes > 0,
+        "the writer inserted, updated, deleted and changed keys: {writes:?}"
+    );
     assert!(w.pools_seen, "the metrics showed the connection pools");
     pool_peaks_within_bounds(&w.last_metrics);
     assert!(w.status_pools, "status showed the connection pools");
@@ -809,7 +796,7 @@ async fn every_job_streams_clean(
             .map(|h| h.record.phase);
         assert_eq!(phase, Some(Phase::Streaming), "{table} (job {job})");
         let d = compare(source, sdb, target, tdb, table, &["id"]);
-        assert!(d.is_clean() && d.rows == rows() as usize, "{table}: {d}");
+        assert!(d.is_clean() && d.rows > 0, "{table}: {d}");
     }
     pool.close().await;
 }
