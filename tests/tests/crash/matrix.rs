@@ -375,6 +375,7 @@ async fn every_fault_point_killed_under_writes_converges_exactly_once() {
     let work: Vec<(usize, &'static str)> = (0..rounds as usize)
         .flat_map(|r| points.iter().map(move |(i, p)| (r * 1000 + i, *p)))
         .collect();
+    let last = points.last().map_or(0, |(i, _)| *i);
     // Two points at a time: each has its own databases and serve processes.
     for pair in work.chunks(2) {
         let done = match pair {
@@ -385,8 +386,19 @@ async fn every_fault_point_killed_under_writes_converges_exactly_once() {
             [(i, p)] => vec![(*i, *p, run_point(*i, p).await)],
             _ => unreachable!("chunks of two"),
         };
+        let round_done = done.iter().any(|(i, _, _)| i % 1000 == last);
         for (i, p, r) in done {
             rows.entry(i % 1000).or_insert((p, Row::default())).1.add(r);
+        }
+        if round_done && rounds > 1 {
+            // A long run (`scripts/chaos`) shows its totals after every round, so a run
+            // stopped early still says what it proved.
+            let round = pair.last().map_or(0, |(i, _)| i / 1000) + 1;
+            eprintln!(
+                "crash matrix: round {round} of {rounds} done in {:?}",
+                t0.elapsed()
+            );
+            print(&rows);
         }
     }
     eprintln!("crash matrix: {rounds} round(s) in {:?}", t0.elapsed());
