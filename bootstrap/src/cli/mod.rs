@@ -17,6 +17,7 @@ pub mod repoint;
 pub mod run;
 pub mod serve;
 pub mod status;
+mod words;
 
 /// Success.
 pub const EXIT_OK: i32 = 0;
