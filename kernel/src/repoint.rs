@@ -64,7 +64,7 @@ pub fn lacks(g: &Gtid, why: &str) -> Error {
 pub async fn check_new_source(conn: &mut mysql_async::Conn, d: &Position) -> Result<NewSource> {
     if d.open_chunks() > 0 {
         return Err(refused(format!(
-            "repoint refused: L holds {} chunk(s) of a group that is not complete after D {}; \
+            "repoint refused: the change log holds {} chunk(s) of a group that is not complete after the capture position {}; \
              a group is never continued on another server. Start serve on the old source \
              until the group is complete, or re-install the tables",
             d.open_chunks(),
@@ -73,7 +73,7 @@ pub async fn check_new_source(conn: &mut mysql_async::Conn, d: &Position) -> Res
     }
     let Some(g) = d.restart.gtid.clone() else {
         return Err(refused(format!(
-            "repoint refused: D {} has no GTID (the old source logged none), so no other \
+            "repoint refused: the capture position {} has no GTID (the old source logged none), so no other \
              server can be checked to hold it",
             d.restart.pos
         )));

@@ -64,7 +64,7 @@ pub enum ApplyError {
     #[error(transparent)]
     Failed(#[from] Error),
     /// COMMIT was sent and no answer came back: resolve by reading T on a new connection.
-    #[error("outcome unknown ({0}); resolve it by reading T on a new connection")]
+    #[error("outcome unknown ({0}); resolve it by reading the target ledger on a new connection")]
     Unknown(String),
 }
 
@@ -241,7 +241,7 @@ pub async fn apply_page_resolved(
             match res? {
                 Resolution::Committed => Ok(Applied::Committed),
                 Resolution::NotCommitted => Err(Error::transient(format!(
-                    "{m}; T shows it was not committed: retry"
+                    "{m}; the target ledger shows it was not committed: retry"
                 ))),
             }
         }
@@ -283,7 +283,7 @@ pub(crate) async fn write_cursor(
     next: &ReplayCursor,
 ) -> Result<bool> {
     let gtid = next.end.gtid.as_ref().map(|g| g.to_string());
-    let what = format!("advancing T's cursor of {}", ctx.who());
+    let what = format!("advancing the target ledger's cursor of {}", ctx.who());
     match expect {
         None => {
             let r = tx
@@ -399,7 +399,7 @@ pub async fn apply_groups(
     .await;
     replanned(passes, || {
         format!(
-            "{}: T's cursor kept moving under this apply (another writer?)",
+            "{}: the target ledger's cursor kept moving under this apply (another writer?)",
             ctx.who()
         )
     })

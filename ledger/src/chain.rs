@@ -132,7 +132,7 @@ pub fn verify(
     let r = root(job, generation, entries);
     if r != j_root {
         out.push(format!(
-            "range chain root recomputes to {r} but J records {j_root}"
+            "range chain root recomputes to {r} but the journal records {j_root}"
         ));
     }
     out

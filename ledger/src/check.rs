@@ -33,7 +33,7 @@ pub fn journal(job: JobId, generation: Generation, rows: &[StoredRow]) -> Vec<St
     let mut prev_digest = journal_genesis(job, generation);
     let mut prev_rec: Option<JournalRecord> = None;
     for (i, r) in rows.iter().enumerate() {
-        let w = format!("J record {} of job {job} {generation}", r.seq);
+        let w = format!("journal record {} of job {job} {generation}", r.seq);
         if r.seq != i as u64 + 1 {
             out.push(format!("{w}: expected seq {}", i + 1));
         }
@@ -78,7 +78,7 @@ pub fn range_chain(
     let mut out = chain::verify(job, generation, plan, &entries, head.chain_root, complete);
     if entries.len() != head.completed as usize {
         out.push(format!(
-            "J counts {} completed windows but the range chain holds {}",
+            "the journal counts {} completed windows but the range chain holds {}",
             head.completed,
             entries.len()
         ));
@@ -260,12 +260,15 @@ pub fn t_credentials(creds: &[PageCredential], manifests: &[WindowManifest]) -> 
     for c in creds {
         let k = (c.window.0, c.page.0);
         if seen.insert(k, ()).is_some() {
-            out.push(format!("T holds {}{} twice", c.window, c.page));
+            out.push(format!(
+                "the target ledger holds {}{} twice",
+                c.window, c.page
+            ));
         }
         match want.get(&k) {
-            None => out.push(format!("T holds a credential for {}{} that no sealed manifest names", c.window, c.page)),
+            None => out.push(format!("the target ledger holds a credential for {}{} that no sealed manifest names", c.window, c.page)),
             Some(w) if w != c => out.push(format!(
-                "T credential {}{} (attempt {}, {} rows, {}) differs from the manifest (attempt {}, {} rows, {})",
+                "target ledger credential {}{} (attempt {}, {} rows, {}) differs from the manifest (attempt {}, {} rows, {})",
                 c.window, c.page, c.attempt.0, c.rows, c.digest, w.attempt.0, w.rows, w.digest
             )),
             Some(_) => {}
@@ -274,7 +277,7 @@ pub fn t_credentials(creds: &[PageCredential], manifests: &[WindowManifest]) -> 
     for (k, w) in &want {
         if !seen.contains_key(k) {
             out.push(format!(
-                "T has no credential for FINAL page {}{}",
+                "the target ledger has no credential for FINAL page {}{}",
                 w.window, w.page
             ));
         }
@@ -293,7 +296,7 @@ pub async fn journal_and_chain_in(
     let rows = j.rows(job, generation).await?;
     let mut out = journal(job, generation, &rows);
     let Some(last) = rows.last() else {
-        out.push(format!("job {job} {generation} has no J record"));
+        out.push(format!("job {job} {generation} has no journal record"));
         return Ok(out);
     };
     let Ok(head) = JournalRecord::decode(&last.bytes) else {
@@ -339,24 +342,24 @@ pub fn replay_reached(
     match (cursor, last_before_f) {
         (None, None) => vec![],
         (Some(c), None) => vec![format!(
-            "T holds a replay cursor at {} but L has no change of the table up to F",
+            "the target ledger holds a replay cursor at {} but the change log has no change of the table up to the final fence (F)",
             c.end.pos
         )],
         (None, Some((g, _))) => vec![format!(
-            "T has no replay cursor; replay must reach {}",
+            "the target ledger has no replay cursor; replay must reach {}",
             g.pos
         )],
         (Some(c), Some((g, d))) => match c.end.pos.try_cmp(&g.pos) {
             Ok(Ordering::Less) => vec![format!(
-                "T's cursor {} has not reached {}",
+                "the target ledger's cursor {} has not reached {}",
                 c.end.pos, g.pos
             )],
             Ok(Ordering::Equal) if c.end != *g || c.group_digest != d => vec![format!(
-                "T's cursor at {} names other content than L's group there",
+                "the target ledger's cursor at {} names other content than the change log's group there",
                 g.pos
             )],
             Ok(Ordering::Equal) if c.rows_done != 0 => vec![format!(
-                "T's cursor is inside group {} (sub-cursor {})",
+                "the target ledger's cursor is inside group {} (sub-cursor {})",
                 c.end.pos, c.rows_done
             )],
             // Past F, a sub-cursor is a chunked STREAMING transaction in progress: F's
@@ -374,12 +377,12 @@ pub fn activation(
 ) -> Vec<String> {
     match stored {
         None => vec![format!(
-            "T holds no activation credential for job {} {}",
+            "the target ledger holds no activation credential for job {} {}",
             expected.job, expected.generation
         )],
         Some(a) if a == expected => vec![],
         Some(a) => vec![format!(
-            "T's activation credential {a:?} differs from the recomputed {expected:?}"
+            "the target ledger's activation credential {a:?} differs from the recomputed {expected:?}"
         )],
     }
 }

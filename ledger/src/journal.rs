@@ -79,7 +79,10 @@ impl Journal {
 
     /// Writes the first record. Re-creating with the same record returns the existing head.
     pub async fn create(&self, lease: &Lease, record: JournalRecord) -> Result<Head> {
-        let what = format!("creating J of job {} {}", record.job, record.generation);
+        let what = format!(
+            "creating the journal of job {} {}",
+            record.job, record.generation
+        );
         let mut tx = self.pool.begin().await.map_err(sq(&what))?;
         check_in(&mut tx, lease).await?;
         let prev = journal_genesis(record.job, record.generation);
@@ -90,7 +93,11 @@ impl Journal {
 
     /// The current head, its digest link checked. None before [`Journal::create`].
     pub async fn head(&self, job: JobId, generation: Generation) -> Result<Option<Head>> {
-        let mut conn = self.pool.acquire().await.map_err(sq("reading J"))?;
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(sq("reading the journal"))?;
         head_in(&mut conn, job, generation).await
     }
 
@@ -105,11 +112,11 @@ impl Journal {
         )
         .fetch_all(&self.pool)
         .await
-        .map_err(sq("reading the heads of J"))?;
+        .map_err(sq("reading the heads of the journal"))?;
         rows.iter()
             .map(|r| {
-                let job = JobId(r.try_get("job_id").map_err(sq("reading J"))?);
-                let g = Generation(r.try_get("generation").map_err(sq("reading J"))?);
+                let job = JobId(r.try_get("job_id").map_err(sq("reading the journal"))?);
+                let g = Generation(r.try_get("generation").map_err(sq("reading the journal"))?);
                 decode_row(job, g, r)
             })
             .collect()
@@ -129,7 +136,10 @@ impl Journal {
                 "a completed window is recorded with Journal::complete_window",
             ));
         }
-        let what = format!("appending to J of job {} {}", next.job, next.generation);
+        let what = format!(
+            "appending to the journal of job {} {}",
+            next.job, next.generation
+        );
         let mut tx = self.pool.begin().await.map_err(sq(&what))?;
         check_in(&mut tx, lease).await?;
         let head = insert(&mut tx, lease, expected.seq + 1, expected.digest, &next).await?;
@@ -162,7 +172,7 @@ impl Journal {
             return Err(Error::definite(
                 DefiniteCode::Preparation,
                 format!(
-                    "J root {} is not the chain root {root} after {}",
+                    "journal root {} is not the chain root {root} after {}",
                     next.chain_root, entry.window
                 ),
             ));
@@ -200,11 +210,15 @@ impl Journal {
     }
 
     async fn resolve_dup(&self, seq: u64, next: &JournalRecord) -> Result<Head> {
-        let mut conn = self.pool.acquire().await.map_err(sq("reading J"))?;
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(sq("reading the journal"))?;
         match row_at(&mut conn, next.job, next.generation, seq).await? {
             Some(h) if &h.record == next => Ok(h),
             _ => Err(conflict(format!(
-                "job {} {}: J record {seq} or its range-chain entry already exists with other content; another writer moved J on",
+                "job {} {}: journal record {seq} or its range-chain entry already exists with other content; another writer moved the journal on",
                 next.job, next.generation
             ))),
         }
@@ -219,15 +233,18 @@ impl Journal {
         .bind(generation.0)
         .fetch_all(&self.pool)
         .await
-        .map_err(sq("reading J rows"))?;
+        .map_err(sq("reading journal rows"))?;
         rows.iter()
             .map(|r| {
-                let g = |e| sq("reading J rows")(e);
+                let g = |e| sq("reading journal rows")(e);
                 Ok(StoredRow {
                     seq: r.try_get("seq").map_err(g)?,
                     bytes: r.try_get("record").map_err(g)?,
-                    prev: digest_col(&r.try_get::<Vec<u8>, _>("prev_digest").map_err(g)?, "J")?,
-                    digest: digest_col(&r.try_get::<Vec<u8>, _>("digest").map_err(g)?, "J")?,
+                    prev: digest_col(
+                        &r.try_get::<Vec<u8>, _>("prev_digest").map_err(g)?,
+                        "journal",
+                    )?,
+                    digest: digest_col(&r.try_get::<Vec<u8>, _>("digest").map_err(g)?, "journal")?,
                     token: r.try_get("token").map_err(g)?,
                 })
             })
@@ -311,11 +328,11 @@ async fn insert(
             // Our own earlier write whose commit outcome was lost: already committed.
             Some(h) if &h.record == record && h.digest == digest => Ok(h),
             _ => Err(conflict(format!(
-                "job {} {}: J record {seq} already exists with other content; another writer moved J on (re-read the head)",
+                "job {} {}: journal record {seq} already exists with other content; another writer moved the journal on (re-read the head)",
                 record.job, record.generation
             ))),
         },
-        Err(e) => Err(sq("writing J")(e)),
+        Err(e) => Err(sq("writing the journal")(e)),
     }
 }
 
@@ -331,7 +348,7 @@ async fn row_at(
         .bind(seq)
         .fetch_optional(&mut *conn)
         .await
-        .map_err(sq("reading J"))?;
+        .map_err(sq("reading the journal"))?;
     r.map(|r| decode_row(job, generation, &r)).transpose()
 }
 
@@ -345,20 +362,23 @@ async fn head_in(
         .bind(generation.0)
         .fetch_optional(&mut *conn)
         .await
-        .map_err(sq("reading J"))?;
+        .map_err(sq("reading the journal"))?;
     r.map(|r| decode_row(job, generation, &r)).transpose()
 }
 
 fn decode_row(job: JobId, generation: Generation, r: &sqlx::mysql::MySqlRow) -> Result<Head> {
-    let g = |e| sq("reading J")(e);
+    let g = |e| sq("reading the journal")(e);
     let seq: u64 = r.try_get("seq").map_err(g)?;
     let bytes: Vec<u8> = r.try_get("record").map_err(g)?;
-    let prev = digest_col(&r.try_get::<Vec<u8>, _>("prev_digest").map_err(g)?, "J")?;
-    let digest = digest_col(&r.try_get::<Vec<u8>, _>("digest").map_err(g)?, "J")?;
+    let prev = digest_col(
+        &r.try_get::<Vec<u8>, _>("prev_digest").map_err(g)?,
+        "journal",
+    )?;
+    let digest = digest_col(&r.try_get::<Vec<u8>, _>("digest").map_err(g)?, "journal")?;
     let corrupt = |m: String| {
         Error::definite(
             DefiniteCode::EvidenceCorrupt,
-            format!("J record {seq} of job {job} {generation}: {m}"),
+            format!("journal record {seq} of job {job} {generation}: {m}"),
         )
     };
     if link(prev, &bytes) != digest {

@@ -90,7 +90,7 @@ fn locate(
         let g = &groups[k];
         if g.digest != c.group_digest {
             return Err(conflict(format!(
-                "{what} names group {} with hash {} but L's group there hashes to {}: same key, different bytes",
+                "{what} names group {} with hash {} but the change log's group there hashes to {}: same key, different bytes",
                 c.end.pos, c.group_digest, g.digest
             )));
         }
@@ -134,7 +134,7 @@ fn check_row_shape(r: &PartRow) -> Result<(), Definite> {
         return Err(Definite {
             code: DefiniteCode::EvidenceCorrupt,
             message: format!(
-                "T part row {p} of {n} partitions is impossible (parts 1..{n} of at most {MAX_PARTS})"
+                "target ledger part row {p} of {n} partitions is impossible (parts 1..{n} of at most {MAX_PARTS})"
             ),
         });
     }
@@ -187,7 +187,7 @@ pub fn plan_parts(
     };
     let main_at = match main {
         None => START,
-        Some(c) => locate(c, prev, groups, "T's cursor")?,
+        Some(c) => locate(c, prev, groups, "the target ledger's cursor")?,
     };
     let mut at = read_rows(rows, prev, groups, main_at)?;
     let ahead_max = at.ahead.iter().flatten().max().copied().unwrap_or(START);
@@ -240,12 +240,17 @@ fn read_rows(
     for r in rows {
         check_row_shape(r)?;
         let p = r.part as usize;
-        let here = locate(&r.cursor, prev, groups, &format!("T part row {p}"))?;
+        let here = locate(
+            &r.cursor,
+            prev,
+            groups,
+            &format!("target ledger part row {p}"),
+        )?;
         if here > main_at {
             match at.scheme {
                 Some(s) if s != r.parts as usize => {
                     return Err(conflict(format!(
-                        "T part rows ahead of the main cursor were written by {s} and by {} partitions: which partitions hold which keys is ambiguous",
+                        "target ledger part rows ahead of the main cursor were written by {s} and by {} partitions: which partitions hold which keys is ambiguous",
                         r.parts
                     )))
                 }

@@ -26,7 +26,7 @@ pub fn decide_credential(
     Err(Definite {
         code: DefiniteCode::EvidenceConflict,
         message: format!(
-            "{who}: T already holds {}{} from attempt {} with {} rows and hash {}, but this apply has attempt {} with {} rows and hash {}; nothing was overwritten (pause and audit the window's materials)",
+            "{who}: the target ledger already holds {}{} from attempt {} with {} rows and hash {}, but this apply has attempt {} with {} rows and hash {}; nothing was overwritten (pause and audit the window's materials)",
             existing.window, existing.page, existing.attempt.0, existing.rows, existing.digest,
             mine.attempt.0, mine.rows, mine.digest
         ),
@@ -196,14 +196,14 @@ fn start_point(
         None if prev.is_none() => (0, 0),
         None => {
             return Err(gap(format!(
-                "T has no replay cursor but the batch starts after group {}: a group would be skipped",
+                "the target ledger has no replay cursor but the batch starts after group {}: a group would be skipped",
                 prev.map(|p| p.pos.to_string()).unwrap_or_default()
             )))
         }
         Some(c) => match groups.iter().position(|g| g.end == c.end) {
             Some(k) if groups[k].digest != c.group_digest => {
                 return Err(gap(format!(
-                    "T's cursor names group {} with hash {} but L's group there hashes to {}: same key, different bytes",
+                    "the target ledger's cursor names group {} with hash {} but the change log's group there hashes to {}: same key, different bytes",
                     c.end.pos, c.group_digest, groups[k].digest
                 )))
             }
@@ -211,7 +211,7 @@ fn start_point(
             Some(k) if (c.rows_done as usize) < groups[k].len => (k, c.rows_done as usize),
             Some(k) => {
                 return Err(gap(format!(
-                    "T's sub-cursor says {} changes of group {} applied but it has {}",
+                    "the target ledger's sub-cursor says {} changes of group {} applied but it has {}",
                     c.rows_done, c.end.pos, groups[k].len
                 )))
             }
@@ -220,7 +220,7 @@ fn start_point(
                 None | Some(Ok(Ordering::Greater)) => return Ok(None),
                 Some(Ok(_)) => {
                     return Err(gap(format!(
-                        "T's cursor {} (sub-cursor {}) is not at a boundary of this batch: the batch does not start at T's cursor",
+                        "the target ledger's cursor {} (sub-cursor {}) is not at a boundary of this batch: the batch does not start at the target ledger's cursor",
                         c.end.pos, c.rows_done
                     )))
                 }

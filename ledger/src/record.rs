@@ -102,7 +102,7 @@ pub fn check_transition(prev: &JournalRecord, next: &JournalRecord) -> Result<()
     let who = format!("job {} {}", prev.job, prev.generation);
     if (prev.job, prev.generation) != (next.job, next.generation) {
         return Err(refuse(format!(
-            "{who}: a J record cannot change job or generation"
+            "{who}: a journal record cannot change job or generation"
         )));
     }
     if prev.paused.is_some() && next.paused.is_some() && prev.phase != next.phase {
@@ -121,7 +121,7 @@ pub fn check_transition(prev: &JournalRecord, next: &JournalRecord) -> Result<()
     };
     if !ok {
         return Err(refuse(format!(
-            "{who}: J cannot move from {:?} to {:?}",
+            "{who}: the journal cannot move from {:?} to {:?}",
             prev.phase, next.phase
         )));
     }
@@ -146,9 +146,9 @@ pub fn check_transition(prev: &JournalRecord, next: &JournalRecord) -> Result<()
         }
     }
     for (name, a, b) in [
-        ("B", &prev.b, &next.b),
-        ("F", &prev.f, &next.f),
-        ("K", &prev.k, &next.k),
+        ("the start position (B)", &prev.b, &next.b),
+        ("the final fence (F)", &prev.f, &next.f),
+        ("the cancel point (K)", &prev.k, &next.k),
     ] {
         if a.is_some() && a != b {
             return Err(refuse(format!(

@@ -32,7 +32,10 @@ pub async fn record_version(
     version: u32,
     fingerprint: &Digest,
 ) -> Result<bool> {
-    let what = format!("{} recording schema version {version} in T", ctx.who());
+    let what = format!(
+        "{} recording schema version {version} in the target ledger",
+        ctx.who()
+    );
     let mut tx = conn
         .start_transaction(TxOpts::default())
         .await
@@ -70,7 +73,7 @@ pub async fn record_version(
         if crate::util::my_is_dup(&e) {
             return Err(Error::definite(
                 DefiniteCode::EvidenceConflict,
-                format!("{what}: T already records version {version} before its DDL's group"),
+                format!("{what}: the target ledger already records version {version} before its DDL's group"),
             ));
         }
         return Err(my(&what)(e));
@@ -95,7 +98,7 @@ pub async fn recorded_versions(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<(
         // A target prepared by a build before schema versions (the table is created with
         // the other T tables when serve next runs the job) records none.
         Err(mysql_async::Error::Server(e)) if e.code == 1146 => Vec::new(),
-        r => r.map_err(my("reading T's schema versions"))?,
+        r => r.map_err(my("reading the target ledger's schema versions"))?,
     };
     rows.into_iter()
         .map(|(v, d)| {
@@ -103,7 +106,7 @@ pub async fn recorded_versions(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<(
                 Error::definite(
                     DefiniteCode::EvidenceCorrupt,
                     format!(
-                        "{}: T's schema version {v} has a malformed fingerprint",
+                        "{}: the target ledger's schema version {v} has a malformed fingerprint",
                         ctx.who()
                     ),
                 )

@@ -193,11 +193,11 @@ fn fenced(ctx: &TargetCtx, now: Option<u64>) -> Error {
         DefiniteCode::Fenced,
         match now {
             Some(t) => format!(
-                "{}: fencing token {} is stale in T (the target owner row holds {t}); another process owns this table: stop writing",
+                "{}: fencing token {} is stale in the target ledger (the target owner row holds {t}); another process owns this table: stop writing",
                 ctx.who(),
                 ctx.token
             ),
-            None => format!("{}: T has no owner row; claim the target before applying", ctx.who()),
+            None => format!("{}: the target ledger has no owner row; claim the target before applying", ctx.who()),
         },
     )
 }
@@ -205,7 +205,7 @@ fn fenced(ctx: &TargetCtx, now: Option<u64>) -> Error {
 /// Records this process as the owner of the table-generation in T. The token only grows:
 /// a claim with an older token than T's is refused (`fenced`).
 pub async fn claim(conn: &mut Conn, ctx: &TargetCtx) -> Result<()> {
-    let what = format!("claiming T for {}", ctx.who());
+    let what = format!("claiming the target ledger for {}", ctx.who());
     conn.exec_drop(
         format!(
             "INSERT INTO {} (job_id, generation, target_table, token) VALUES (?, ?, ?, ?)
@@ -230,7 +230,10 @@ pub async fn claim(conn: &mut Conn, ctx: &TargetCtx) -> Result<()> {
         Some((t, table)) if t == ctx.token && table == ctx.schema.table => Ok(()),
         Some((t, table)) if t == ctx.token => Err(Error::definite(
             DefiniteCode::EvidenceConflict,
-            format!("{}: T's owner row names target table `{table}`", ctx.who()),
+            format!(
+                "{}: the target ledger's owner row names target table `{table}`",
+                ctx.who()
+            ),
         )),
         other => Err(fenced(ctx, other.map(|r| r.0))),
     }
@@ -274,14 +277,14 @@ pub async fn page_credentials(conn: &mut Conn, ctx: &TargetCtx) -> Result<Vec<Pa
             ctx.of_job()
         ))
         .await
-        .map_err(my("reading T page credentials"))?;
+        .map_err(my("reading target ledger page credentials"))?;
     rows.into_iter()
         .map(|(w, p, a, d, n)| {
             Ok(PageCredential {
                 window: WindowId(w),
                 page: PageNo(p),
                 attempt: Attempt(a),
-                digest: digest_col(&d, "T page credential")?,
+                digest: digest_col(&d, "target ledger page credential")?,
                 rows: n,
             })
         })
@@ -299,7 +302,7 @@ pub(crate) async fn page_credential_locked(
     let mut tx = conn
         .start_transaction(Default::default())
         .await
-        .map_err(my("reading a T page credential"))?;
+        .map_err(my("reading a target ledger page credential"))?;
     let row: Option<(u32, Vec<u8>, u32)> = tx
         .exec_first(
             format!(
@@ -309,16 +312,16 @@ pub(crate) async fn page_credential_locked(
             (ctx.job.0, ctx.generation.0, window.0, page.0),
         )
         .await
-        .map_err(my("reading a T page credential"))?;
+        .map_err(my("reading a target ledger page credential"))?;
     tx.commit()
         .await
-        .map_err(my("reading a T page credential"))?;
+        .map_err(my("reading a target ledger page credential"))?;
     row.map(|(a, d, n)| {
         Ok(PageCredential {
             window,
             page,
             attempt: Attempt(a),
-            digest: digest_col(&d, "T page credential")?,
+            digest: digest_col(&d, "target ledger page credential")?,
             rows: n,
         })
     })
@@ -376,8 +379,9 @@ pub async fn replay_cursor(
     let row: Option<CursorRow> = conn
         .query_first(cursor_sql(ctx, locked))
         .await
-        .map_err(my("reading T's cursor"))?;
-    row.map(|r| cursor_of(ctx, r, "T cursor")).transpose()
+        .map_err(my("reading the target ledger's cursor"))?;
+    row.map(|r| cursor_of(ctx, r, "target ledger cursor"))
+        .transpose()
 }
 
 fn cursor_of(ctx: &TargetCtx, row: CursorRow, what: &str) -> Result<ReplayCursor> {
@@ -416,7 +420,7 @@ pub async fn replay_cursors(
     conn: &mut Conn,
     ctx: &TargetCtx,
 ) -> Result<(Option<ReplayCursor>, Vec<PartRow>)> {
-    let what = "reading T's replay cursors";
+    let what = "reading the target ledger's replay cursors";
     let mut tx = conn
         .start_transaction(Default::default())
         .await
@@ -440,14 +444,20 @@ pub async fn replay_cursors(
         Err(e) => return Err(my(what)(e)),
     };
     tx.commit().await.map_err(my(what))?;
-    let main = main.map(|r| cursor_of(ctx, r, "T cursor")).transpose()?;
+    let main = main
+        .map(|r| cursor_of(ctx, r, "target ledger cursor"))
+        .transpose()?;
     let parts = parts
         .into_iter()
         .map(|(part, n, file, pos, gtid, rows_done, d)| {
             Ok(PartRow {
                 part,
                 parts: n,
-                cursor: cursor_of(ctx, (file, pos, gtid, rows_done, d), "T part cursor")?,
+                cursor: cursor_of(
+                    ctx,
+                    (file, pos, gtid, rows_done, d),
+                    "target ledger part cursor",
+                )?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -513,7 +523,9 @@ pub async fn write_activation(conn: &mut Conn, ctx: &TargetCtx, a: &Activation) 
                 Some(old) if &old == a => Ok(false),
                 _ => Err(Error::definite(
                     DefiniteCode::EvidenceConflict,
-                    format!("{what}: T already holds a different activation credential"),
+                    format!(
+                        "{what}: the target ledger already holds a different activation credential"
+                    ),
                 )),
             }
         }

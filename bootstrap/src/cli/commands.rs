@@ -27,7 +27,8 @@ pub async fn cancel(a: CancelArgs) -> Result<String> {
     let what = if already {
         "already cancelled"
     } else {
-        "CANCELING recorded; `backfill serve` completes it (K, then CANCELLED(K))"
+        "CANCELING recorded; `backfill serve` completes it: it writes the cancel point (K), then \
+         records CANCELLED(K)"
     };
     Ok(match a.format {
         Format::Text => format!("job {} {g}: {what}\n", a.job),

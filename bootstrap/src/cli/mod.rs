@@ -17,6 +17,7 @@ pub mod repoint;
 pub mod run;
 pub mod serve;
 pub mod status;
+mod words;
 
 /// Success.
 pub const EXIT_OK: i32 = 0;
@@ -76,7 +77,8 @@ pub enum Command {
     /// Record a start command for a job; `serve` runs it (the process may be down now).
     Start(crate::cli::serve::StartArgs),
     /// Record a cancel command (CANCELING); `serve` stops the job at its next boundary,
-    /// writes K and records CANCELLED(K). The partial target is kept, never deleted.
+    /// writes the cancel point (K) and records CANCELLED(K). The partial target is kept,
+    /// never deleted.
     Cancel(commands::CancelArgs),
     /// Record a resume command for a paused job (fix the cause first); `serve` clears the
     /// pause and continues from the persisted context.
@@ -85,13 +87,15 @@ pub enum Command {
     /// seal the live definition as its next schema version at the DDL and record a resume.
     RefreshSchema(crate::cli::refresh::RefreshArgs),
     /// After a replica of a source was promoted: check that the new server's binlog holds
-    /// the stream's last captured GTID, record a lineage switch there in L and move the
-    /// source's jobs to the new server (runbooks/source-failover.md). Stop serve first.
+    /// the stream's last captured GTID, record a lineage switch there in the change log and
+    /// move the source's jobs to the new server (runbooks/source-failover.md). Stop serve
+    /// first.
     Repoint(crate::cli::repoint::RepointArgs),
     /// Run every started job: one capture reader per source server, one task per job.
     Serve(crate::cli::serve::ServeArgs),
-    /// The activation audit (DESIGN §7), read-only: J, range chain, materials, T
-    /// credentials and cursor, L's chain from B to F; exits 4 naming every failure.
+    /// The activation audit (DESIGN §7), read-only: the journal, range chain, materials,
+    /// the target ledger's credentials and cursor, the change log's chain from the start
+    /// position (B) to the final fence (F); exits 4 naming every failure.
     Audit(crate::cli::check::AuditArgs),
     /// Compare source and target row by row and field by field (missing keys, extra keys,
     /// differing fields) and their definitions (columns and indexes); exits 4 on any

@@ -81,9 +81,11 @@ async fn refresh_in(
              paused before STREAMING must be re-added (runbooks/cancel-and-readd.md)"
         )));
     };
-    let stream = replay::stream_of(pool, job, g)
-        .await?
-        .ok_or_else(|| usage(format!("job {job}: no capture stream holds its B")))?;
+    let stream = replay::stream_of(pool, job, g).await?.ok_or_else(|| {
+        usage(format!(
+            "job {job}: no capture stream holds its start marker (B)"
+        ))
+    })?;
     let scope = replay::Scope {
         job,
         generation: g,

@@ -101,11 +101,11 @@ fn render(d: &Done, format: Format) -> String {
         Format::Text => {
             let mut out = match &d.switch {
                 Some(s) => format!(
-                    "stream {}: lineage switch recorded at GTID {} (L record {}):\n  from [{}] at {}\n  to   [{}] at {}\n",
+                    "stream {}: lineage switch recorded at GTID {} (change log record {}):\n  from [{}] at {}\n  to   [{}] at {}\n",
                     d.stream, s.gtid, s.seq, s.from, s.from_pos, s.to, s.to_pos
                 ),
                 None => format!(
-                    "stream {}: D is already on the new server (or nothing was captured yet); no switch recorded\n",
+                    "stream {}: the capture position is already on the new server (or nothing was captured yet); no switch recorded\n",
                     d.stream
                 ),
             };
@@ -216,7 +216,7 @@ async fn switch_stream(
         // D as it is under the lease (a reader may have moved it since the check).
         let d = kernel::log::load_position(pool, stream)
             .await?
-            .ok_or_else(|| Error::transient("D vanished"))?;
+            .ok_or_else(|| Error::transient("the capture position vanished"))?;
         kernel::log::append_switch(
             pool,
             &d,

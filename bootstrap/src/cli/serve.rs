@@ -122,7 +122,8 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u32).range(1..=16)
     )]
     pub apply_streams: u32,
-    /// Stop each job once every window is applied (no F, replay, activation or streaming).
+    /// Stop each job once every window is applied (no final fence (F), replay, activation or
+    /// streaming).
     #[arg(long, env = "BACKFILL_WINDOWS_ONLY")]
     pub windows_only: bool,
     /// Serve Prometheus metrics on this address (GET /metrics), e.g. 127.0.0.1:9187.
@@ -149,8 +150,8 @@ pub struct ServeArgs {
     #[arg(long, env = "BACKFILL_VERIFY_EVERY", value_name = "DURATION", value_parser = parse_duration)]
     pub verify_every: Option<std::time::Duration>,
     /// Days a STREAMING table's materials (RAW/FINAL pages, manifests) are kept after
-    /// activation before GC releases them (0: right after activation; `never`). Its L
-    /// records before every consumer's cursor are deleted once released
+    /// activation before GC releases them (0: right after activation; `never`). Its change
+    /// log records before every consumer's cursor are deleted once released
     /// (runbooks/retention.md).
     #[arg(long, env = "BACKFILL_RETENTION_DAYS", default_value = "7", value_name = "N|never", value_parser = crate::table::retention::policy::parse_keep)]
     pub retention_days: crate::table::retention::policy::Keep,
@@ -161,7 +162,7 @@ pub struct ServeArgs {
     /// How often each STREAMING table runs a GC pass (e.g. 10m).
     #[arg(long, env = "BACKFILL_GC_EVERY", default_value = "10m", value_name = "DURATION", value_parser = parse_duration)]
     pub gc_every: std::time::Duration,
-    /// L records deleted per state-store transaction.
+    /// Change log records deleted per state-store transaction.
     #[arg(
         long,
         env = "BACKFILL_GC_BATCH",
@@ -169,7 +170,7 @@ pub struct ServeArgs {
         value_name = "N"
     )]
     pub gc_batch: u32,
-    /// No retention or GC at all: materials and L are kept forever.
+    /// No retention or GC at all: materials and the change log are kept forever.
     #[arg(long, env = "BACKFILL_NO_GC")]
     pub no_gc: bool,
     /// Output format of the final report.

@@ -327,7 +327,7 @@ fn summary(
             "\nbackfill demo summary\n\
              state:    {}\n\
              copied:   {} rows in {:.1} s to STREAMING ({:.0} rows/s), {} windows, under {} concurrent writes ({} refused by the source)\n\
-             audit:    {} - {} windows, {} FINAL pages with their T credentials and material hashes, L chain of {} records B..F, activation credential {}\n\
+             audit:    {} - {} windows, {} FINAL pages with their target ledger credentials and material hashes, change log chain of {} records from the start position (B) to the final fence (F), activation credential {}\n\
              verify:   {} missing / {} extra / {} differing fields over {} rows compared\n\
              total:    {:.1} s (load, copy, catch-up, audit, verify)\n",
             audit.phase.as_deref().unwrap_or("?").to_uppercase(),

@@ -237,7 +237,7 @@ fn retries_family(t: &Telemetry) -> Family {
         "backfill_retries_total",
         "counter",
         "automatic retries and recoveries of this process (job task restarts, capture reader \
-         restarts, uncertain target commits resolved from T, ...) per kind",
+         restarts, uncertain target commits resolved from the target ledger, ...) per kind",
     );
     for (kind, n) in t.retries() {
         f.add(&[("kind", &kind)], n as f64);
@@ -275,7 +275,7 @@ fn job_families(all: &[FleetRow]) -> Vec<Family> {
     let mut win_done = Family::new(
         "backfill_windows_completed_total",
         "counter",
-        "windows applied and recorded in J",
+        "windows applied and recorded in the journal",
     );
     let mut win_plan = Family::new("backfill_windows_planned", "gauge", "windows in the plan");
     let mut groups = Family::new(
@@ -286,14 +286,18 @@ fn job_families(all: &[FleetRow]) -> Vec<Family> {
     let mut lag_b = Family::new(
         "backfill_replay_lag_bytes",
         "gauge",
-        "binlog bytes from T's cursor to the capture position (same file)",
+        "binlog bytes from the target ledger's replay cursor to the capture position (same file)",
     );
     let mut lag_s = Family::new(
         "backfill_replay_lag_seconds",
         "gauge",
         "age of the oldest captured group not yet replayed",
     );
-    let mut phase = Family::new("backfill_job_phase", "gauge", "1 for the job's J phase");
+    let mut phase = Family::new(
+        "backfill_job_phase",
+        "gauge",
+        "1 for the job's phase in the journal",
+    );
     let mut paused = Family::new(
         "backfill_job_paused",
         "gauge",

@@ -153,8 +153,8 @@ pub async fn needs(pool: &MySqlPool, stream: &str) -> Result<Vec<NeedRow>> {
     .bind(stream)
     .fetch_all(pool)
     .await
-    .map_err(sq("reading who still needs L"))?;
-    let g = sq("reading who still needs L");
+    .map_err(sq("reading who still needs the change log"))?;
+    let g = sq("reading who still needs the change log");
     rows.iter()
         .map(|r| {
             let state: String = r.try_get("job_state").map_err(&g)?;
@@ -176,7 +176,7 @@ pub async fn restart_seq(pool: &MySqlPool, stream: &str) -> Result<Option<LSeq>>
         .bind(stream)
         .fetch_optional(pool)
         .await
-        .map_err(sq("reading D"))
+        .map_err(sq("reading the capture position"))
 }
 
 /// Unfinished `backfill verify` walks of `job` `g` (`verify_cursors`).

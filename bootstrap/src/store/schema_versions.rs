@@ -109,8 +109,8 @@ pub async fn seal(pool: &MySqlPool, job: JobId, g: Generation, v: &SchemaVersion
         Some(s) => Err(Error::definite(
             DefiniteCode::EvidenceConflict,
             format!(
-                "job {job} {g}: schema version {} is already sealed at L record {} ({}); a \
-                 second seal of version {} at L record {} differs",
+                "job {job} {g}: schema version {} is already sealed at change log record {} ({}); a \
+                 second seal of version {} at change log record {} differs",
                 s.version, s.l_seq, s.at, v.version, v.l_seq
             ),
         )),

@@ -101,7 +101,7 @@ async fn stop_task(
                 %job,
                 grace_secs = SHUTDOWN_GRACE.as_secs(),
                 "the job's task did not stop within the grace period: aborted, as a kill \
-                 would stop it (its lease expires by itself; the next serve resumes it from J)"
+                 would stop it (its lease expires by itself; the next serve resumes it from the journal)"
             );
             handle.abort();
             let _ = handle.await;

@@ -333,7 +333,7 @@ impl Serve {
         self.failures.remove(&job);
         match res {
             Ok(Reached::WindowsDone(h)) => {
-                tracing::info!(%job, windows = h.record.completed, "every window applied; F (issue 6) continues from here");
+                tracing::info!(%job, windows = h.record.completed, "every window applied; the final fence (F) continues from here");
                 self.outcomes.insert(job, "windows_done".into());
             }
             Ok(Reached::Paused(d)) => {

@@ -54,7 +54,10 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
         let k = head.record.k.clone().ok_or_else(|| {
             Error::definite(
                 DefiniteCode::EvidenceCorrupt,
-                format!("job {}: J is CANCELLED without K", ctx.id()),
+                format!(
+                    "job {}: the journal is CANCELLED without a cancel point (K)",
+                    ctx.id()
+                ),
             )
         })?;
         crate::store::jobs::mark_cancelled(&ctx.pool, ctx.id()).await?;
@@ -65,7 +68,7 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
         next.phase = Phase::Canceling;
         next.paused = None;
         head = ctx.journal.append(&ctx.lease, &head, next).await?;
-        tracing::info!(job = %ctx.id(), "CANCELING recorded in J");
+        tracing::info!(job = %ctx.id(), "CANCELING recorded in the journal");
     }
     kernel::failpoint::hit(crate::table::faults::CANCEL_AFTER_CANCELING);
     refuse_while_held(ctx)?;
@@ -80,14 +83,15 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
             (seen.seq, seen.end.pos)
         }
     };
-    tracing::info!(job = %ctx.id(), k = %k_pos, "K is durable in L");
+    tracing::info!(job = %ctx.id(), k = %k_pos, "the cancel point (K) is durable in the change log");
     let drained = activated(ctx).await?;
     if drained {
         let b = head.record.b.as_ref().ok_or_else(|| {
             Error::definite(
                 DefiniteCode::EvidenceConflict,
                 format!(
-                    "job {}: T holds an activation credential but J records no B",
+                    "job {}: the target ledger holds an activation credential but the journal \
+                     records no start position (B)",
                     ctx.id()
                 ),
             )
@@ -97,7 +101,10 @@ pub async fn complete(ctx: &JobCtx, replay_cfg: &ReplayConfig) -> Result<Cancell
             .ok_or_else(|| {
                 Error::definite(
                     DefiniteCode::EvidenceCorrupt,
-                    format!("job {}: L holds no B marker at {b}", ctx.id()),
+                    format!(
+                        "job {}: the change log holds no start marker (B) at {b}",
+                        ctx.id()
+                    ),
                 )
             })?;
         drain(ctx, &scope, replay_cfg, b.seq, k_seq).await?;
@@ -146,7 +153,7 @@ async fn drain(
         // The job's token has fired (that is how the cancel reached the task): the permit
         // wait is bounded by its deadline only.
         let run = r.run(b_seq, replay::Until::CatchUp { upto: k_seq });
-        let what = "drain of the capture up to K";
+        let what = "drain of the capture up to the cancel point (K)";
         let n = replay_cfg.apply_streams;
         let out = crate::table::activation::under_write_permits(
             ctx,
@@ -159,7 +166,7 @@ async fn drain(
         match out {
             Ok(o) if o.schema_applied.is_some() => {}
             Ok(o) => {
-                tracing::info!(job = %ctx.id(), groups = o.groups_applied, "capture drained up to K");
+                tracing::info!(job = %ctx.id(), groups = o.groups_applied, "capture drained up to the cancel point (K)");
                 return Ok(());
             }
             Err(Error::Definite(d)) if d.code == DefiniteCode::SchemaChanged => {
@@ -188,7 +195,7 @@ fn refuse_while_held(ctx: &JobCtx) -> Result<()> {
     Err(Error::definite(
         DefiniteCode::ReleaseUnconfirmed,
         format!(
-            "job {}: K is not written while {} operation(s) of the job may still run: {}; \
+            "job {}: the cancel point (K) is not written while {} operation(s) of the job may still run: {}; \
              check the servers (SHOW PROCESSLIST) and KILL them, then restart serve: the \
              cancel completes then",
             ctx.id(),

@@ -37,7 +37,7 @@ pub async fn capture(ctx: &JobCtx, head: Head) -> Result<std::result::Result<Hea
     next.phase = Phase::Capturing;
     next.b = Some(seen.end.pos.clone());
     let h = ctx.journal.append(&ctx.lease, &head, next).await?;
-    tracing::info!(job = %ctx.id(), b = %seen.end.pos, "capture effective from B");
+    tracing::info!(job = %ctx.id(), b = %seen.end.pos, "capture effective from the start position (B)");
     failpoint::hit(fp::AFTER_CAPTURING);
     Ok(Ok(h))
 }
@@ -56,7 +56,9 @@ async fn await_member(ctx: &JobCtx) -> Result<()> {
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(kernel::Error::transient(format!(
-                "job {}: no capture reader lists the table on stream `{}` yet (no serve                  holds the stream's capture lease, or it cannot reach the source); B is                  written once one does",
+                "job {}: no capture reader lists the table on stream `{}` yet (no serve holds \
+                 the stream's capture lease, or it cannot reach the source); the start marker \
+                 (B) is written once one does",
                 ctx.id(),
                 ctx.stream
             )));
@@ -106,7 +108,7 @@ async fn xa_prepared(ctx: &JobCtx) -> Result<Option<Definite>> {
     Ok((!rows.is_empty()).then(|| Definite {
         code: DefiniteCode::Precondition,
         message: format!(
-            "{} prepared XA transaction(s) on the source when B became durable (XA RECOVER): \
+            "{} prepared XA transaction(s) on the source when the start marker (B) became durable (XA RECOVER): \
              commit or roll them back (XA COMMIT/XA ROLLBACK), then resume the job",
             rows.len()
         ),
@@ -117,8 +119,8 @@ fn changed(what: &str, diff: &[String]) -> Definite {
     Definite {
         code: DefiniteCode::SchemaChanged,
         message: format!(
-            "source table {what} changed between install and B ({}): the sealed schema no \
-             longer describes it; cancel and re-install the table",
+            "source table {what} changed between install and the start position (B) ({}): the sealed \
+             schema no longer describes it; cancel and re-install the table",
             diff.join("; ")
         ),
     }

@@ -83,7 +83,7 @@ impl JobCtx {
         self.journal
             .head(self.id(), self.generation())
             .await?
-            .ok_or_else(|| Error::transient(format!("J of job {} vanished", self.id())))
+            .ok_or_else(|| Error::transient(format!("the journal of job {} vanished", self.id())))
     }
 
     /// Paces window page reads to the source's read rate limits (DESIGN §8): call once

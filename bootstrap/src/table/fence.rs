@@ -49,14 +49,17 @@ pub fn ready(
     if let Some(p) = &head.paused {
         return Err(Definite {
             code: DefiniteCode::Preparation,
-            message: format!("{who} is paused ({p}); F is not written while paused"),
+            message: format!(
+                "{who} is paused ({p}); the final fence (F) is not written while paused"
+            ),
         });
     }
     if head.phase != Phase::Windows || head.completed as usize != planned {
         return Err(Definite {
             code: DefiniteCode::Preparation,
             message: format!(
-                "{who}: F waits for every window: J is in {:?} with {} of {planned} windows complete",
+                "{who}: the final fence (F) waits for every window: the journal is in {:?} with \
+                 {} of {planned} windows complete",
                 head.phase, head.completed
             ),
         });
@@ -71,7 +74,7 @@ pub fn ready(
     let root = chain::root(head.job, head.generation, chain_entries);
     if root != head.chain_root {
         findings.push(format!(
-            "the range chain recomputes to {root} but J records {}",
+            "the range chain recomputes to {root} but the journal records {}",
             head.chain_root
         ));
     }
@@ -89,7 +92,8 @@ pub fn ready(
     Err(Definite {
         code: DefiniteCode::EvidenceCorrupt,
         message: format!(
-            "{who}: F is not written because T and J disagree: {}",
+            "{who}: the final fence (F) is not written because the target ledger and the \
+             journal disagree: {}",
             findings.join("; ")
         ),
     })
@@ -158,7 +162,8 @@ pub async fn recorded_f(
     match replay::find_marker(pool, scope, IntentKind::F, Some(f)).await? {
         Some(m) => Ok(Some(m)),
         None => Err(corrupt(format!(
-            "job {} {}: J records F at {f} but L holds no F marker of this generation there",
+            "job {} {}: the journal records the final fence (F) at {f} but the change log \
+             holds no final fence marker (F) of this generation there",
             scope.job, scope.generation
         ))),
     }
@@ -172,7 +177,7 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
     let head = env.journal.head(job, g).await?.ok_or_else(|| {
         Error::definite(
             DefiniteCode::JournalMissing,
-            format!("job {job} {g} has no J record; it was never started"),
+            format!("job {job} {g} has no journal record; it was never started"),
         )
     })?;
     if let Some(f) = recorded_f(env.pool, env.scope, &head.record).await? {
@@ -206,7 +211,10 @@ pub async fn fence(env: FenceEnv<'_>) -> Result<Fenced> {
     if m.obsolete {
         return Err(Error::definite(
             DefiniteCode::Preparation,
-            format!("job {job} {g}: F arrived after the generation's K; the table is cancelled"),
+            format!(
+                "job {job} {g}: the final fence (F) arrived after the generation's cancel point \
+                 (K); the table is cancelled"
+            ),
         ));
     }
     failpoint::hit(crate::table::faults::FENCE_AFTER_F_IN_L);

@@ -27,7 +27,7 @@ pub async fn apply_resume(ctx: &JobCtx) -> Result<bool> {
     let mut cleared = false;
     if let Some(head) = ctx.journal.head(job, g).await? {
         if let Some(reason) = &head.record.paused {
-            tracing::info!(%job, %reason, "resume: clearing the pause, continuing from J");
+            tracing::info!(%job, %reason, "resume: clearing the pause, continuing from the journal");
             let mut next = head.record.clone();
             next.paused = None;
             ctx.journal.append(&ctx.lease, &head, next).await?;

@@ -42,14 +42,14 @@ pub async fn apply_page(ctx: &JobCtx, bytes: &[u8], permit: Permit) -> Result<Ap
         }
         other => other,
     })?;
-    tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, retry = "uncertain_commit", "{m}: resolving from T");
+    tracing::warn!(job = %ctx.id(), used, max = BOOTSTRAP_BUDGET, retry = "uncertain_commit", "{m}: resolving from the target ledger");
     let mut c2 = ctx.target.connect(Use::Control, "(resolve page)").await?;
     let res = apply::resolve_page(&mut c2, &ctx.tctx, bytes).await;
     c2.close().await;
     match res? {
         Resolution::Committed => Ok(Applied::Committed),
         Resolution::NotCommitted => Err(Error::transient(format!(
-            "{m}; T shows it was not committed: retry"
+            "{m}; the target ledger shows it was not committed: retry"
         ))),
     }
 }

@@ -237,7 +237,10 @@ async fn with_lease(
         .ok_or_else(|| {
             Error::definite(
                 DefiniteCode::Precondition,
-                format!("job {}: no capture stream recorded (no B yet)", req.job),
+                format!(
+                    "job {}: no capture stream recorded: no start marker (B) yet",
+                    req.job
+                ),
             )
         })?;
     let scope = Scope::of(rec, stream.clone());
@@ -259,7 +262,7 @@ async fn with_lease(
         .ok_or_else(|| {
             Error::definite(
                 DefiniteCode::EvidenceCorrupt,
-                format!("job {}: J records B but L holds no B marker", req.job),
+                format!("job {}: the journal records the start position (B) but the change log holds no start marker (B)", req.job),
             )
         })?
         .seq;
@@ -502,7 +505,7 @@ async fn check_cursor_not_past(target: &ConnPool, ctx: &TargetCtx, p: &BinlogPos
         return Err(Error::definite(
             DefiniteCode::Precondition,
             format!(
-                "T's cursor {} is past the source snapshot {p}: the table was replayed \
+                "the target ledger's cursor {} is past the source snapshot {p}: the table was replayed \
                  past P meanwhile (another process, or a continuous replay not paused); \
                  run the pinned verify again",
                 c.end.pos

@@ -58,7 +58,10 @@ pub(super) async fn append_tx(
             chain: last.chain,
         };
     }
-    let mut tx = pool.begin().await.map_err(st("beginning L append"))?;
+    let mut tx = pool
+        .begin()
+        .await
+        .map_err(st("beginning change log append"))?;
     // The compare-and-set first: a moved tail fails before anything is written.
     move_d(&mut tx, pos, &next).await?;
     if let Some(token) = fence {
@@ -70,7 +73,7 @@ pub(super) async fn append_tx(
             .bind(&pos.stream)
             .execute(&mut *tx)
             .await
-            .map_err(st("switching D's lineage"))?;
+            .map_err(st("switching the capture position's lineage"))?;
         next.lineage = to.clone();
     }
     insert_records(&mut tx, &pos.stream, &rows).await?;
@@ -82,7 +85,9 @@ pub(super) async fn append_tx(
         }
     }
     crate::failpoint::hit("capture.before_commit");
-    tx.commit().await.map_err(st("committing L and D"))?;
+    tx.commit()
+        .await
+        .map_err(st("committing the change log and the capture position"))?;
     super::wake::appended();
     Ok(next)
 }
@@ -148,11 +153,11 @@ async fn move_d(
     .bind(pos.tail.chain.0.to_vec())
     .execute(&mut **tx)
     .await
-    .map_err(st("moving D"))?;
+    .map_err(st("moving the capture position"))?;
     if moved.rows_affected() != 1 {
         return Err(Error::transient(format!(
-            "L tail of stream `{}` is no longer seq {}: another writer or a lost commit moved \
-             it; restarting from the stored D",
+            "the change log's tail of stream `{}` is no longer seq {}: another writer or a lost commit moved \
+             it; restarting from the stored capture position",
             pos.stream, pos.tail.seq
         )));
     }
@@ -203,7 +208,9 @@ async fn insert_records(
                 .bind(&r.body[..])
                 .bind(r.codec);
         }
-        q.execute(&mut **tx).await.map_err(st("appending to L"))?;
+        q.execute(&mut **tx)
+            .await
+            .map_err(st("appending to the change log"))?;
         from = to;
     }
     Ok(())
@@ -235,7 +242,9 @@ async fn insert_table_index(
         for (seq, s, t, n) in part {
             q = q.bind(stream).bind(s).bind(t).bind(seq).bind(n);
         }
-        q.execute(&mut **tx).await.map_err(st("indexing L"))?;
+        q.execute(&mut **tx)
+            .await
+            .map_err(st("indexing the change log"))?;
     }
     Ok(())
 }

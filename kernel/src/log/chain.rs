@@ -42,7 +42,7 @@ pub(super) fn check_links(recs: &[StoredRecord]) -> Result<()> {
     for w in recs.windows(2) {
         if w[1].seq != w[0].seq.next() || w[1].prev_chain != w[0].chain {
             return Err(corrupt(format!(
-                "L hash chain broken between records {} and {}",
+                "change log hash chain broken between records {} and {}",
                 w[0].seq, w[1].seq
             )));
         }
@@ -60,12 +60,13 @@ pub async fn check_tail(pool: &MySqlPool, d: &Position) -> Result<()> {
     .bind(d.tail.seq)
     .fetch_all(pool)
     .await
-    .map_err(st("reading L's tail"))?;
+    .map_err(st("reading the change log's tail"))?;
     let found: Vec<(LSeq, Digest)> = rows
         .iter()
         .map(|r| {
             Ok((
-                r.try_get("seq").map_err(st("reading L's tail"))?,
+                r.try_get("seq")
+                    .map_err(st("reading the change log's tail"))?,
                 digest_col(r, "chain")?,
             ))
         })
@@ -79,7 +80,7 @@ pub async fn check_tail(pool: &MySqlPool, d: &Position) -> Result<()> {
         return Ok(());
     }
     Err(corrupt(format!(
-        "D of stream `{}` names tail seq {} but L's records there are {:?}: L and D disagree",
+        "the capture position of stream `{}` names tail seq {} but the change log's records there are {:?}: the change log and the capture position disagree",
         d.stream,
         d.tail.seq,
         found.iter().map(|(s, _)| s.0).collect::<Vec<_>>()
@@ -99,7 +100,7 @@ pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {
         let Some(last) = page.last() else { break };
         if page[0].seq != after.next() || page[0].prev_chain != prev {
             return Err(corrupt(format!(
-                "L hash chain broken before record {}",
+                "change log hash chain broken before record {}",
                 page[0].seq
             )));
         }
@@ -108,7 +109,7 @@ pub async fn verify_chain(pool: &MySqlPool, stream: &str) -> Result<u64> {
     }
     if after != d.tail.seq || prev != d.tail.chain {
         return Err(corrupt(format!(
-            "D of stream `{stream}` names tail {} but L ends at {after}",
+            "the capture position of stream `{stream}` names tail {} but the change log ends at {after}",
             d.tail.seq
         )));
     }

@@ -30,7 +30,7 @@ pub(super) async fn register_hold(
             == Some(crate::error::ServerClass::Duplicate);
         if dup {
             corrupt(format!(
-                "stream `{stream}`: XA {xid} is prepared again at L record {seq} while L \
+                "stream `{stream}`: XA {xid} is prepared again at change log record {seq} while the change log \
                  already holds a prepared group of it"
             ))
         } else {
@@ -55,7 +55,7 @@ pub(super) async fn release_hold(
         .map_err(st("releasing an XA hold"))?;
     if done.rows_affected() != 1 {
         return Err(corrupt(format!(
-            "stream `{stream}`: L holds no prepared group of XA {xid} to release"
+            "stream `{stream}`: the change log holds no prepared group of XA {xid} to release"
         )));
     }
     Ok(())

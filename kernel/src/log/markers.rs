@@ -87,7 +87,7 @@ pub async fn wait_for_marker(
         }
         if Instant::now() >= deadline {
             return Err(Error::transient(format!(
-                "L of stream `{stream}` does not hold intent {nonce} yet (deadline passed): \
+                "the change log of stream `{stream}` does not hold intent {nonce} yet (deadline passed): \
                  is the capture running?"
             )));
         }
@@ -116,7 +116,7 @@ pub async fn wait_for_position(
         }
         if Instant::now() >= deadline {
             return Err(Error::transient(format!(
-                "L of stream `{stream}` has not reached {pos} yet (deadline passed)"
+                "the change log of stream `{stream}` has not reached {pos} yet (deadline passed)"
             )));
         }
         super::wake::pause(&mut woken, WAIT_POLL).await;

@@ -72,8 +72,9 @@ fn corrupt(msg: String) -> Error {
 }
 
 fn digest_col(row: &sqlx::mysql::MySqlRow, col: &str) -> Result<Digest> {
-    let b: Vec<u8> = row.try_get(col).map_err(st("reading L"))?;
-    Digest::from_slice(&b).ok_or_else(|| corrupt(format!("L column {col} is not 32 bytes")))
+    let b: Vec<u8> = row.try_get(col).map_err(st("reading the change log"))?;
+    Digest::from_slice(&b)
+        .ok_or_else(|| corrupt(format!("change log column {col} is not 32 bytes")))
 }
 
 fn gtid_text(g: &Option<Gtid>) -> Option<String> {

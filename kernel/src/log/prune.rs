@@ -44,12 +44,16 @@ pub async fn horizon(pool: &MySqlPool, stream: &str) -> Result<Option<Horizon>> 
     .bind(stream)
     .fetch_optional(pool)
     .await
-    .map_err(st("reading L's horizon"))?;
+    .map_err(st("reading the change log's horizon"))?;
     r.map(|r| {
         Ok(Horizon {
-            below: r.try_get("below_seq").map_err(st("reading L's horizon"))?,
+            below: r
+                .try_get("below_seq")
+                .map_err(st("reading the change log's horizon"))?,
             below_chain: super::digest_col(&r, "below_chain")?,
-            deleted: r.try_get("deleted").map_err(st("reading L's horizon"))?,
+            deleted: r
+                .try_get("deleted")
+                .map_err(st("reading the change log's horizon"))?,
         })
     })
     .transpose()
@@ -58,7 +62,7 @@ pub async fn horizon(pool: &MySqlPool, stream: &str) -> Result<Option<Horizon>> 
 /// Deletes at most `batch` records of `stream` below `want` (and below D's record and
 /// every XA hold) in one transaction; returns how many were deleted (0: nothing left).
 pub async fn prune_batch(pool: &MySqlPool, stream: &str, want: LSeq, batch: u32) -> Result<u64> {
-    let what = format!("deleting L records of stream `{stream}` below {want}");
+    let what = format!("deleting change log records of stream `{stream}` below {want}");
     let mut tx = pool.begin().await.map_err(st(&what))?;
     let d = sqlx::query(
         "SELECT restart_seq, tail_seq FROM capture_position WHERE stream = ? FOR UPDATE",

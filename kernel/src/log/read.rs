@@ -12,24 +12,28 @@ use sqlx::mysql::MySqlPool;
 use sqlx::Row as _;
 
 fn decode_row(row: &sqlx::mysql::MySqlRow) -> Result<StoredRecord> {
-    let seq: LSeq = row.try_get("seq").map_err(st("reading L"))?;
-    let stored: Vec<u8> = row.try_get("body").map_err(st("reading L"))?;
-    let codec: u8 = row.try_get("body_codec").map_err(st("reading L"))?;
-    let body = load_body(codec, stored).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
+    let seq: LSeq = row.try_get("seq").map_err(st("reading the change log"))?;
+    let stored: Vec<u8> = row.try_get("body").map_err(st("reading the change log"))?;
+    let codec: u8 = row
+        .try_get("body_codec")
+        .map_err(st("reading the change log"))?;
+    let body =
+        load_body(codec, stored).map_err(|e| corrupt(format!("change log record {seq}: {e}")))?;
     let body_digest = digest_col(row, "body_digest")?;
     let prev_chain = digest_col(row, "prev_chain")?;
     let chain = digest_col(row, "chain")?;
     if Digest::of(&body) != body_digest {
         return Err(corrupt(format!(
-            "L record {seq}: body does not hash to its digest"
+            "change log record {seq}: body does not hash to its digest"
         )));
     }
     if chain_next(&prev_chain, seq, &body_digest) != chain {
         return Err(corrupt(format!(
-            "L record {seq}: chain digest does not verify"
+            "change log record {seq}: chain digest does not verify"
         )));
     }
-    let record = LogRecord::decode(&body).map_err(|e| corrupt(format!("L record {seq}: {e}")))?;
+    let record =
+        LogRecord::decode(&body).map_err(|e| corrupt(format!("change log record {seq}: {e}")))?;
     Ok(StoredRecord {
         seq,
         prev_chain,
@@ -62,7 +66,7 @@ pub async fn read_range(
         .bind(limit)
         .fetch_all(pool)
         .await
-        .map_err(st("reading L"))?;
+        .map_err(st("reading the change log"))?;
     let out = rows.iter().map(decode_row).collect::<Result<Vec<_>>>()?;
     check_links(&out)?;
     Ok(out)
@@ -106,11 +110,13 @@ pub async fn read_links(
     .bind(limit)
     .fetch_all(pool)
     .await
-    .map_err(st("reading L's chain"))?;
+    .map_err(st("reading the change log's chain"))?;
     rows.iter()
         .map(|row| {
             Ok(ChainLink {
-                seq: row.try_get("seq").map_err(st("reading L's chain"))?,
+                seq: row
+                    .try_get("seq")
+                    .map_err(st("reading the change log's chain"))?,
                 prev_chain: digest_col(row, "prev_chain")?,
                 chain: digest_col(row, "chain")?,
                 body_digest: digest_col(row, "body_digest")?,
@@ -142,7 +148,7 @@ pub async fn table_seqs_desc(
     .bind(limit)
     .fetch_all(pool)
     .await
-    .map_err(st("reading L's table index"))
+    .map_err(st("reading the change log's table index"))
 }
 
 /// Records touching `schema`.`table` with `after < seq <= upto`, at most `limit`.
@@ -169,7 +175,7 @@ pub async fn table_records(
         .bind(limit)
         .fetch_all(pool)
         .await
-        .map_err(st("reading L by table"))?;
+        .map_err(st("reading the change log by table"))?;
     rows.iter().map(decode_row).collect()
 }
 
@@ -177,9 +183,9 @@ pub async fn table_records(
 /// a binlog position (e.g. a read view's `binlog_snapshot_*`) into bounds for
 /// [`table_records`]. Fails if L does not reach `pos` yet (use [`super::wait_for_position`]).
 pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -> Result<LSeq> {
-    let d = load_position(pool, stream)
-        .await?
-        .ok_or_else(|| Error::transient(format!("stream `{stream}` has no D yet")))?;
+    let d = load_position(pool, stream).await?.ok_or_else(|| {
+        Error::transient(format!("stream `{stream}` has no capture position yet"))
+    })?;
     let reached = d
         .restart
         .pos
@@ -187,7 +193,7 @@ pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -
         .map_err(|e| Error::definite(DefiniteCode::LineageChanged, e.to_string()))?;
     if reached == std::cmp::Ordering::Less {
         return Err(Error::transient(format!(
-            "L of stream `{stream}` has not reached {pos} yet (D is {})",
+            "the change log of stream `{stream}` has not reached {pos} yet (the capture position is {})",
             d.restart.pos
         )));
     }
@@ -211,7 +217,7 @@ pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -
         .bind(pos.pos)
         .fetch_one(pool)
         .await
-        .map_err(st("locating a position in L"))?;
+        .map_err(st("locating a position in the change log"))?;
     if let Some(seq) = seq {
         return Ok(seq);
     }
@@ -224,7 +230,7 @@ pub async fn seq_at_or_before(pool: &MySqlPool, stream: &str, pos: &BinlogPos) -
         .bind(stream)
         .fetch_one(pool)
         .await
-        .map_err(st("locating a position in L"))?;
+        .map_err(st("locating a position in the change log"))?;
     Ok(first
         .map(|s| LSeq(s.0.saturating_sub(1)))
         .unwrap_or(LSeq::ZERO))

@@ -40,29 +40,40 @@ pub async fn load_position(pool: &MySqlPool, stream: &str) -> Result<Option<Posi
     .bind(stream)
     .fetch_optional(pool)
     .await
-    .map_err(st("reading D"))?;
+    .map_err(st("reading the capture position"))?;
     let Some(row) = row else { return Ok(None) };
-    let lineage_bytes: Vec<u8> = row.try_get("lineage").map_err(st("reading D"))?;
+    let lineage_bytes: Vec<u8> = row
+        .try_get("lineage")
+        .map_err(st("reading the capture position"))?;
     let lineage = codec::decode::<Lineage>(&lineage_bytes)
-        .map_err(|e| corrupt(format!("D of stream `{stream}`: {e}")))?;
+        .map_err(|e| corrupt(format!("the capture position of stream `{stream}`: {e}")))?;
     Ok(Some(Position {
         stream: stream.to_string(),
         lineage,
         restart: GroupEnd {
             pos: BinlogPos::new(
                 row.try_get::<String, _>("restart_file")
-                    .map_err(st("reading D"))?,
+                    .map_err(st("reading the capture position"))?,
                 row.try_get::<u64, _>("restart_pos")
-                    .map_err(st("reading D"))?,
+                    .map_err(st("reading the capture position"))?,
             ),
-            gtid: parse_gtid(row.try_get("restart_gtid").map_err(st("reading D"))?)?,
+            gtid: parse_gtid(
+                row.try_get("restart_gtid")
+                    .map_err(st("reading the capture position"))?,
+            )?,
         },
-        restart_seq: row.try_get("restart_seq").map_err(st("reading D"))?,
+        restart_seq: row
+            .try_get("restart_seq")
+            .map_err(st("reading the capture position"))?,
         tail: Tail {
-            seq: row.try_get("tail_seq").map_err(st("reading D"))?,
+            seq: row
+                .try_get("tail_seq")
+                .map_err(st("reading the capture position"))?,
             chain: digest_col(&row, "tail_chain")?,
         },
-        chunk_changes: row.try_get("chunk_changes").map_err(st("reading D"))?,
+        chunk_changes: row
+            .try_get("chunk_changes")
+            .map_err(st("reading the capture position"))?,
     }))
 }
 
@@ -89,8 +100,10 @@ pub async fn init_position(
     .bind(chunk_changes.max(1))
     .execute(pool)
     .await
-    .map_err(st("creating D"))?;
-    load_position(pool, stream)
-        .await?
-        .ok_or_else(|| Error::transient(format!("D of stream `{stream}` vanished after insert")))
+    .map_err(st("creating the capture position"))?;
+    load_position(pool, stream).await?.ok_or_else(|| {
+        Error::transient(format!(
+            "the capture position of stream `{stream}` vanished after insert"
+        ))
+    })
 }

@@ -27,13 +27,13 @@ pub fn switch_record(
     let refuse = |m: String| Error::definite(DefiniteCode::Precondition, m);
     if d.open_chunks() > 0 {
         return Err(refuse(format!(
-            "stream `{}`: L holds an open group after D {}",
+            "stream `{}`: the change log holds an open group after the capture position {}",
             d.stream, d.restart.pos
         )));
     }
     if d.restart.gtid.as_ref() != Some(gtid) {
         return Err(refuse(format!(
-            "stream `{}`: D moved (now {} at {}) since the new server was checked for {gtid}",
+            "stream `{}`: the capture position moved (now {} at {}) since the new server was checked for {gtid}",
             d.stream,
             d.restart
                 .gtid

@@ -212,7 +212,7 @@ impl Run<'_> {
                 if !all_alive(conns).await {
                     return Err(Try::Stop(e.into()));
                 }
-                tracing::info!(target: "ledger::parts", attempt, error = %e, "part transaction failed on a live connection: re-planning from T");
+                tracing::info!(target: "ledger::parts", attempt, error = %e, "part transaction failed on a live connection: re-planning from the target ledger");
                 Err(Try::Again(e))
             }
             Err(e) => Err(Try::Stop(e)),
@@ -280,7 +280,7 @@ async fn replan_loop(
     .await;
     replanned(passes, || {
         format!(
-            "{}: T's cursors kept moving under this apply (another writer?)",
+            "{}: the target ledger's cursors kept moving under this apply (another writer?)",
             ctx.who()
         )
     })

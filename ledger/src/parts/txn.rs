@@ -182,7 +182,11 @@ async fn write_part_row(
     expect: Option<&PartRow>,
     next: &PartRow,
 ) -> Result<bool> {
-    let what = format!("advancing T's part {} cursor of {}", next.part, ctx.who());
+    let what = format!(
+        "advancing the target ledger's part {} cursor of {}",
+        next.part,
+        ctx.who()
+    );
     let mut values = vec![next.parts.into()];
     values.extend(target::cursor_values(&next.cursor));
     values.push(ctx.token.into());

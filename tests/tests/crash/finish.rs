@@ -542,7 +542,7 @@ async fn tampering_is_named_by_the_audit_and_blocks_streaming() {
         ),
         (
             "journal",
-            "J record 2".into(),
+            "journal record 2".into(),
             {
                 let sdb = sdb.clone();
                 Box::new(move || {

@@ -63,7 +63,7 @@ async fn k_is_not_written_while_a_write_of_the_job_may_still_run() {
     stop.cancel();
     let out = task.await.unwrap().unwrap();
     let o = out.get(&c.job).cloned().unwrap_or_default();
-    assert!(o.contains("K is not written"), "{o}");
+    assert!(o.contains("the cancel point (K) is not written"), "{o}");
     assert!(
         o.contains("release unknown") || o.contains("may still run"),
         "{o}"

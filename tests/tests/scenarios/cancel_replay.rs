@@ -60,7 +60,9 @@ async fn cancel_during_replay_is_never_activated_and_ends_cancelled_at_k() {
         .in_use
         .iter()
         .map(|u| u.owner.as_str())
-        .filter(|o| o.starts_with(&mine) && o.contains("replay of (B, F] and activation"))
+        .filter(|o| {
+            o.starts_with(&mine) && o.contains("replay up to the final fence (F) and activation")
+        })
         .collect();
     assert_eq!(
         held.len(),

@@ -97,7 +97,8 @@ async fn finish_holds_its_permits(prefix: &str, streams: usize) {
     assert!(
         w.in_use.len() == streams
             && w.in_use.iter().all(|p| p.owner.starts_with(&mine)
-                && p.owner.contains("replay of (B, F] and activation")),
+                && p.owner
+                    .contains("replay up to the final fence (F) and activation")),
         "the replay/activation holds every permit: {w:?}"
     );
 

@@ -45,7 +45,12 @@ async fn ddl_between_install_and_b_pauses_definitely() {
     let head = c.head().await;
     let p = head.paused.expect("J records the pause");
     assert_eq!(p.code, DefiniteCode::SchemaChanged);
-    assert!(p.message.contains("between install and B"), "{}", p.message);
+    assert!(
+        p.message
+            .contains("between install and the start position (B)"),
+        "{}",
+        p.message
+    );
     assert!(p.message.contains("`v`"), "names the column: {}", p.message);
     assert_eq!(head.phase, Phase::Installed);
     assert_eq!(c.target_count(), 0, "nothing was applied");

@@ -240,7 +240,7 @@ async fn pending(pool: &MySqlPool, job: &JobRecord, has_head: bool) -> Result<Ve
                     "recorded; no serve has run the job yet"
                 }
                 crate::store::commands::CANCEL if !cancelled => {
-                    "CANCELING: serve stops the job at its next boundary, then writes K"
+                    "CANCELING: serve stops the job at its next boundary, then writes the cancel point (K)"
                 }
                 crate::store::commands::RESUME => {
                     "recorded; serve clears the pause when it runs the job"
@@ -408,7 +408,8 @@ mod tests {
     #[test]
     fn the_replay_row_says_why_there_is_no_cursor_yet() {
         assert_eq!(replay_text(Some("WINDOWS"), None), "not started");
-        assert!(replay_text(Some("REPLAYING"), None).starts_with("replaying (B, F]"));
+        assert!(replay_text(Some("REPLAYING"), None)
+            .starts_with("replaying from the start position (B)"));
         assert!(replay_text(Some("STREAMING"), None).starts_with("streaming:"));
         let p = replay::Progress {
             l_seq: kernel::log::LSeq(9),

@@ -158,10 +158,10 @@ pub fn job_text(s: &JobStatus, serves: &[ServeRow]) -> String {
         rows.push(("reader", r.text()));
     }
     rows.push((
-        "capture D",
+        "capture position",
         match &s.capture {
-            Some((d, tail)) => format!("{d} (L tail seq {tail})"),
-            None => "not started (no B yet)".into(),
+            Some((d, tail)) => format!("{d} (change log tail seq {tail})"),
+            None => "not started: no start position (B) yet".into(),
         },
     ));
     rows.push(("replay", replay_text(s.phase.as_deref(), s.replay.as_ref())));
@@ -210,7 +210,7 @@ fn checks_rows(s: &JobStatus) -> Vec<(&'static str, String)> {
         rows.push((
             "schema",
             kernel::redact::redact_text(&format!(
-                "version {} since {} (L record {}, {}): `{ddl}`",
+                "version {} since {} (change log record {}, {}): `{ddl}`",
                 v.version, v.at, v.l_seq, v.how
             )),
         ));
@@ -245,7 +245,9 @@ pub(super) fn replay_text(phase: Option<&str>, replay: Option<&replay::Progress>
             r.lag.behind_ms
         ),
         (None, Some("FENCED" | "REPLAYING" | "AUDITED")) => {
-            "replaying (B, F]: no batch committed yet (or no change of the table in it)".into()
+            "replaying from the start position (B) to the final fence (F): no batch committed \
+             yet (or no change of the table in it)"
+                .into()
         }
         (None, Some("STREAMING")) => "streaming: no change of the table applied yet".into(),
         (None, _) => "not started".into(),

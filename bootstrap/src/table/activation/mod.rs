@@ -94,7 +94,7 @@ impl Finish<'_> {
         Error::definite(
             DefiniteCode::JournalMissing,
             format!(
-                "job {} {}: no J record",
+                "job {} {}: no journal record",
                 self.scope.job, self.scope.generation
             ),
         )
@@ -128,7 +128,10 @@ impl Finish<'_> {
         let b = head.record.b.as_ref().ok_or_else(|| {
             Error::definite(
                 DefiniteCode::JournalMissing,
-                format!("job {}: J records no B", self.scope.job),
+                format!(
+                    "job {}: the journal records no start position (B)",
+                    self.scope.job
+                ),
             )
         })?;
         replay::find_marker(self.pool, &self.scope, IntentKind::B, Some(b))
@@ -137,7 +140,8 @@ impl Finish<'_> {
                 Error::definite(
                     DefiniteCode::EvidenceCorrupt,
                     format!(
-                        "job {}: J records B at {b} but L holds no B marker there",
+                        "job {}: the journal records the start position (B) at {b} but the change log \
+                         holds no start marker (B) there",
                         self.scope.job
                     ),
                 )
@@ -503,7 +507,7 @@ pub async fn after_windows(
                 .ok_or_else(|| {
                     Error::definite(
                         DefiniteCode::JournalMissing,
-                        format!("job {} {}: no J record", ctx.id(), ctx.generation()),
+                        format!("job {} {}: no journal record", ctx.id(), ctx.generation()),
                     )
                 })?;
             Ok(Reached::Paused(
@@ -541,7 +545,7 @@ async fn activate_versions(
     loop {
         let (version, tctx) = schema::in_force(&ctx.target, &ctx.tctx, chain).await?;
         let f = finish(ctx, scope, &tctx, chain, cfg);
-        let what = "replay of (B, F] and activation";
+        let what = "replay up to the final fence (F) and activation";
         // Boxed: the activation future is large (fence, replay and audit state).
         let n = cfg.apply_streams;
         let r = async {

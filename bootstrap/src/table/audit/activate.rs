@@ -36,7 +36,7 @@ pub async fn advance_j(
     let mut head = journal.head(job, g).await?.ok_or_else(|| {
         Error::definite(
             DefiniteCode::JournalMissing,
-            format!("job {job} {g} has no J record"),
+            format!("job {job} {g} has no journal record"),
         )
     })?;
     for phase in [
@@ -73,7 +73,7 @@ pub async fn activate(
     let head = journal.head(job, g).await?.ok_or_else(|| {
         Error::definite(
             DefiniteCode::JournalMissing,
-            format!("job {job} {g} has no J record"),
+            format!("job {job} {g} has no journal record"),
         )
     })?;
     if head.record.paused.is_some()
@@ -85,7 +85,7 @@ pub async fn activate(
         return Err(Error::definite(
             DefiniteCode::Preparation,
             format!(
-                "job {job} {g}: activation needs F and replay first and no pause; J is in {:?}{}",
+                "job {job} {g}: activation needs the final fence (F) and replay first and no pause; the journal is in {:?}{}",
                 head.record.phase,
                 if head.record.paused.is_some() {
                     " (paused)"

@@ -102,14 +102,14 @@ pub fn journal(e: &Evidence, head: Option<&JournalRecord>) -> Vec<Finding> {
     let (job, g) = (e.job, e.generation);
     let mut out = named(
         Check::Journal,
-        "J",
+        "journal",
         ledger::check::journal(job, g, &e.journal),
     );
     if head.is_none() {
         out.extend(named(
             Check::Journal,
-            "J",
-            vec![format!("job {job} {g} has no readable J head")],
+            "journal",
+            vec![format!("job {job} {g} has no readable journal head")],
         ));
     }
     out
@@ -210,7 +210,7 @@ pub fn credentials(e: &Evidence, manifests: &[WindowManifest]) -> Vec<Finding> {
         (Ok(c), None) => ledger::check::t_credentials(c, manifests),
         (Err(m), _) => vec![m.clone()],
     };
-    named(Check::Credential, "T", messages)
+    named(Check::Credential, "target ledger", messages)
 }
 
 /// True when `d` was released by the recorded release and is absent from the store.
@@ -243,19 +243,21 @@ pub fn log(e: &Evidence) -> Vec<Finding> {
     let (job, g) = (e.job, e.generation);
     let l = match &e.log {
         Ok(l) => l,
-        Err(m) => return named(Check::Log, "L", vec![m.clone()]),
+        Err(m) => return named(Check::Log, "change log", vec![m.clone()]),
     };
-    let mut out = named(Check::Log, "L", l.read_errors.clone());
+    let mut out = named(Check::Log, "change log", l.read_errors.clone());
     let messages = match (&l.b, &l.f) {
         (Some(b), Some(f)) => super::release_checks::log_findings(e, &l.links, b.seq, f.seq),
         (None, _) => vec![format!(
-            "L holds no B marker of job {job} {g} where J records B"
+            "the change log holds no start marker (B) of job {job} {g} where the journal records the \
+             start position (B)"
         )],
         (_, None) => vec![format!(
-            "L holds no F marker of job {job} {g} where J records F (F not taken yet?)"
+            "the change log holds no final fence marker (F) of job {job} {g} where the journal \
+             records the final fence (F) (not taken yet?)"
         )],
     };
-    out.extend(named(Check::Log, "L", messages));
+    out.extend(named(Check::Log, "change log", messages));
     out
 }
 
@@ -269,17 +271,30 @@ pub fn markers(e: &Evidence, head: Option<&JournalRecord>) -> Vec<Finding> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for (name, j, marker) in [("B", &h.b, &b.end.pos), ("F", &h.f, &f.end.pos)] {
+    for (name, kind, j, marker) in [
+        (
+            "the start position (B)",
+            "start marker (B)",
+            &h.b,
+            &b.end.pos,
+        ),
+        (
+            "the final fence (F)",
+            "final fence marker (F)",
+            &h.f,
+            &f.end.pos,
+        ),
+    ] {
         if j.as_ref() != Some(marker) {
             out.push(format!(
-                "J records {name} at {} but L's {name} marker ends at {marker}",
+                "the journal records {name} at {} but the change log's {kind} ends at {marker}",
                 j.as_ref()
                     .map(|p| p.to_string())
                     .unwrap_or_else(|| "none".into()),
             ));
         }
     }
-    named(Check::Journal, "J", out)
+    named(Check::Journal, "journal", out)
 }
 
 /// T's replay cursor against L's last group of the table at or before F (checked when L
@@ -303,7 +318,7 @@ pub fn cursor(e: &Evidence, require: Require) -> Vec<Finding> {
         ),
         (Err(m), _) => vec![m.clone()],
     };
-    named(Check::Replay, "T cursor", messages)
+    named(Check::Replay, "target ledger cursor", messages)
 }
 
 /// T's replay cursor against L (DESIGN §6). After activation, continuous replay moves the
@@ -322,11 +337,12 @@ pub fn cursor_findings(
         (Some(c), None, Some(f), Require::Activated | Require::Gate) => {
             match c.end.pos.try_cmp(f) {
                 Ok(std::cmp::Ordering::Less) => vec![format!(
-                    "T's cursor {} is before F {f} although L has no change of the table up to F",
+                    "the target ledger's cursor {} is before the final fence (F) {f} although the change log has \
+                     no change of the table up to the final fence (F)",
                     c.end.pos
                 )],
                 Ok(_) => vec![],
-                Err(e) => vec![format!("T's cursor {} against F {f}: {e}", c.end.pos)],
+                Err(e) => vec![format!("the target ledger's cursor {} against the final fence (F) {f}: {e}", c.end.pos)],
             }
         }
         _ => ledger::check::replay_reached(cursor, last_before_f),
@@ -375,11 +391,11 @@ pub fn activation(e: &Evidence, expected: Option<&Activation>, require: Require)
             out.extend(ledger::check::activation(None, x))
         }
         (Some(_), None) => out.push(
-            "T holds an activation credential but the evidence does not recompute one".into(),
+            "the target ledger holds an activation credential but the evidence does not recompute one".into(),
         ),
         _ => {}
     }
-    named(Check::Activation, "T activation", out)
+    named(Check::Activation, "target ledger activation", out)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -128,9 +128,10 @@ async fn read_links(
         after = last.seq;
         for l in page {
             if !l.step_verifies() {
-                facts
-                    .read_errors
-                    .push(format!("L record {}: chain digest does not verify", l.seq));
+                facts.read_errors.push(format!(
+                    "change log record {}: chain digest does not verify",
+                    l.seq
+                ));
             }
             facts.links.push(Link {
                 seq: l.seq,
@@ -197,7 +198,7 @@ async fn first_chunk(pool: &MySqlPool, stream: &str, seq: log::LSeq) -> Result<l
     let missing = |s: log::LSeq| {
         kernel::Error::definite(
             kernel::error::DefiniteCode::EvidenceCorrupt,
-            format!("L's table index names record {seq}, but L does not hold record {s}"),
+            format!("the change log's table index names record {seq}, but the change log does not hold record {s}"),
         )
     };
     let r = at(seq)

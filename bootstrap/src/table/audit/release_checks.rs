@@ -22,14 +22,16 @@ pub fn log_chain(links: &[Link], b_seq: LSeq, f_seq: LSeq) -> Vec<String> {
     let want = f_seq.0.saturating_sub(b_seq.0) + 1;
     if links.len() as u64 != want {
         out.push(format!(
-            "L holds {} records from B (seq {b_seq}) to F (seq {f_seq}), expected {want}",
+            "the change log holds {} records from the start position (B) (seq {b_seq}) to the \
+             final fence (F) (seq {f_seq}), expected {want}",
             links.len()
         ));
     }
     if let Some(first) = links.first() {
         if first.seq != b_seq {
             out.push(format!(
-                "L's range starts at seq {} instead of B's {b_seq}",
+                "the change log's range starts at seq {} instead of the start position's (B) \
+                 {b_seq}",
                 first.seq
             ));
         }
@@ -37,7 +39,7 @@ pub fn log_chain(links: &[Link], b_seq: LSeq, f_seq: LSeq) -> Vec<String> {
     for w in links.windows(2) {
         if w[1].seq != w[0].seq.next() || w[1].prev != w[0].chain {
             out.push(format!(
-                "L hash chain broken between records {} and {}",
+                "change log hash chain broken between records {} and {}",
                 w[0].seq, w[1].seq
             ));
         }
@@ -73,8 +75,8 @@ pub fn credential_findings(r: &ReleaseRecord, creds: &[PageCredential]) -> Vec<S
         return Vec::new();
     }
     vec![format!(
-        "T holds {} page credentials (digest {d}) but the release recorded {} (digest {}): \
-         T's credentials changed after the release",
+        "the target ledger holds {} page credentials (digest {d}) but the release recorded {} (digest {}): \
+         the target ledger's credentials changed after the release",
         creds.len(),
         r.credentials,
         r.credentials_digest
@@ -90,7 +92,7 @@ pub fn log_findings(e: &Evidence, links: &[Link], b: LSeq, f: LSeq) -> Vec<Strin
     };
     if released_record(e).is_none() {
         return vec![format!(
-            "L records from B (seq {b}) to {} were deleted but no release of this table is \
+            "change log records from the start position (B) (seq {b}) to {} were deleted but no release of this table is \
              recorded: evidence_corrupt",
             h.below.0 - 1
         )];
@@ -103,7 +105,7 @@ pub fn log_findings(e: &Evidence, links: &[Link], b: LSeq, f: LSeq) -> Vec<Strin
     if let Some(first) = kept.first() {
         if first.prev != h.below_chain {
             out.push(format!(
-                "L record {} does not link to the GC horizon's digest",
+                "change log record {} does not link to the GC horizon's digest",
                 first.seq
             ));
         }
@@ -121,8 +123,8 @@ pub fn lines(
     let count = |k: &str| r.materials.iter().filter(|m| m.kind == k).count();
     let mut out = vec![format!(
         "{} materials ({} bytes: {} RAW pages, {} FINAL pages, {} manifests) of {} windows {} at {at}; \
-         checked before release: {} FINAL pages with {} T credentials (digest {}), range-chain \
-         root {}, L's digest at F {}",
+         checked before release: {} FINAL pages with {} target ledger credentials (digest {}), range-chain \
+         root {}, the change log's digest at the final fence (F) {}",
         r.materials.len(),
         r.bytes(),
         count("RAWP"),
@@ -138,7 +140,8 @@ pub fn lines(
     )];
     if let Some(h) = h.filter(|h| h.deleted > 0) {
         out.push(format!(
-            "L records of the stream below seq {} deleted by GC ({} records; {} of them B..F were checked before release)",
+            "change log records of the stream below seq {} deleted by GC ({} records; {} of them from the start position (B) to the final fence (F) were \
+             checked before release)",
             h.below, h.deleted, r.l_records
         ));
     }
@@ -155,16 +158,16 @@ pub fn cursor_findings(
     match (&r.cursor, cursor) {
         (None, _) => Vec::new(),
         (Some(was), None) => vec![format!(
-            "T holds no replay cursor but the release recorded it at {was}"
+            "the target ledger holds no replay cursor but the release recorded it at {was}"
         )],
         (Some(was), Some(c)) => match c.end.pos.try_cmp(was) {
             Ok(std::cmp::Ordering::Less) => vec![format!(
-                "T's cursor {} is before {was}, where the release recorded it: it moved back",
+                "the target ledger's cursor {} is before {was}, where the release recorded it: it moved back",
                 c.end.pos
             )],
             Ok(_) => Vec::new(),
             Err(e) => vec![format!(
-                "T's cursor {} against the release's {was}: {e}",
+                "the target ledger's cursor {} against the release's {was}: {e}",
                 c.end.pos
             )],
         },

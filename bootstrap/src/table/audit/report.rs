@@ -27,7 +27,7 @@ pub enum Check {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
     pub check: Check,
-    /// The object: `J`, `w3`, `T`, `L`, a digest.
+    /// The object: `journal`, `w3`, `target ledger`, `change log`, a digest.
     pub subject: String,
     pub message: String,
 }
@@ -64,7 +64,8 @@ impl AuditReport {
     /// One line per finding.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "audit of job {} g{}: {} ({} windows, {} FINAL pages, {} L records B..F, phase {})\n",
+            "audit of job {} g{}: {} ({} windows, {} FINAL pages, {} change log records from the start \
+             position (B) to the final fence (F), phase {})\n",
             self.job,
             self.generation,
             if self.passed() { "PASS" } else { "FAIL" },

@@ -93,17 +93,17 @@ pub fn findings(f: &SchemaFacts) -> Vec<Finding> {
     for (i, v) in f.versions.iter().enumerate() {
         let want = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(2);
         if v.version != want || v.l_seq <= last {
-            out.push(finding(format!("v{}", v.version), format!("schema version {} is out of order (expected version {want} after L record {last})", v.version)));
+            out.push(finding(format!("v{}", v.version), format!("schema version {} is out of order (expected version {want} after change log record {last})", v.version)));
         }
         last = v.l_seq;
         if !f.ddls.iter().any(|d| d.seq == v.l_seq && d.at == v.at) {
-            out.push(finding(format!("v{}", v.version), format!("schema version {} is sealed at L record {} ({}), where L holds no DDL of the table", v.version, v.l_seq, v.at)));
+            out.push(finding(format!("v{}", v.version), format!("schema version {} is sealed at change log record {} ({}), where the change log holds no DDL of the table", v.version, v.l_seq, v.at)));
         }
     }
     let cursor = f.cursor.as_ref();
     for d in f.ddls.iter().filter(|d| passed(&d.at, cursor)) {
         if !f.versions.iter().any(|v| v.l_seq == d.seq) {
-            out.push(finding(format!("L{}", d.seq), format!("T's cursor is past the DDL at {} (L record {}), which has no sealed schema version", d.at, d.seq)));
+            out.push(finding(format!("change log record {}", d.seq), format!("the target ledger's cursor is past the DDL at {} (change log record {}), which has no sealed schema version", d.at, d.seq)));
         }
     }
     let applied: Vec<(u32, Digest)> = f
@@ -119,12 +119,12 @@ pub fn findings(f: &SchemaFacts) -> Vec<Finding> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        out.push(finding("T".into(), format!("T records schema versions [{}], the chain before T's cursor is [{}] (or their fingerprints differ)", show(&f.recorded), show(&applied))));
+        out.push(finding("target ledger".into(), format!("the target ledger records schema versions [{}], the chain before the target ledger's cursor is [{}] (or their fingerprints differ)", show(&f.recorded), show(&applied))));
     }
     let in_force = applied.last().map_or(f.install, |(_, d)| *d);
     if f.target.is_some_and(|t| t != in_force) {
         let n = applied.last().map_or(1, |(n, _)| *n);
-        out.push(finding("target".into(), format!("the target table's definition is not schema version {n}, the one in force at T's cursor (runbooks/target-tampered.md)")));
+        out.push(finding("target".into(), format!("the target table's definition is not schema version {n}, the one in force at the target ledger's cursor (runbooks/target-tampered.md)")));
     }
     out
 }
@@ -187,7 +187,7 @@ mod tests {
         f.recorded.clear();
         assert!(messages(&f)
             .iter()
-            .any(|m| m.contains("T records schema versions []")));
+            .any(|m| m.contains("the target ledger records schema versions []")));
         let mut f = facts();
         f.target = Some(schema(3).fingerprint());
         assert!(messages(&f)
@@ -204,6 +204,6 @@ mod tests {
         f.ddls.remove(1);
         assert!(messages(&f)
             .iter()
-            .any(|m| m.contains("where L holds no DDL")));
+            .any(|m| m.contains("where the change log holds no DDL")));
     }
 }

@@ -431,7 +431,7 @@ impl<'r> Run<'r> {
         match r.cfg.tails.mark(r.pool, &r.scope.stream).await {
             Ok(m) => Some(m),
             Err(e) => {
-                tracing::debug!(job = %r.scope.job, error = %e, "cannot note L's tail");
+                tracing::debug!(job = %r.scope.job, error = %e, "cannot note the change log's tail");
                 None
             }
         }
@@ -481,7 +481,7 @@ impl<'r> Run<'r> {
                 Ok(Some(ControlFlow::Continue(())))
             }
             (Decision::Reread, Err(e)) => {
-                tracing::warn!(job = %r.scope.job, error = %e, retries, "replay apply failed; retrying from T");
+                tracing::warn!(job = %r.scope.job, error = %e, retries, "replay apply failed; retrying from the target ledger");
                 tokio::time::sleep(r.cfg.idle_wait).await;
                 self.cursor = r.cursor(conns).await?;
                 Ok(Some(ControlFlow::Continue(())))

@@ -92,7 +92,7 @@ fn raw_part(
         return Err(definite(
             p.error.code,
             format!(
-                "job {} {}: the reader paused `{}`.`{}` at {} (L record {}): {}; replay stops there",
+                "job {} {}: the reader paused `{}`.`{}` at {} (change log record {}): {}; replay stops there",
                 scope.job, scope.generation, p.schema, p.table, p.at, rec.seq, p.error.message
             ),
         ));
@@ -106,7 +106,7 @@ fn raw_part(
         _ => Err(definite(
             DefiniteCode::Uncapturable,
             format!(
-                "job {} {}: L record {} keeps rows of `{}`.`{}` at {}:{} raw (not decodable against the sealed schema); replay stops there",
+                "job {} {}: change log record {} keeps rows of `{}`.`{}` at {}:{} raw (not decodable against the sealed schema); replay stops there",
                 scope.job, scope.generation, rec.seq, first.schema, first.table, rec.record.start.file, first.event_pos
             ),
         )),
@@ -148,7 +148,7 @@ fn raw_changes(
             definite(
                 DefiniteCode::SchemaChanged,
                 format!(
-                    "job {} {}: L record {} keeps rows of `{}`.`{}` at {}:{} that do not decode against schema version {version}: {e}; replay stops there",
+                    "job {} {}: change log record {} keeps rows of `{}`.`{}` at {}:{} that do not decode against schema version {version}: {e}; replay stops there",
                     scope.job, scope.generation, rec.seq, r.schema, r.table, rec.record.start.file, r.event_pos
                 ),
             )
@@ -204,7 +204,7 @@ pub fn build_group(
                 return Err(definite(
                     DefiniteCode::EvidenceCorrupt,
                     format!(
-                        "L records {} and {} do not chain as chunks of the group starting at {}",
+                        "change log records {} and {} do not chain as chunks of the group starting at {}",
                         p.seq, r.seq, first.record.start
                     ),
                 ));
@@ -298,7 +298,7 @@ pub(super) fn plan(
                 return Err(definite(
                     DefiniteCode::EvidenceConflict,
                     format!(
-                        "job {} {}: T's cursor lies inside a run of groups it does not hold",
+                        "job {} {}: the target ledger's cursor lies inside a run of groups it does not hold",
                         scope.job, scope.generation
                     ),
                 ))

@@ -132,7 +132,7 @@ pub(super) async fn start_point(
         return Ok((b_seq, None, 0));
     };
     if end.pos != h.end || !matches!(cmp_end(&end, &c.end), Ok(Ordering::Less | Ordering::Equal)) {
-        tracing::warn!(job = %scope.job, "replay hint not confirmed by L and T; reading L from B");
+        tracing::warn!(job = %scope.job, "replay hint not confirmed by the change log and the target ledger; reading the change log from the start position (B)");
         return Ok((b_seq, None, 0));
     }
     Ok((h.l_seq, Some(end), h.groups_applied))

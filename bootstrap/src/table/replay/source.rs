@@ -140,7 +140,7 @@ async fn read_bound(
     .bind(page)
     .fetch_all(pool)
     .await
-    .map_err(|e| from_sqlx("reading L's table index", &e))?;
+    .map_err(|e| from_sqlx("reading the change log's table index", &e))?;
     let mut sum = 0usize;
     for (seq, n) in rows {
         sum += n as usize;

@@ -53,7 +53,7 @@ async fn read_tail(pool: &MySqlPool, stream: &str) -> Result<LSeq> {
             .bind(stream)
             .fetch_optional(pool)
             .await
-            .map_err(|e| from_sqlx("reading L's tail", &e))?;
+            .map_err(|e| from_sqlx("reading the change log's tail", &e))?;
     Ok(v.unwrap_or(LSeq::ZERO))
 }
 
@@ -103,7 +103,7 @@ impl Tails {
         let mut rx = match self.subscribe(pool, stream).await {
             Ok(rx) => rx,
             Err(e) => {
-                tracing::debug!(%stream, error = %e, "cannot watch L's tail");
+                tracing::debug!(%stream, error = %e, "cannot watch the change log's tail");
                 tokio::select! {
                     _ = tokio::time::sleep(bound.min(RETRY_AFTER)) => {}
                     _ = cancel.cancelled() => {}
@@ -149,7 +149,7 @@ async fn poll(tails: Tails, pool: MySqlPool, stream: String, tx: watch::Sender<L
                 });
             }
             Err(e) => {
-                tracing::debug!(%stream, error = %e, "cannot read L's tail; tables wait out their bound");
+                tracing::debug!(%stream, error = %e, "cannot read the change log's tail; tables wait out their bound");
                 tokio::time::sleep(RETRY_AFTER).await;
             }
         }

@@ -226,7 +226,8 @@ fn a_batch_skips_the_held_groups_in_front_and_applies_the_rest() {
     let e = plan(&s, Some(&cursor), None, vec![g(12), g(5)]).unwrap_err();
     assert_eq!(e.code, DefiniteCode::EvidenceConflict);
     assert!(
-        e.message.starts_with("job 1 g1: T's cursor lies inside"),
+        e.message
+            .starts_with("job 1 g1: the target ledger's cursor lies inside"),
         "{}",
         e.message
     );

@@ -209,7 +209,9 @@ async fn decide(env: &GcEnv<'_>, row: &rows::ReleaseRow) -> Result<Decision> {
     let (job, g) = (env.scope.job, env.scope.generation);
     let mut needed_by = Vec::new();
     if crate::store::commands::has(env.pool, job, g, crate::store::commands::CANCEL).await? {
-        needed_by.push(format!("the cancel of job {job} {g} (drain to K)"));
+        needed_by.push(format!(
+            "the cancel of job {job} {g}, which drains up to the cancel point (K)"
+        ));
     }
     if rows::verify_walks(env.pool, job, g).await? > 0 {
         needed_by.push(format!("an unfinished `backfill verify` walk of job {job}"));
@@ -347,7 +349,7 @@ async fn prune_l(env: &GcEnv<'_>, stop: &CancellationToken) -> Result<u64> {
         kernel::failpoint::hit(fp::AFTER_L_BATCH);
     }
     if total > 0 {
-        tracing::info!(stream = %stream, deleted = total, below = %below, "retention: L records deleted");
+        tracing::info!(stream = %stream, deleted = total, below = %below, "retention: change log records deleted");
     }
     Ok(total)
 }

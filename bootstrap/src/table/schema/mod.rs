@@ -99,7 +99,7 @@ pub async fn in_force(
     let mut tc = target
         .connect(
             crate::io::pool::Use::Control,
-            "(schema version at T's cursor)",
+            "(schema version at the target ledger's cursor)",
         )
         .await?;
     let cursor = ledger::target::replay_cursor(&mut tc, base, false).await;

@@ -48,7 +48,7 @@ fn refused(scope: &Table<'_>, d: &DdlRow, why: String) -> Sealed {
     Sealed::Refused(Definite {
         code: DefiniteCode::SchemaChanged,
         message: format!(
-            "job {} {}: the DDL `{}` of `{}`.`{}` at {} (L record {}) is not applied: {why}; \
+            "job {} {}: the DDL `{}` of `{}`.`{}` at {} (change log record {}) is not applied: {why}; \
              the table stays paused there (runbooks/schema-change.md)",
             scope.job,
             scope.generation,
@@ -250,7 +250,7 @@ async fn raw_mismatch(
         {
             if let Err(e) = kernel::capture::raw::decode_raw(raw, live) {
                 return Ok(Some(format!(
-                    "rows after it (L record {}) do not decode against the live definition: {e}",
+                    "rows after it (change log record {}) do not decode against the live definition: {e}",
                     r.seq
                 )));
             }
@@ -328,7 +328,7 @@ pub async fn refresh(
     let upto = caught_up(env).await?;
     if let Some(l) = later_ddl(env, &d, upto).await? {
         let why = format!(
-            "a later DDL of the table is already in the capture log (`{}` at {}, L record {}): \
+            "a later DDL of the table is already in the capture log (`{}` at {}, change log record {}): \
              the live definition is not the one right after this DDL; re-add the table",
             short(&l.sql),
             l.at,

@@ -113,7 +113,7 @@ pub async fn apply(
     }
     if !ledger::schema::record_version(conn, ctx, expect, group, next.version, &want).await? {
         return Err(Error::transient(format!(
-            "{}: T's cursor moved while schema version {} was recorded; re-reading T",
+            "{}: the target ledger's cursor moved while schema version {} was recorded; re-reading the target ledger",
             ctx.who(),
             next.version
         )));

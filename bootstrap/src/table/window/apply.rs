@@ -55,7 +55,7 @@ pub async fn apply_one(
     let n = match apply.instrument(span).await? {
         Applied::Committed => page_rows(bytes),
         Applied::AlreadyCommitted => {
-            tracing::info!(%w, page = %no, "page already in T: no DML ran");
+            tracing::info!(%w, page = %no, "page already in the target ledger: no DML ran");
             0
         }
     };

@@ -322,7 +322,7 @@ async fn advance_done(
             rows,
         )
         .await;
-        tracing::info!(job = %id, window = %p.window, attempt = %p.attempt, rows = p.final_rows, "window applied and recorded in J");
+        tracing::info!(job = %id, window = %p.window, attempt = %p.attempt, rows = p.final_rows, "window applied and recorded in the journal");
     }
     Ok(())
 }

@@ -81,7 +81,7 @@ fn sealed(
     if !materials_ok {
         return if any_credential {
             Decision::Pause(format!(
-                "window attempt {attempt}: sealed materials fail verification but T already \
+                "window attempt {attempt}: sealed materials fail verification but the target ledger already \
                  holds page credentials; the target holds bytes that can no longer be proven"
             ))
         } else {
@@ -102,9 +102,9 @@ fn sealed(
             Credential::Present(d) if d == sealed => {}
             Credential::Present(d) => {
                 return Decision::Pause(format!(
-                    "window attempt {attempt} page {i}: T credential {d} differs from the \
+                "window attempt {attempt} page {i}: target ledger credential {d} differs from the \
                      sealed FINAL hash {sealed} (evidence conflict)"
-                ))
+            ))
             }
         }
     }

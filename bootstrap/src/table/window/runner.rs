@@ -140,7 +140,7 @@ async fn run_once(
                 Ok(h) if h.record.completed >= n => continue,
                 Ok(_) => {
                     break Error::transient(
-                        "the window pipeline ended before every window was in J",
+                        "the window pipeline ended before every window was in the journal",
                     )
                 }
                 Err(e) => return ended(Err(e)),

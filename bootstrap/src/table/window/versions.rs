@@ -159,7 +159,7 @@ fn other_pause(ctx: &JobCtx, ddls: &[log::DdlRow], pauses: &[log::PauseRow]) -> 
             Error::definite(
                 p.error.code,
                 format!(
-                    "the capture paused {} at {} (L record {}): {}",
+                    "the capture paused {} at {} (change log record {}): {}",
                     ctx.schema.qualified(),
                     p.at,
                     p.seq,
@@ -188,7 +188,7 @@ async fn seal_pending(ctx: &JobCtx, chain: &mut Chain, b: LSeq, ddl: &log::DdlRo
     let stop = Definite {
         code: DefiniteCode::SchemaChanged,
         message: format!(
-            "the DDL `{}` of {} at {} (L record {}) was met during the windows",
+            "the DDL `{}` of {} at {} (change log record {}) was met during the windows",
             ddl.sql.chars().take(200).collect::<String>(),
             ctx.schema.qualified(),
             ddl.at,
@@ -211,7 +211,7 @@ pub async fn check_low(ctx: &JobCtx, chain: &mut Chain, v: u32, low: LSeq) -> Re
     if let Some(d) = ddls.iter().find(|d| chain.sealed_at(d.seq).is_none()) {
         seal_pending(ctx, chain, b, d).await?;
         return Err(Error::transient(format!(
-            "{}: the DDL at {} (L record {}) is sealed as schema version {}; the window \
+            "{}: the DDL at {} (change log record {}) is sealed as schema version {}; the window \
              starts again with it",
             ctx.schema.qualified(),
             d.at,
@@ -222,7 +222,7 @@ pub async fn check_low(ctx: &JobCtx, chain: &mut Chain, v: u32, low: LSeq) -> Re
     let (in_force, _) = chain.in_force_after(low);
     if in_force != v {
         return Err(Error::transient(format!(
-            "{}: schema version {in_force} is in force at LOW (L record {low}), the attempt \
+            "{}: schema version {in_force} is in force at LOW (change log record {low}), the attempt \
              was to read version {v}; it starts again",
             ctx.schema.qualified()
         )));
@@ -247,7 +247,7 @@ pub async fn check_high(ctx: &JobCtx, chain: &mut Chain, low: LSeq, high: LSeq) 
     }
     tracing::info!(job = %ctx.id(), ddl = %d.sql, at = %d.at, "a DDL crossed the window: it is read again in the new schema version");
     Err(Error::transient(format!(
-        "{}: the DDL at {} (L record {}) lies between the window's LOW and HIGH; the window \
+        "{}: the DDL at {} (change log record {}) lies between the window's LOW and HIGH; the window \
          is read again in schema version {}",
         ctx.schema.qualified(),
         d.at,
@@ -372,7 +372,7 @@ pub async fn catch_up(ctx: &JobCtx, want: u32) -> Result<()> {
         let out = under_write_permits(ctx, what, 1, &ctx.cancel, Box::pin(run)).await?;
         if out.schema_applied.is_none() {
             return Err(Error::transient(format!(
-                "job {}: the catch-up to schema version {want} ended at L record {} without \
+                "job {}: the catch-up to schema version {want} ended at change log record {} without \
                  applying it; it runs again",
                 ctx.id(),
                 out.l_seq
@@ -401,7 +401,7 @@ async fn refuse_pages_ahead(ctx: &JobCtx, k: u32, want: u32) -> Result<()> {
         Some(w) => Err(Error::definite(
             DefiniteCode::EvidenceConflict,
             format!(
-                "job {}: {w} has pages in the target ahead of J (at window {k}) while schema \
+                "job {}: {w} has pages in the target ahead of the journal (at window {k}) while schema \
                  version {want} must reach the target first; the catch-up would miss that \
                  window's changes before the DDL. Re-add the table (runbooks/cancel-and-readd.md)",
                 ctx.id()

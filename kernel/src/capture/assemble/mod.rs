@@ -355,7 +355,7 @@ impl Capturer {
         if self.group.is_some() {
             return Err(Error::transient(format!(
                 "binlog stream: a new group starts at {at} while the previous one is open; \
-                 restarting from D"
+                 restarting from the capture position"
             )));
         }
         self.group = Some(OpenGroup {
@@ -452,11 +452,13 @@ fn table_id_of(data: &[u8]) -> u64 {
 }
 
 fn malformed(what: &str, at: &BinlogPos) -> Error {
-    Error::transient(format!("malformed {what} event at {at}; restarting from D"))
+    Error::transient(format!(
+        "malformed {what} event at {at}; restarting from the capture position"
+    ))
 }
 
 fn io(what: &str, at: &BinlogPos, e: std::io::Error) -> Error {
     Error::transient(format!(
-        "cannot parse {what} event at {at}: {e}; restarting from D"
+        "cannot parse {what} event at {at}: {e}; restarting from the capture position"
     ))
 }

@@ -108,7 +108,7 @@ impl Capturer {
         if cut {
             self.pause_all_active(
                 at,
-                &format!("a one-phase XA transaction {xid} larger than one L chunk"),
+                &format!("a one-phase XA transaction {xid} larger than one change log chunk"),
             );
         }
     }

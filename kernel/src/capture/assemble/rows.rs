@@ -48,7 +48,7 @@ impl Capturer {
         let Some(info) = self.maps.get(&id) else {
             // A table map always precedes its rows; without it nothing can be decoded.
             return Err(Error::transient(format!(
-                "rows event at {at} for table id {id} without a table map; restarting from D"
+                "rows event at {at} for table id {id} without a table map; restarting from the capture position"
             )));
         };
         match info {

@@ -223,7 +223,7 @@ fn streak_step(
         }
         Err(e) => {
             let failures = if progressed { 1 } else { attempt };
-            tracing::warn!(stream = %stream, error = %e, failures, "capture session ended; resuming from D");
+            tracing::warn!(stream = %stream, error = %e, failures, "capture session ended; resuming from the capture position");
             if progressed && attempt > 1 {
                 *carried = Some(e);
                 return Ok(Streak::Progressed);
@@ -325,7 +325,7 @@ fn check_set_covers(set: &SharedCaptureSet, r: &Restored, stream: &str) -> Resul
     match missing {
         None => Ok(()),
         Some((job, g)) => Err(Error::transient(format!(
-            "stream `{stream}`: job {job} {g} has its B in L and no K but is not in this reader's capture set; the reader does not start until it is (its rows would be lost)"
+            "stream `{stream}`: job {job} {g} has its start marker (B) in the change log and no cancel marker (K) but is not in this reader's capture set; the reader does not start until it is (its rows would be lost)"
         ))),
     }
 }
@@ -431,7 +431,7 @@ async fn session(
             Ok(None) => {
                 writer.send(batch.take()).await?.finish().await?;
                 return Err(Error::transient(
-                    "binlog stream ended (source shut down?); resuming from D",
+                    "binlog stream ended (source shut down?); resuming from the capture position",
                 ));
             }
             Ok(Some(Err(e))) => {
@@ -520,7 +520,7 @@ fn stream_error(e: &mysql_async::Error, d: &Position) -> Error {
         Some(ER_MASTER_FATAL_READING_BINLOG) => Error::definite(
             DefiniteCode::BinlogPurged,
             format!(
-                "the source refused to stream from D {}: {}; the position was purged or the \
+                "the source refused to stream from the capture position {}: {}; the position was purged or the \
                  history reset: re-install the captured tables",
                 d.restart.pos,
                 crate::redact::redact_text(&e.to_string())

@@ -64,7 +64,13 @@ async fn find_hold(ctx: &Ctx<'_>, rel: &Release) -> Result<log::Hold> {
         .await?
         .into_iter()
         .find(|h| h.xid == rel.xid)
-        .ok_or_else(|| bad_release(ctx, rel, "L holds no prepared group of it".into()))
+        .ok_or_else(|| {
+            bad_release(
+                ctx,
+                rel,
+                "the change log holds no prepared group of it".into(),
+            )
+        })
 }
 
 /// The held records after `after` (a few), each checked and turned into the commit
@@ -80,7 +86,7 @@ async fn held_page(
         return Err(bad_release(
             ctx,
             rel,
-            format!("L record {} is missing", after.next()),
+            format!("change log record {} is missing", after.next()),
         ));
     }
     let mut out = Vec::with_capacity(page.len());
@@ -99,7 +105,7 @@ async fn held_page(
                 return Err(bad_release(
                     ctx,
                     rel,
-                    format!("L record {} is not its held chunk {n}", r.seq),
+                    format!("change log record {} is not its held chunk {n}", r.seq),
                 ))
             }
         }

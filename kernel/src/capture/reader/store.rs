@@ -35,7 +35,7 @@ impl Replay {
         let Some(s) = stored.first() else {
             return Err(Error::definite(
                 DefiniteCode::EvidenceCorrupt,
-                format!("L of stream `{stream}` has no record {seq} although D names it"),
+                format!("the change log of stream `{stream}` has no record {seq} although the capture position names it"),
             ));
         };
         if s.body_digest != rec.digest() {
@@ -43,7 +43,7 @@ impl Replay {
                 DefiniteCode::EvidenceConflict,
                 format!(
                     "re-reading the group that starts at {} regenerated chunk {} with another \
-                     digest than L record {seq} holds: the source history differs from what \
+                     digest than change log record {seq} holds: the source history differs from what \
                      was captured",
                     rec.start, rec.chunk
                 ),
@@ -91,11 +91,9 @@ impl Writer {
         if self.tx.send(batch).await.is_ok() {
             return Ok(self);
         }
-        Err(self
-            .finish()
-            .await
-            .err()
-            .unwrap_or_else(|| Error::transient("the L writer stopped; resuming from D")))
+        Err(self.finish().await.err().unwrap_or_else(|| {
+            Error::transient("the change log writer stopped; resuming from the capture position")
+        }))
     }
 
     /// Waits until everything queued is stored and starts a new writer at the stored D
@@ -124,7 +122,9 @@ impl Writer {
         drop(self.tx);
         match self.handle.await {
             Ok(r) => r,
-            Err(e) => Err(Error::transient(format!("L writer task failed: {e}"))),
+            Err(e) => Err(Error::transient(format!(
+                "change log writer task failed: {e}"
+            ))),
         }
     }
 }

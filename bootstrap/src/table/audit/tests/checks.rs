@@ -43,7 +43,7 @@ fn manifest_digest(e: &Evidence) -> Digest {
 fn journal_check_names_broken_links_tampered_bytes_and_a_missing_head() {
     let e = good_evidence();
     assert_eq!(checks::journal(&e, head(&e).as_ref()), vec![]);
-    let w = "J record 1 of job 1 g1";
+    let w = "journal record 1 of job 1 g1";
     // Bytes changed under the same digest.
     let mut e = good_evidence();
     let other = JournalRecord {
@@ -55,7 +55,7 @@ fn journal_check_names_broken_links_tampered_bytes_and_a_missing_head() {
         checks::journal(&e, head(&e).as_ref()),
         vec![finding(
             Check::Journal,
-            "J",
+            "journal",
             &format!("{w}: its bytes do not hash to its digest (tampered)")
         )]
     );
@@ -67,12 +67,12 @@ fn journal_check_names_broken_links_tampered_bytes_and_a_missing_head() {
         vec![
             finding(
                 Check::Journal,
-                "J",
+                "journal",
                 &format!("{w}: its link to the previous record is broken")
             ),
             finding(
                 Check::Journal,
-                "J",
+                "journal",
                 &format!("{w}: its bytes do not hash to its digest (tampered)")
             ),
         ]
@@ -80,7 +80,11 @@ fn journal_check_names_broken_links_tampered_bytes_and_a_missing_head() {
     // No J at all, or a last record that does not decode.
     let mut e = good_evidence();
     e.journal.clear();
-    let no_head = finding(Check::Journal, "J", "job 1 g1 has no readable J head");
+    let no_head = finding(
+        Check::Journal,
+        "journal",
+        "job 1 g1 has no readable journal head",
+    );
     assert_eq!(checks::journal(&e, None), vec![no_head.clone()]);
     let mut e = good_evidence();
     let genesis = ledger::journal::journal_genesis(e.job, e.generation);
@@ -96,7 +100,7 @@ fn journal_check_names_broken_links_tampered_bytes_and_a_missing_head() {
     assert_eq!(
         checks::journal(&e, None),
         vec![
-            finding(Check::Journal, "J", &format!("{w}: {why}")),
+            finding(Check::Journal, "journal", &format!("{w}: {why}")),
             no_head
         ]
     );
@@ -135,7 +139,7 @@ fn range_chain_check_names_an_unreadable_chain_and_every_root_that_differs() {
     assert_eq!(
         checks::range_chain(&e, head(&e).as_ref()),
         vec![rc(&format!(
-            "range chain root recomputes to {root} but J records {}",
+            "range chain root recomputes to {root} but the journal records {}",
             d(5)
         ))]
     );
@@ -234,27 +238,33 @@ fn credentials_check_names_a_missing_a_doubled_and_an_unreadable_credential() {
     let (m, _, _) = good_window();
     let ms = std::slice::from_ref(&m);
     assert_eq!(checks::credentials(&e, ms), vec![]);
-    let t = |msg: &str| finding(Check::Credential, "T", msg);
+    let t = |msg: &str| finding(Check::Credential, "target ledger", msg);
     let mut e = good_evidence();
-    e.credentials = Err("T unreachable".into());
-    assert_eq!(checks::credentials(&e, ms), vec![t("T unreachable")]);
+    e.credentials = Err("target ledger unreachable".into());
+    assert_eq!(
+        checks::credentials(&e, ms),
+        vec![t("target ledger unreachable")]
+    );
     let mut e = good_evidence();
     e.credentials = Ok(Vec::new());
     assert_eq!(
         checks::credentials(&e, ms),
-        vec![t("T has no credential for FINAL page w0p0")]
+        vec![t("the target ledger has no credential for FINAL page w0p0")]
     );
     let mut e = good_evidence();
     if let Ok(c) = &mut e.credentials {
         c.push(c[0]);
     }
-    assert_eq!(checks::credentials(&e, ms), vec![t("T holds w0p0 twice")]);
+    assert_eq!(
+        checks::credentials(&e, ms),
+        vec![t("the target ledger holds w0p0 twice")]
+    );
     // A credential no sealed manifest names (the manifest did not decode).
     let e = good_evidence();
     assert_eq!(
         checks::credentials(&e, &[]),
         vec![t(
-            "T holds a credential for w0p0 that no sealed manifest names"
+            "the target ledger holds a credential for w0p0 that no sealed manifest names"
         )]
     );
 }
@@ -263,10 +273,10 @@ fn credentials_check_names_a_missing_a_doubled_and_an_unreadable_credential() {
 fn log_check_names_read_errors_missing_markers_and_a_broken_chain() {
     let e = good_evidence();
     assert_eq!(checks::log(&e), vec![]);
-    let l = |m: &str| finding(Check::Log, "L", m);
+    let l = |m: &str| finding(Check::Log, "change log", m);
     let mut e = good_evidence();
-    e.log = Err("L unreachable".into());
-    assert_eq!(checks::log(&e), vec![l("L unreachable")]);
+    e.log = Err("change log unreachable".into());
+    assert_eq!(checks::log(&e), vec![l("change log unreachable")]);
     let edit = |f: &dyn Fn(&mut LogFacts)| {
         let mut e = good_evidence();
         if let Ok(x) = &mut e.log {
@@ -280,16 +290,20 @@ fn log_check_names_read_errors_missing_markers_and_a_broken_chain() {
     );
     assert_eq!(
         edit(&|x| x.links[2].prev = d(99)),
-        vec![l("L hash chain broken between records 6 and 7")]
+        vec![l("change log hash chain broken between records 6 and 7")]
     );
     assert_eq!(
         edit(&|x| x.b = None),
-        vec![l("L holds no B marker of job 1 g1 where J records B")]
+        vec![l(
+            "the change log holds no start marker (B) of job 1 g1 where the journal records the \
+             start position (B)"
+        )]
     );
     assert_eq!(
         edit(&|x| x.f = None),
         vec![l(
-            "L holds no F marker of job 1 g1 where J records F (F not taken yet?)"
+            "the change log holds no final fence marker (F) of job 1 g1 where the journal \
+             records the final fence (F) (not taken yet?)"
         )]
     );
 }
@@ -312,13 +326,15 @@ fn markers_check_compares_j_b_and_f_with_l_markers() {
         vec![
             finding(
                 Check::Journal,
-                "J",
-                "J records B at b.000001:3 but L's B marker ends at b.000001:4"
+                "journal",
+                "the journal records the start position (B) at b.000001:3 but the change log's \
+                 start marker (B) ends at b.000001:4"
             ),
             finding(
                 Check::Journal,
-                "J",
-                "J records F at none but L's F marker ends at b.000001:9"
+                "journal",
+                "the journal records the final fence (F) at none but the change log's final \
+                 fence marker (F) ends at b.000001:9"
             ),
         ]
     );
@@ -336,20 +352,24 @@ fn cursor_check_names_a_cursor_behind_l_a_missing_and_an_unreadable_cursor() {
     for require in [Require::Gate, Require::Activated] {
         assert_eq!(checks::cursor(&good_evidence(), require), vec![]);
     }
-    let c = |m: &str| finding(Check::Replay, "T cursor", m);
+    let c = |m: &str| finding(Check::Replay, "target ledger cursor", m);
     let mut e = good_evidence();
     if let Ok(Some(x)) = &mut e.cursor {
         x.end = end(6);
     }
     assert_eq!(
         checks::cursor(&e, Require::Gate),
-        vec![c("T's cursor b.000001:6 has not reached b.000001:7")]
+        vec![c(
+            "the target ledger's cursor b.000001:6 has not reached b.000001:7"
+        )]
     );
     let mut e = good_evidence();
     e.cursor = Ok(None);
     assert_eq!(
         checks::cursor(&e, Require::Gate),
-        vec![c("T has no replay cursor; replay must reach b.000001:7")]
+        vec![c(
+            "the target ledger has no replay cursor; replay must reach b.000001:7"
+        )]
     );
     e.cursor = Err("cursor unreadable".into());
     assert_eq!(
@@ -357,7 +377,7 @@ fn cursor_check_names_a_cursor_behind_l_a_missing_and_an_unreadable_cursor() {
         vec![c("cursor unreadable")]
     );
     // Without L there is nothing to compare the cursor with (the log check says so).
-    e.log = Err("L unreachable".into());
+    e.log = Err("change log unreachable".into());
     assert_eq!(checks::cursor(&e, Require::Gate), vec![]);
 }
 
@@ -390,7 +410,7 @@ fn the_credential_is_recomputed_from_l_markers_j_root_and_l_digest_at_f() {
         })
     );
     let mut e = good_evidence();
-    e.log = Err("L unreachable".into());
+    e.log = Err("change log unreachable".into());
     assert_eq!(checks::recompute_activation(&e, h.as_ref()), None);
 }
 
@@ -401,7 +421,7 @@ fn activation_check_names_a_differing_missing_unreadable_or_unbacked_credential(
     for require in [Require::Gate, Require::Activated] {
         assert_eq!(checks::activation(&e, Some(&good), require), vec![]);
     }
-    let a = |m: &str| finding(Check::Activation, "T activation", m);
+    let a = |m: &str| finding(Check::Activation, "target ledger activation", m);
     let other = Activation {
         l_digest: d(77),
         ..good.clone()
@@ -411,28 +431,28 @@ fn activation_check_names_a_differing_missing_unreadable_or_unbacked_credential(
     assert_eq!(
         checks::activation(&e, Some(&good), Require::Gate),
         vec![a(&format!(
-            "T's activation credential {other:?} differs from the recomputed {good:?}"
+            "the target ledger's activation credential {other:?} differs from the recomputed {good:?}"
         ))]
     );
     // Absent: fine before activation, a finding after.
     e.activation = Ok(None);
     assert_eq!(checks::activation(&e, Some(&good), Require::Gate), vec![]);
-    let none = a("T holds no activation credential for job 1 g1");
+    let none = a("the target ledger holds no activation credential for job 1 g1");
     assert_eq!(
         checks::activation(&e, Some(&good), Require::Activated),
         vec![none.clone()]
     );
-    e.activation = Err("T unreachable".into());
+    e.activation = Err("target ledger unreachable".into());
     assert_eq!(
         checks::activation(&e, Some(&good), Require::Activated),
-        vec![a("T unreachable"), none]
+        vec![a("target ledger unreachable"), none]
     );
     // Present although the evidence recomputes none.
     let e = good_evidence();
     assert_eq!(
         checks::activation(&e, None, Require::Gate),
         vec![a(
-            "T holds an activation credential but the evidence does not recompute one"
+            "the target ledger holds an activation credential but the evidence does not recompute one"
         )]
     );
 }

@@ -81,7 +81,7 @@ fn missing_evidence_is_named_per_check() {
     assert!(checks.contains(&Check::Log), "{}", r.text());
     assert!(r.expected.is_none());
     let mut e = empty_evidence();
-    e.credentials = Err("T unreachable".into());
+    e.credentials = Err("target ledger unreachable".into());
     e.activation = Ok(Some(Activation {
         job: JobId(1),
         generation: Generation(1),
@@ -94,11 +94,11 @@ fn missing_evidence_is_named_per_check() {
     assert!(r
         .findings
         .iter()
-        .any(|f| f.check == Check::Credential && f.message == "T unreachable"));
+        .any(|f| f.check == Check::Credential && f.message == "target ledger unreachable"));
     assert!(r
         .findings
         .iter()
-        .any(|f| f.check == Check::Activation && f.subject == "T activation"));
+        .any(|f| f.check == Check::Activation && f.subject == "target ledger activation"));
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn a_streaming_cursor_past_f_is_accepted_without_changes_up_to_f() {
     let (past, before) = (at(900), at(400));
     assert!(cursor_findings(Some(&past), None, Some(&f), Require::Activated).is_empty());
     let m = cursor_findings(Some(&before), None, Some(&f), Require::Activated);
-    assert!(m[0].contains("before F"), "{m:?}");
+    assert!(m[0].contains("before the final fence (F)"), "{m:?}");
     // Before activation too: the audit's field check replays to its pinned P after F
     // first; a cursor before F with no change up to F is still invented.
     assert!(cursor_findings(Some(&past), None, Some(&f), Require::Gate).is_empty());
@@ -543,8 +543,8 @@ fn every_corruption_is_reported_in_check_order() {
     };
     let missing = format!("material {page} (FINP) is registered but missing from the store");
     let want = vec![
-        "Journal|J|J record 1 of job 1 g1: its link to the previous record is broken".to_string(),
-        "Journal|J|J record 1 of job 1 g1: its bytes do not hash to its digest (tampered)".into(),
+        "Journal|journal|journal record 1 of job 1 g1: its link to the previous record is broken".to_string(),
+        "Journal|journal|journal record 1 of job 1 g1: its bytes do not hash to its digest (tampered)".into(),
         "RangeChain|range chain|range chain row of w0: stored root differs from the recomputed one"
             .into(),
         format!("Material|materials|{missing}"),
@@ -552,15 +552,15 @@ fn every_corruption_is_reported_in_check_order() {
             .into(),
         format!("Window|w0|{missing}"),
         format!(
-            "Credential|T|T credential w0p0 (attempt 1, 4 rows, {page}) differs from the \
+            "Credential|target ledger|target ledger credential w0p0 (attempt 1, 4 rows, {page}) differs from the \
              manifest (attempt 1, 3 rows, {page})"
         ),
-        "Log|L|record 6: body digest differs".into(),
-        "Log|L|L hash chain broken between records 6 and 7".into(),
-        "Journal|J|J records B at b.000001:4 but L's B marker ends at b.000001:3".into(),
-        "Replay|T cursor|T's cursor b.000001:6 has not reached b.000001:7".into(),
+        "Log|change log|record 6: body digest differs".into(),
+        "Log|change log|change log hash chain broken between records 6 and 7".into(),
+        "Journal|journal|the journal records the start position (B) at b.000001:4 but the change log's start marker (B) ends at b.000001:3".into(),
+        "Replay|target ledger cursor|the target ledger's cursor b.000001:6 has not reached b.000001:7".into(),
         format!(
-            "Activation|T activation|T's activation credential {stored:?} differs from the \
+            "Activation|target ledger activation|the target ledger's activation credential {stored:?} differs from the \
              recomputed {recomputed:?}"
         ),
     ];
@@ -575,7 +575,7 @@ fn store_errors_are_reported_and_skip_what_depends_on_them() {
     let mut e = good_evidence();
     e.chain = Err("chain unreadable".into());
     e.registry = Err("registry unreadable".into());
-    e.log = Err("L unreachable".into());
+    e.log = Err("change log unreachable".into());
     e.cursor = Err("cursor unreadable".into());
     let r = audit(&e, Require::Activated);
     let got: Vec<String> = r
@@ -591,13 +591,13 @@ fn store_errors_are_reported_and_skip_what_depends_on_them() {
         "RangeChain|range chain|chain unreadable".to_string(),
         "RangeChain|range chain|range chain covers 0 of 1 planned windows".into(),
         format!(
-            "RangeChain|range chain|range chain root recomputes to {empty} but J records {root}"
+            "RangeChain|range chain|range chain root recomputes to {empty} but the journal records {root}"
         ),
-        "RangeChain|range chain|J counts 1 completed windows but the range chain holds 0".into(),
+        "RangeChain|range chain|the journal counts 1 completed windows but the range chain holds 0".into(),
         "Material|registry|registry unreadable".into(),
-        "Credential|T|T holds a credential for w0p0 that no sealed manifest names".into(),
-        "Log|L|L unreachable".into(),
-        "Activation|T activation|T holds an activation credential but the evidence does not \
+        "Credential|target ledger|the target ledger holds a credential for w0p0 that no sealed manifest names".into(),
+        "Log|change log|change log unreachable".into(),
+        "Activation|target ledger activation|the target ledger holds an activation credential but the evidence does not \
          recompute one"
             .into(),
     ];
