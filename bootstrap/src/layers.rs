@@ -127,27 +127,35 @@ fn referenced(module: &str, text: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// Modules of a source tree, keyed by module path, with their text.
-fn read_tree(src: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).expect("read src dir").flatten() {
+/// Every `.rs` file under `root/dir`, with its path relative to `root` (`/`-separated)
+/// and its text, sorted by path (also the walk of `crate::cli::words`).
+pub(crate) fn rust_files(root: &Path, dir: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.join(dir)];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read source dir").flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p.strip_prefix(src).expect("under src");
+                let rel = p.strip_prefix(root).expect("under the root");
                 let rel = rel.to_string_lossy().replace('\\', "/");
-                let text = std::fs::read_to_string(&p).expect("read source");
-                // This checker's own fixtures are text, not imports.
-                if rel != "layers.rs" {
-                    out.insert(module_of(&rel), text);
-                }
+                out.push((rel, std::fs::read_to_string(&p).expect("read source")));
             }
         }
     }
+    out.sort();
     out
+}
+
+/// Modules of a source tree, keyed by module path, with their text.
+fn read_tree(src: &Path) -> BTreeMap<String, String> {
+    rust_files(src, "")
+        .into_iter()
+        // This checker's own fixtures are text, not imports.
+        .filter(|(rel, _)| rel != "layers.rs")
+        .map(|(rel, text)| (module_of(&rel), text))
+        .collect()
 }
 
 /// Module-level edges: (from, to), `to` the longest known module a path names.

@@ -19,6 +19,7 @@
 #![cfg(test)]
 
 use super::Cli;
+use crate::layers::rust_files;
 use clap::CommandFactory;
 use std::path::{Path, PathBuf};
 
@@ -265,26 +266,6 @@ fn lex(src: &str) -> Lexed {
         }
         i += 1;
     }
-    out
-}
-
-/// Every `.rs` file under `dir`, with its path relative to the workspace.
-fn rust_files(root: &Path, dir: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.join(dir)];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read source dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p.strip_prefix(root).expect("under the workspace");
-                let rel = rel.to_string_lossy().replace('\\', "/");
-                out.push((rel, std::fs::read_to_string(&p).expect("read source")));
-            }
-        }
-    }
-    out.sort();
     out
 }
 
